@@ -1,0 +1,300 @@
+// The extern "C" boundary: argument checks, handle lookup, and the guard
+// that keeps C++ exceptions from crossing into C callers.
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "cc_coll.h"
+#include "collectives/allreduce.hpp"
+#include "core/comm.hpp"
+#include "core/config.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+#include "transport/mpi_transport.hpp"
+
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+
+using namespace cc_coll;
+
+namespace {
+
+// Runs `body` with a fresh last-error and turns any escaping exception into a
+// status code.
+template <typename F>
+cc_coll_status_t guarded(const char *fn, F &&body) noexcept
+{
+    try {
+        clear_error();
+        return body();
+    } catch (const std::bad_alloc &) {
+        return fail(CC_COLL_ERR_NO_MEMORY, "%s: out of memory", fn);
+    } catch (const std::exception &e) {
+        return fail(CC_COLL_ERR_INTERNAL, "%s: unexpected exception: %s", fn, e.what());
+    } catch (...) {
+        return fail(CC_COLL_ERR_INTERNAL, "%s: unexpected non-standard exception", fn);
+    }
+}
+
+cc_coll_status_t lookup(const char *fn, cc_coll_comm_h handle, std::shared_ptr<Comm> *out)
+{
+    if (handle == nullptr) return fail(CC_COLL_ERR_INVALID_COMM, "%s: comm is NULL", fn);
+    *out = find_comm(handle);
+    if (!*out)
+        return fail(CC_COLL_ERR_INVALID_COMM, "%s: comm %p is not a live communicator (already destroyed?)", fn,
+                    static_cast<void *>(handle));
+    return CC_COLL_OK;
+}
+
+cc_coll_status_t check_mpi_alive(const char *fn)
+{
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized)
+        return fail(CC_COLL_ERR_MPI_NOT_INITIALIZED, "%s: MPI is not initialised (call MPI_Init first)", fn);
+    if (finalized) return fail(CC_COLL_ERR_MPI_NOT_INITIALIZED, "%s: MPI is already finalised", fn);
+    return CC_COLL_OK;
+}
+
+cc_coll_status_t create_comm(const char *fn, MPI_Comm mpi_comm, cc_coll_comm_h *out, int major, int minor)
+{
+    if (out == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "%s: comm (the output pointer) is NULL", fn);
+    *out = nullptr;
+    cc_coll_status_t st = cc_coll_check_version_numbers(major, minor);
+    if (st != CC_COLL_OK) return st;
+    if ((st = check_mpi_alive(fn)) != CC_COLL_OK) return st;
+    if (mpi_comm == MPI_COMM_NULL) return fail(CC_COLL_ERR_INVALID_ARG, "%s: mpi_comm is MPI_COMM_NULL", fn);
+    int inter = 0;
+    if ((st = check_mpi(MPI_Comm_test_inter(mpi_comm, &inter), "MPI_Comm_test_inter")) != CC_COLL_OK) return st;
+    if (inter) return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: mpi_comm is an inter-communicator", fn);
+
+    Config config;
+    std::string why;
+    if (load_config(process_env(), &config, &why) != CC_COLL_OK)
+        return fail(CC_COLL_ERR_CONFIG, "%s: %s", fn, why.c_str());
+
+    MPI_Comm dup = MPI_COMM_NULL;
+    if ((st = check_mpi(MPI_Comm_dup(mpi_comm, &dup), "MPI_Comm_dup")) != CC_COLL_OK) return st;
+    int rank = 0, size = 0;
+    if ((st = check_mpi(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler")) == CC_COLL_OK &&
+        (st = check_mpi(MPI_Comm_rank(dup, &rank), "MPI_Comm_rank")) == CC_COLL_OK)
+        st = check_mpi(MPI_Comm_size(dup, &size), "MPI_Comm_size");
+    if (st != CC_COLL_OK) {
+        MPI_Comm_free(&dup);
+        return st;
+    }
+    auto comm = std::make_shared<Comm>(dup, rank, size, config);
+    *out = register_comm(std::move(comm));
+    log_message(LogLevel::Info, "comm %p created: rank %d of %d, method %s", static_cast<void *>(*out), rank, size,
+                cc_coll_method_name(config.method));
+    return CC_COLL_OK;
+}
+
+thread_local std::string t_setting_value;
+
+}  // namespace
+
+extern "C" {
+
+const char *cc_coll_status_string(cc_coll_status_t status) { return status_string(status); }
+
+const char *cc_coll_last_error(void) { return last_error(); }
+
+void cc_coll_get_version(int *major, int *minor, int *patch)
+{
+    if (major) *major = CC_COLL_VERSION_MAJOR;
+    if (minor) *minor = CC_COLL_VERSION_MINOR;
+    if (patch) *patch = CC_COLL_VERSION_PATCH;
+}
+
+const char *cc_coll_version_string(void)
+{
+#define CC_COLL_STR2(x) #x
+#define CC_COLL_STR(x) CC_COLL_STR2(x)
+    return CC_COLL_STR(CC_COLL_VERSION_MAJOR) "." CC_COLL_STR(CC_COLL_VERSION_MINOR) "." CC_COLL_STR(
+        CC_COLL_VERSION_PATCH);
+}
+
+cc_coll_status_t cc_coll_check_version_numbers(int header_major, int header_minor)
+{
+    if (header_major != CC_COLL_VERSION_MAJOR || header_minor > CC_COLL_VERSION_MINOR)
+        return fail(CC_COLL_ERR_VERSION_MISMATCH,
+                    "program compiled against cc_coll.h %d.%d but runs with libcc_coll %s (needs the same major "
+                    "version and a library minor version >= the header's)",
+                    header_major, header_minor, cc_coll_version_string());
+    return CC_COLL_OK;
+}
+
+size_t cc_coll_dtype_size(cc_coll_dtype_t dtype) { return dtype_size(dtype); }
+
+const char *cc_coll_method_name(cc_coll_method_t method)
+{
+    switch (method) {
+    case CC_COLL_METHOD_NONE: return "none";
+    }
+    return nullptr;
+}
+
+cc_coll_status_t cc_coll_comm_create_versioned(MPI_Comm mpi_comm, cc_coll_comm_h *comm, int header_major,
+                                               int header_minor)
+{
+    return guarded("cc_coll_comm_create", [&] {
+        return create_comm("cc_coll_comm_create", mpi_comm, comm, header_major, header_minor);
+    });
+}
+
+cc_coll_status_t cc_coll_comm_create_fint_versioned(MPI_Fint mpi_comm, cc_coll_comm_h *comm, int header_major,
+                                                    int header_minor)
+{
+    return guarded("cc_coll_comm_create_fint", [&] {
+        const char *fn = "cc_coll_comm_create_fint";
+        cc_coll_status_t st = check_mpi_alive(fn);
+        if (st != CC_COLL_OK) return st;
+        return create_comm(fn, MPI_Comm_f2c(mpi_comm), comm, header_major, header_minor);
+    });
+}
+
+cc_coll_status_t cc_coll_comm_destroy(cc_coll_comm_h comm)
+{
+    return guarded("cc_coll_comm_destroy", [&] {
+        if (comm == nullptr) return fail(CC_COLL_ERR_INVALID_COMM, "cc_coll_comm_destroy: comm is NULL");
+        if (!unregister_comm(comm))
+            return fail(CC_COLL_ERR_INVALID_COMM,
+                        "cc_coll_comm_destroy: comm %p is not a live communicator (already destroyed?)",
+                        static_cast<void *>(comm));
+        return CC_COLL_OK;
+    });
+}
+
+cc_coll_status_t cc_coll_comm_rank(cc_coll_comm_h comm, int *rank)
+{
+    return guarded("cc_coll_comm_rank", [&] {
+        std::shared_ptr<Comm> c;
+        cc_coll_status_t st = lookup("cc_coll_comm_rank", comm, &c);
+        if (st != CC_COLL_OK) return st;
+        if (rank == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_comm_rank: rank is NULL");
+        *rank = c->rank();
+        return CC_COLL_OK;
+    });
+}
+
+cc_coll_status_t cc_coll_comm_size(cc_coll_comm_h comm, int *size)
+{
+    return guarded("cc_coll_comm_size", [&] {
+        std::shared_ptr<Comm> c;
+        cc_coll_status_t st = lookup("cc_coll_comm_size", comm, &c);
+        if (st != CC_COLL_OK) return st;
+        if (size == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_comm_size: size is NULL");
+        *size = c->size();
+        return CC_COLL_OK;
+    });
+}
+
+cc_coll_status_t cc_coll_allreduce(const void *sendbuf, void *recvbuf, size_t count, cc_coll_dtype_t dtype,
+                                   cc_coll_op_t op, const cc_coll_params_t *params, cc_coll_comm_h comm,
+                                   void *stream)
+{
+    return guarded("cc_coll_allreduce", [&] {
+        const char *fn = "cc_coll_allreduce";
+        std::shared_ptr<Comm> c;
+        cc_coll_status_t st = lookup(fn, comm, &c);
+        if (st != CC_COLL_OK) return st;
+        if ((st = check_mpi_alive(fn)) != CC_COLL_OK) return st;
+        CallParams p;
+        if ((st = resolve_params(params, c->config(), &p)) != CC_COLL_OK) return st;
+        if ((st = validate_reduction_args(fn, sendbuf, recvbuf, count, dtype, op)) != CC_COLL_OK) return st;
+        if (stream != nullptr)
+            return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: stream must be NULL (device buffers are not supported yet)",
+                        fn);
+        if (count > 0 && (is_device_memory(sendbuf) || is_device_memory(recvbuf)))
+            return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: %s is device memory, which this version does not support",
+                        fn, is_device_memory(sendbuf) ? "sendbuf" : "recvbuf");
+        return allreduce(*c, AllreduceArgs{sendbuf, recvbuf, count, dtype, op}, p);
+    });
+}
+
+cc_coll_status_t cc_coll_comm_get_stats(cc_coll_comm_h comm, cc_coll_stats_t *stats)
+{
+    return guarded("cc_coll_comm_get_stats", [&] {
+        std::shared_ptr<Comm> c;
+        cc_coll_status_t st = lookup("cc_coll_comm_get_stats", comm, &c);
+        if (st != CC_COLL_OK) return st;
+        if (stats == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_comm_get_stats: stats is NULL");
+        return fill_stats(c->stats().snapshot(), stats);
+    });
+}
+
+cc_coll_status_t cc_coll_comm_reset_stats(cc_coll_comm_h comm)
+{
+    return guarded("cc_coll_comm_reset_stats", [&] {
+        std::shared_ptr<Comm> c;
+        cc_coll_status_t st = lookup("cc_coll_comm_reset_stats", comm, &c);
+        if (st != CC_COLL_OK) return st;
+        c->stats().reset();
+        return CC_COLL_OK;
+    });
+}
+
+size_t cc_coll_setting_count(void)
+{
+    std::size_t n = 0;
+    settings(&n);
+    return n;
+}
+
+cc_coll_status_t cc_coll_setting_get(size_t index, cc_coll_setting_t *out)
+{
+    return guarded("cc_coll_setting_get", [&] {
+        std::size_t n = 0;
+        const SettingDef *table = settings(&n);
+        if (index >= n)
+            return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_setting_get: index %zu is out of range (%zu settings)",
+                        index, n);
+        if (out == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_setting_get: out is NULL");
+        const SettingDef &s = table[index];
+        out->name = s.name;
+        out->env_var = s.env_var;
+        out->default_value = s.default_value;
+        out->doc = s.doc;
+        out->value = s.default_value;
+        out->from_env = 0;
+        std::string value;
+        if (!process_env()(s.env_var, &value)) return CC_COLL_OK;
+        Config scratch;
+        std::string why;
+        if (!s.apply(value, &scratch, &why))
+            return fail(CC_COLL_ERR_CONFIG, "%s=\"%s\" is invalid: %s", s.env_var, value.c_str(), why.c_str());
+        t_setting_value = value;
+        out->value = t_setting_value.c_str();
+        out->from_env = 1;
+        return CC_COLL_OK;
+    });
+}
+
+unsigned cc_coll_build_flags(void)
+{
+    unsigned flags = 0;
+#ifdef CC_COLL_HAVE_CUDA
+    flags |= CC_COLL_BUILD_CUDA;
+#endif
+#ifdef CC_COLL_HAVE_FORTRAN
+    flags |= CC_COLL_BUILD_FORTRAN;
+#endif
+    return flags;
+}
+
+int cc_coll_mpi_cuda_aware(void)
+{
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+    return MPIX_Query_cuda_support() ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
+}  // extern "C"

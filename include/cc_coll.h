@@ -1,0 +1,283 @@
+/*
+ * libcc_coll — compressed MPI collectives.
+ *
+ * The public C ABI. Everything the library exports is declared here and is
+ * prefixed `cc_coll_` (functions, types) or `CC_COLL_` (macros, enumerators,
+ * environment variables). The header compiles as C99 and as C++.
+ *
+ * Conventions
+ *  - Every function returns a cc_coll_status_t: 0 (CC_COLL_OK) on success, a
+ *    negative code on error. cc_coll_status_string() names the code;
+ *    cc_coll_last_error() gives the calling thread's message for its most
+ *    recent error (which argument or which MPI call failed, and why).
+ *  - Nothing aborts and no C++ exception crosses this boundary.
+ *  - Structs that may grow start with a `uint64_t mask`; a field counts only
+ *    when its bit is set, so fields are appended without breaking callers.
+ *
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#ifndef CC_COLL_H
+#define CC_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* The single source of the version: CMake reads these three lines. */
+#define CC_COLL_VERSION_MAJOR 0
+#define CC_COLL_VERSION_MINOR 1
+#define CC_COLL_VERSION_PATCH 0
+
+/* One integer, ordered like the version: MAJOR*10000 + MINOR*100 + PATCH. */
+#define CC_COLL_VERSION \
+    (CC_COLL_VERSION_MAJOR * 10000 + CC_COLL_VERSION_MINOR * 100 + CC_COLL_VERSION_PATCH)
+
+/* Symbol visibility: the library is built with hidden visibility and exports
+ * only what carries CC_COLL_API. */
+#if defined(_WIN32)
+#  define CC_COLL_API
+#elif defined(__GNUC__) || defined(__clang__)
+#  define CC_COLL_API __attribute__((visibility("default")))
+#else
+#  define CC_COLL_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef enum cc_coll_status {
+    CC_COLL_OK                     = 0,
+    CC_COLL_ERR_NULL_BUFFER        = -1,  /* a buffer is NULL while count > 0        */
+    CC_COLL_ERR_INVALID_DTYPE      = -2,  /* dtype is not a cc_coll_dtype_t value    */
+    CC_COLL_ERR_INVALID_OP         = -3,  /* op is not a cc_coll_op_t value          */
+    CC_COLL_ERR_INVALID_METHOD     = -4,  /* method is not a cc_coll_method_t value  */
+    CC_COLL_ERR_COUNT_OVERFLOW     = -5,  /* count does not fit MPI's count type     */
+    CC_COLL_ERR_INVALID_COMM       = -6,  /* NULL or already-destroyed comm handle   */
+    CC_COLL_ERR_INVALID_PARAMS     = -7,  /* params has unknown mask bits            */
+    CC_COLL_ERR_INVALID_ARG        = -8,  /* another argument is out of its domain   */
+    CC_COLL_ERR_MPI                = -9,  /* an MPI call failed (message says which) */
+    CC_COLL_ERR_MPI_NOT_INITIALIZED = -10, /* MPI is not initialised, or finalised   */
+    CC_COLL_ERR_VERSION_MISMATCH   = -11, /* header and library versions disagree    */
+    CC_COLL_ERR_CONFIG             = -12, /* a CC_COLL_* environment value is bad    */
+    CC_COLL_ERR_NOT_SUPPORTED      = -13, /* valid request this build cannot serve   */
+    CC_COLL_ERR_NO_MEMORY          = -14, /* an allocation failed                    */
+    CC_COLL_ERR_INTERNAL           = -15  /* a bug in libcc_coll: please report it   */
+} cc_coll_status_t;
+
+/* A static string naming the status ("CC_COLL_ERR_NULL_BUFFER: ..."); never
+ * NULL, also for unknown values. */
+CC_COLL_API const char *cc_coll_status_string(cc_coll_status_t status);
+
+/* The calling thread's message for its most recent failed call ("" if none).
+ * Valid until the thread's next cc_coll call. */
+CC_COLL_API const char *cc_coll_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Version queries and the header/library check                              */
+/* ------------------------------------------------------------------------ */
+
+/* The library's version at run time. Any pointer may be NULL. */
+CC_COLL_API void cc_coll_get_version(int *major, int *minor, int *patch);
+
+/* "MAJOR.MINOR.PATCH" of the library at run time. */
+CC_COLL_API const char *cc_coll_version_string(void);
+
+/* CC_COLL_OK when a program compiled against header version
+ * (header_major, header_minor) can use this library: same major version and a
+ * library minor version at least the header's. Otherwise
+ * CC_COLL_ERR_VERSION_MISMATCH with both versions in the message. */
+CC_COLL_API cc_coll_status_t cc_coll_check_version_numbers(int header_major, int header_minor);
+
+/* Checks the header this translation unit was compiled with against the
+ * library it runs with. cc_coll_comm_create() does this on every call. */
+static inline cc_coll_status_t cc_coll_check_version(void)
+{
+    return cc_coll_check_version_numbers(CC_COLL_VERSION_MAJOR, CC_COLL_VERSION_MINOR);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Data types, reductions, methods                                           */
+/* ------------------------------------------------------------------------ */
+
+typedef enum cc_coll_dtype {
+    CC_COLL_F32  = 0,  /* IEEE-754 binary32                          */
+    CC_COLL_F64  = 1,  /* IEEE-754 binary64                          */
+    CC_COLL_F16  = 2,  /* IEEE-754 binary16, summed element by element
+                          in binary32 and rounded to nearest-even      */
+    CC_COLL_BF16 = 3   /* bfloat16, same rule as F16                  */
+} cc_coll_dtype_t;
+
+typedef enum cc_coll_op {
+    CC_COLL_SUM = 0,  /* element-wise sum over the communicator        */
+    CC_COLL_AVG = 1   /* SUM divided by the communicator size, in the
+                         element type (binary32 for F16/BF16)          */
+} cc_coll_op_t;
+
+typedef enum cc_coll_method {
+    CC_COLL_METHOD_NONE = 0  /* no compression: MPI_Allreduce itself,
+                                bit-identical to calling it directly   */
+} cc_coll_method_t;
+
+/* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
+CC_COLL_API size_t cc_coll_dtype_size(cc_coll_dtype_t dtype);
+
+/* Lower-case name of a method ("none"), or NULL for an unknown value. */
+CC_COLL_API const char *cc_coll_method_name(cc_coll_method_t method);
+
+/* ------------------------------------------------------------------------ */
+/* Communicator                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct cc_coll_comm *cc_coll_comm_h;
+
+/* Creates a libcc_coll communicator over `mpi_comm`. Collective over
+ * mpi_comm. The communicator is duplicated (MPI_Comm_dup) and the duplicate
+ * gets MPI_ERRORS_RETURN, so libcc_coll traffic never mixes with the caller's
+ * and MPI failures come back as CC_COLL_ERR_MPI. The CC_COLL_* environment is
+ * read here: later changes to it do not affect this communicator.
+ * Intra-communicators only. Destroy with cc_coll_comm_destroy() before
+ * MPI_Finalize. */
+CC_COLL_API cc_coll_status_t cc_coll_comm_create_versioned(MPI_Comm mpi_comm, cc_coll_comm_h *comm,
+                                                           int header_major, int header_minor);
+
+/* The same from a Fortran communicator handle (MPI_Fint, as MPI_Comm_c2f
+ * returns and Fortran's `integer :: comm` holds). */
+CC_COLL_API cc_coll_status_t cc_coll_comm_create_fint_versioned(MPI_Fint mpi_comm, cc_coll_comm_h *comm,
+                                                                int header_major, int header_minor);
+
+static inline cc_coll_status_t cc_coll_comm_create(MPI_Comm mpi_comm, cc_coll_comm_h *comm)
+{
+    return cc_coll_comm_create_versioned(mpi_comm, comm, CC_COLL_VERSION_MAJOR, CC_COLL_VERSION_MINOR);
+}
+
+static inline cc_coll_status_t cc_coll_comm_create_fint(MPI_Fint mpi_comm, cc_coll_comm_h *comm)
+{
+    return cc_coll_comm_create_fint_versioned(mpi_comm, comm, CC_COLL_VERSION_MAJOR, CC_COLL_VERSION_MINOR);
+}
+
+/* Frees the communicator and its duplicate of the MPI communicator (local,
+ * not collective). Afterwards the handle is invalid: every call given it,
+ * destroy included, returns CC_COLL_ERR_INVALID_COMM. Handles are never
+ * reused, so a stale handle cannot reach a newer communicator. */
+CC_COLL_API cc_coll_status_t cc_coll_comm_destroy(cc_coll_comm_h comm);
+
+/* Rank and size of the communicator. */
+CC_COLL_API cc_coll_status_t cc_coll_comm_rank(cc_coll_comm_h comm, int *rank);
+CC_COLL_API cc_coll_status_t cc_coll_comm_size(cc_coll_comm_h comm, int *size);
+
+/* ------------------------------------------------------------------------ */
+/* Per-call parameters                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Bits of cc_coll_params_t.mask. A field is read only when its bit is set;
+ * unset fields take the communicator's configuration (environment, then
+ * default). Unknown bits are an error (CC_COLL_ERR_INVALID_PARAMS). */
+enum cc_coll_params_field {
+    CC_COLL_PARAMS_FIELD_METHOD = (1ULL << 0)
+};
+
+typedef struct cc_coll_params {
+    uint64_t         mask;    /* OR of cc_coll_params_field bits        */
+    cc_coll_method_t method;  /* CC_COLL_PARAMS_FIELD_METHOD            */
+} cc_coll_params_t;
+
+/* ------------------------------------------------------------------------ */
+/* Collectives                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Allreduce of `count` elements of `dtype` with `op` over `comm`, like
+ * MPI_Allreduce. In place when sendbuf == recvbuf; partially overlapping
+ * buffers are an error. Buffers may be NULL when count == 0. `params` may be
+ * NULL (all defaults). Every rank must pass the same count, dtype, op and
+ * params. `stream` is reserved for device buffers and must be NULL in this
+ * version. count must fit MPI's count type (INT_MAX elements). */
+CC_COLL_API cc_coll_status_t cc_coll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                               cc_coll_dtype_t dtype, cc_coll_op_t op,
+                                               const cc_coll_params_t *params, cc_coll_comm_h comm,
+                                               void *stream);
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Bits of cc_coll_stats_t.mask: the caller sets the fields it wants filled. */
+enum cc_coll_stats_field {
+    CC_COLL_STATS_FIELD_CALLS              = (1ULL << 0),
+    CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED = (1ULL << 1),
+    CC_COLL_STATS_FIELD_BYTES_WIRE         = (1ULL << 2),
+    CC_COLL_STATS_FIELD_TIME_COMPRESS      = (1ULL << 3),
+    CC_COLL_STATS_FIELD_TIME_COMMUNICATE   = (1ULL << 4),
+    CC_COLL_STATS_FIELD_TIME_DECOMPRESS    = (1ULL << 5)
+};
+
+/* Per-communicator counters, summed over this rank's calls since creation or
+ * the last reset. Bytes are those of this rank: `bytes_uncompressed` is what
+ * the caller asked to reduce (count x element size); `bytes_wire` is the
+ * payload this rank handed to MPI (the MPI algorithm itself may move up to
+ * 2(P-1)/P times that for an allreduce). Times are seconds. */
+typedef struct cc_coll_stats {
+    uint64_t mask;
+    uint64_t calls;
+    uint64_t bytes_uncompressed;
+    uint64_t bytes_wire;
+    double   time_compress;
+    double   time_communicate;
+    double   time_decompress;
+} cc_coll_stats_t;
+
+CC_COLL_API cc_coll_status_t cc_coll_comm_get_stats(cc_coll_comm_h comm, cc_coll_stats_t *stats);
+CC_COLL_API cc_coll_status_t cc_coll_comm_reset_stats(cc_coll_comm_h comm);
+
+/* ------------------------------------------------------------------------ */
+/* Configuration and build information                                       */
+/* ------------------------------------------------------------------------ */
+
+/* One entry of the settings table. Each setting NAME is read from the
+ * environment variable CC_COLL_NAME. */
+typedef struct cc_coll_setting {
+    const char *name;          /* e.g. "METHOD"                             */
+    const char *env_var;       /* e.g. "CC_COLL_METHOD"                     */
+    const char *default_value; /* textual default                           */
+    const char *value;         /* value in effect now: environment if set
+                                  and valid, else the default               */
+    const char *doc;           /* one paragraph of documentation            */
+    int         from_env;      /* 1 when `value` came from the environment  */
+} cc_coll_setting_t;
+
+/* Number of settings in the table. */
+CC_COLL_API size_t cc_coll_setting_count(void);
+
+/* Fills `out` with setting `index` (0 <= index < count). The strings are
+ * owned by the library and stay valid until the next call of this function
+ * on the same thread. If the environment holds an invalid value, `value` is
+ * the default, `from_env` is 0 and CC_COLL_ERR_CONFIG is returned with the
+ * reason (the entry is still filled). */
+CC_COLL_API cc_coll_status_t cc_coll_setting_get(size_t index, cc_coll_setting_t *out);
+
+/* Bits returned by cc_coll_build_flags(). */
+enum cc_coll_build_flag {
+    CC_COLL_BUILD_CUDA    = (1U << 0), /* built with CUDA support           */
+    CC_COLL_BUILD_FORTRAN = (1U << 1)  /* Fortran enabled in the build      */
+};
+
+CC_COLL_API unsigned cc_coll_build_flags(void);
+
+/* 1 when the MPI library reports CUDA-aware support at run time, 0 when it
+ * reports none or cannot tell (no MPIX_Query_cuda_support). */
+CC_COLL_API int cc_coll_mpi_cuda_aware(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CC_COLL_H */

@@ -1,0 +1,30 @@
+// Allreduce: the dispatcher that picks an algorithm from the resolved
+// method, and the algorithms themselves (one file each).
+#pragma once
+
+#include <cstddef>
+
+#include "cc_coll.h"
+#include "core/comm.hpp"
+#include "core/params.hpp"
+#include "core/stats.hpp"
+
+namespace cc_coll {
+
+// One allreduce call, arguments already validated.
+struct AllreduceArgs {
+    const void *send;  // == recv for in place
+    void *recv;
+    std::size_t count;
+    cc_coll_dtype_t dtype;
+    cc_coll_op_t op;
+};
+
+// Runs the algorithm for `params.method` and adds the call to comm's stats.
+cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallParams &params);
+
+// Method NONE: MPI_Allreduce(SUM), then division by the communicator size
+// for AVG. Fills `stats` with this call's figures.
+cc_coll_status_t allreduce_passthrough(Comm &comm, const AllreduceArgs &args, StatsSnapshot *stats);
+
+}  // namespace cc_coll

@@ -1,0 +1,160 @@
+#include "core/config.hpp"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace cc_coll {
+
+namespace {
+
+std::string trim_lower(const std::string &text)
+{
+    std::size_t b = 0, e = text.size();
+    while (b < e && std::isspace(static_cast<unsigned char>(text[b]))) ++b;
+    while (e > b && std::isspace(static_cast<unsigned char>(text[e - 1]))) --e;
+    std::string s = text.substr(b, e - b);
+    for (char &c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+bool apply_method(const std::string &text, Config *cfg, std::string *why)
+{
+    if (parse_method(text, &cfg->method)) return true;
+    *why = "expected one of: none";
+    return false;
+}
+
+bool apply_log_level(const std::string &text, Config *cfg, std::string *why)
+{
+    if (parse_log_level(text, &cfg->log_level)) return true;
+    *why = "expected one of: none, error, info, debug";
+    return false;
+}
+
+const SettingDef kSettings[] = {
+    {"METHOD", "CC_COLL_METHOD", "none",
+     "Compression method used when a call's params do not set one. Values: none (plain "
+     "MPI_Allreduce, bit-identical to it).",
+     apply_method},
+    {"LOG_LEVEL", "CC_COLL_LOG_LEVEL", "none",
+     "Diagnostics printed to stderr: none; error (every failed call's message); info (also "
+     "communicator creation); debug (also every call). Read once per process.",
+     apply_log_level},
+};
+
+}  // namespace
+
+EnvLookup process_env()
+{
+    return [](const char *name, std::string *value) {
+        const char *v = std::getenv(name);
+        if (v == nullptr) return false;
+        *value = v;
+        return true;
+    };
+}
+
+const SettingDef *settings(std::size_t *count)
+{
+    *count = sizeof kSettings / sizeof kSettings[0];
+    return kSettings;
+}
+
+cc_coll_status_t load_config(const EnvLookup &env, Config *cfg, std::string *why)
+{
+    Config result;
+    std::string reason;
+    for (const SettingDef &s : kSettings) {
+        if (!s.apply(s.default_value, &result, &reason)) {
+            if (why) *why = std::string("built-in default of ") + s.env_var + " is invalid";
+            return CC_COLL_ERR_INTERNAL;
+        }
+        std::string value;
+        if (!env(s.env_var, &value)) continue;
+        if (!s.apply(value, &result, &reason)) {
+            if (why) *why = std::string(s.env_var) + "=\"" + value + "\" is invalid: " + reason;
+            return CC_COLL_ERR_CONFIG;
+        }
+    }
+    *cfg = result;
+    return CC_COLL_OK;
+}
+
+bool parse_method(const std::string &text, cc_coll_method_t *out)
+{
+    const std::string s = trim_lower(text);
+    if (s == "none") {
+        *out = CC_COLL_METHOD_NONE;
+        return true;
+    }
+    return false;
+}
+
+bool parse_log_level(const std::string &text, LogLevel *out)
+{
+    const std::string s = trim_lower(text);
+    if (s == "none") *out = LogLevel::None;
+    else if (s == "error") *out = LogLevel::Error;
+    else if (s == "info") *out = LogLevel::Info;
+    else if (s == "debug") *out = LogLevel::Debug;
+    else return false;
+    return true;
+}
+
+bool parse_bytes(const std::string &text, std::uint64_t *out)
+{
+    const std::string s = trim_lower(text);
+    std::size_t i = 0;
+    std::uint64_t value = 0;
+    if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+    for (; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i) {
+        const std::uint64_t digit = static_cast<std::uint64_t>(s[i] - '0');
+        if (value > (UINT64_MAX - digit) / 10) return false;
+        value = value * 10 + digit;
+    }
+    std::string suffix = s.substr(i);
+    while (!suffix.empty() && suffix[0] == ' ') suffix.erase(0, 1);
+    unsigned shift = 0;
+    if (!suffix.empty()) {
+        switch (suffix[0]) {
+        case 'k': shift = 10; break;
+        case 'm': shift = 20; break;
+        case 'g': shift = 30; break;
+        case 't': shift = 40; break;
+        case 'b': break;
+        default: return false;
+        }
+        const std::string rest = suffix[0] == 'b' ? suffix.substr(1) : suffix.substr(1);
+        if (suffix[0] == 'b' && !rest.empty()) return false;
+        if (suffix[0] != 'b' && !(rest.empty() || rest == "b" || rest == "ib")) return false;
+    }
+    if (shift != 0 && value > (UINT64_MAX >> shift)) return false;
+    *out = value << shift;
+    return true;
+}
+
+bool parse_bool(const std::string &text, bool *out)
+{
+    const std::string s = trim_lower(text);
+    if (s == "1" || s == "true" || s == "yes" || s == "on") *out = true;
+    else if (s == "0" || s == "false" || s == "no" || s == "off") *out = false;
+    else return false;
+    return true;
+}
+
+bool parse_double(const std::string &text, double *out)
+{
+    const std::string s = trim_lower(text);
+    if (s.empty()) return false;
+    errno = 0;
+    char *end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+}  // namespace cc_coll

@@ -1,0 +1,55 @@
+// The settings table: every tunable of libcc_coll, its default and its
+// documentation, each readable from a CC_COLL_<NAME> environment variable.
+// Precedence: default < environment < what the caller sets in params.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "cc_coll.h"
+#include "core/log.hpp"
+
+namespace cc_coll {
+
+// The resolved configuration a communicator snapshots at creation.
+struct Config {
+    cc_coll_method_t method = CC_COLL_METHOD_NONE;
+    LogLevel log_level = LogLevel::None;
+};
+
+// Looks up an environment variable: returns false when unset.
+using EnvLookup = std::function<bool(const char *name, std::string *value)>;
+
+// The real process environment.
+EnvLookup process_env();
+
+struct SettingDef {
+    const char *name;           // NAME
+    const char *env_var;        // CC_COLL_NAME, where the environment sets it
+    const char *default_value;  // textual default, parsed like an env value
+    const char *doc;
+    // Parses `text` into `cfg`; on failure returns false and says why.
+    bool (*apply)(const std::string &text, Config *cfg, std::string *why);
+};
+
+// The table, in the order cc_coll_info prints it.
+const SettingDef *settings(std::size_t *count);
+
+// Defaults, then every CC_COLL_* variable `env` holds. On a bad value returns
+// CC_COLL_ERR_CONFIG and, when `why` is non-NULL, a message naming the
+// variable, the value and what is accepted. Never records a last error.
+cc_coll_status_t load_config(const EnvLookup &env, Config *cfg, std::string *why);
+
+// Parsers shared by the settings (and tested on their own). Each returns
+// false for text it does not accept. Leading/trailing blanks are ignored.
+bool parse_method(const std::string &text, cc_coll_method_t *out);
+bool parse_log_level(const std::string &text, LogLevel *out);
+// A byte count: digits with an optional K, M, G or T suffix (powers of 1024,
+// case-insensitive, optional trailing "B" or "iB"), e.g. "1M", "64KiB".
+bool parse_bytes(const std::string &text, std::uint64_t *out);
+bool parse_bool(const std::string &text, bool *out);  // 1/0, true/false, yes/no, on/off
+bool parse_double(const std::string &text, double *out);  // finite values only
+
+}  // namespace cc_coll

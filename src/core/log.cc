@@ -1,0 +1,34 @@
+#include "core/log.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+#include <mutex>
+
+#include "core/config.hpp"
+
+namespace cc_coll {
+
+LogLevel log_level()
+{
+    static LogLevel level = LogLevel::None;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        Config cfg;
+        if (load_config(process_env(), &cfg, nullptr) == CC_COLL_OK) level = cfg.log_level;
+    });
+    return level;
+}
+
+void log_message(LogLevel level, const char *fmt, ...)
+{
+    if (level == LogLevel::None || static_cast<int>(level) > static_cast<int>(log_level())) return;
+    static const char *names[] = {"none", "error", "info", "debug"};
+    char buf[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    std::fprintf(stderr, "[cc_coll %s] %s\n", names[static_cast<int>(level)], buf);
+}
+
+}  // namespace cc_coll

@@ -1,0 +1,62 @@
+#include "core/params.hpp"
+
+#include <climits>
+#include <cstdint>
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+
+namespace cc_coll {
+
+cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &config, CallParams *out)
+{
+    CallParams p;
+    p.method = config.method;
+    if (params != nullptr) {
+        const std::uint64_t unknown = params->mask & ~kKnownParamsFields;
+        if (unknown != 0)
+            return fail(CC_COLL_ERR_INVALID_PARAMS,
+                        "params->mask has unknown bits 0x%llx (this library knows 0x%llx); was the "
+                        "caller built against a newer cc_coll.h?",
+                        static_cast<unsigned long long>(unknown),
+                        static_cast<unsigned long long>(kKnownParamsFields));
+        if (params->mask & CC_COLL_PARAMS_FIELD_METHOD) {
+            const int m = static_cast<int>(params->method);
+            if (cc_coll_method_name(static_cast<cc_coll_method_t>(m)) == nullptr)
+                return fail(CC_COLL_ERR_INVALID_METHOD, "params->method = %d is not a cc_coll_method_t value", m);
+            p.method = params->method;
+        }
+    }
+    *out = p;
+    return CC_COLL_OK;
+}
+
+cc_coll_status_t validate_reduction_args(const char *fn, const void *sendbuf, const void *recvbuf,
+                                         std::size_t count, int dtype, int op)
+{
+    if (!dtype_valid(dtype))
+        return fail(CC_COLL_ERR_INVALID_DTYPE, "%s: dtype = %d is not a cc_coll_dtype_t value (F32, F64, F16, BF16)",
+                    fn, dtype);
+    if (!op_valid(op))
+        return fail(CC_COLL_ERR_INVALID_OP, "%s: op = %d is not a cc_coll_op_t value (SUM, AVG)", fn, op);
+    if (count > static_cast<std::size_t>(INT_MAX))
+        return fail(CC_COLL_ERR_COUNT_OVERFLOW,
+                    "%s: count = %zu exceeds MPI's count type (int, at most %d elements per call)", fn, count,
+                    INT_MAX);
+    if (count == 0) return CC_COLL_OK;
+    if (sendbuf == nullptr) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: sendbuf is NULL with count = %zu", fn, count);
+    if (recvbuf == nullptr) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: recvbuf is NULL with count = %zu", fn, count);
+    if (sendbuf != recvbuf) {
+        const std::size_t bytes = count * dtype_size(static_cast<cc_coll_dtype_t>(dtype));
+        const auto s = reinterpret_cast<std::uintptr_t>(sendbuf);
+        const auto r = reinterpret_cast<std::uintptr_t>(recvbuf);
+        if (s < r + bytes && r < s + bytes)
+            return fail(CC_COLL_ERR_INVALID_ARG,
+                        "%s: sendbuf and recvbuf overlap without being equal (pass the same pointer for "
+                        "in-place)",
+                        fn);
+    }
+    return CC_COLL_OK;
+}
+
+}  // namespace cc_coll

@@ -1,0 +1,31 @@
+// Argument checks shared by the entry points, and the resolution of a
+// call's params against the communicator's configuration.
+#pragma once
+
+#include <cstddef>
+
+#include "cc_coll.h"
+#include "core/config.hpp"
+
+namespace cc_coll {
+
+// What a call runs with after defaults, environment and params are merged.
+struct CallParams {
+    cc_coll_method_t method = CC_COLL_METHOD_NONE;
+};
+
+// Fields a caller may set in cc_coll_params_t.mask.
+constexpr std::uint64_t kKnownParamsFields = CC_COLL_PARAMS_FIELD_METHOD;
+
+// params may be NULL. Errors: CC_COLL_ERR_INVALID_PARAMS (unknown mask bits),
+// CC_COLL_ERR_INVALID_METHOD.
+cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &config, CallParams *out);
+
+// Checks a reduction's element arguments in this order: dtype, op, count
+// against MPI's count type, NULL buffers (allowed only when count == 0), and
+// buffers that overlap without being identical. `fn` names the entry point
+// in messages.
+cc_coll_status_t validate_reduction_args(const char *fn, const void *sendbuf, const void *recvbuf,
+                                         std::size_t count, int dtype, int op);
+
+}  // namespace cc_coll

@@ -1,0 +1,47 @@
+#include "core/stats.hpp"
+
+#include "core/error.hpp"
+
+namespace cc_coll {
+
+void Stats::add(const StatsSnapshot &call)
+{
+    std::lock_guard<std::mutex> lock(mutex_);
+    total_.calls += call.calls;
+    total_.bytes_uncompressed += call.bytes_uncompressed;
+    total_.bytes_wire += call.bytes_wire;
+    total_.time_compress += call.time_compress;
+    total_.time_communicate += call.time_communicate;
+    total_.time_decompress += call.time_decompress;
+}
+
+StatsSnapshot Stats::snapshot() const
+{
+    std::lock_guard<std::mutex> lock(mutex_);
+    return total_;
+}
+
+void Stats::reset()
+{
+    std::lock_guard<std::mutex> lock(mutex_);
+    total_ = StatsSnapshot{};
+}
+
+cc_coll_status_t fill_stats(const StatsSnapshot &s, cc_coll_stats_t *out)
+{
+    const std::uint64_t known = CC_COLL_STATS_FIELD_CALLS | CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED |
+                                CC_COLL_STATS_FIELD_BYTES_WIRE | CC_COLL_STATS_FIELD_TIME_COMPRESS |
+                                CC_COLL_STATS_FIELD_TIME_COMMUNICATE | CC_COLL_STATS_FIELD_TIME_DECOMPRESS;
+    if (out->mask & ~known)
+        return fail(CC_COLL_ERR_INVALID_PARAMS, "stats->mask has unknown bits 0x%llx (known: 0x%llx)",
+                    static_cast<unsigned long long>(out->mask & ~known), static_cast<unsigned long long>(known));
+    if (out->mask & CC_COLL_STATS_FIELD_CALLS) out->calls = s.calls;
+    if (out->mask & CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED) out->bytes_uncompressed = s.bytes_uncompressed;
+    if (out->mask & CC_COLL_STATS_FIELD_BYTES_WIRE) out->bytes_wire = s.bytes_wire;
+    if (out->mask & CC_COLL_STATS_FIELD_TIME_COMPRESS) out->time_compress = s.time_compress;
+    if (out->mask & CC_COLL_STATS_FIELD_TIME_COMMUNICATE) out->time_communicate = s.time_communicate;
+    if (out->mask & CC_COLL_STATS_FIELD_TIME_DECOMPRESS) out->time_decompress = s.time_decompress;
+    return CC_COLL_OK;
+}
+
+}  // namespace cc_coll

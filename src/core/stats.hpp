@@ -1,0 +1,42 @@
+// Per-communicator counters behind cc_coll_comm_get_stats().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+
+#include "cc_coll.h"
+
+namespace cc_coll {
+
+struct StatsSnapshot {
+    std::uint64_t calls = 0;
+    std::uint64_t bytes_uncompressed = 0;
+    std::uint64_t bytes_wire = 0;
+    double time_compress = 0;
+    double time_communicate = 0;
+    double time_decompress = 0;
+};
+
+class Stats {
+public:
+    // Adds one call's figures.
+    void add(const StatsSnapshot &call);
+    StatsSnapshot snapshot() const;
+    void reset();
+
+private:
+    mutable std::mutex mutex_;
+    StatsSnapshot total_;
+};
+
+// Copies the fields `out->mask` asks for; unknown mask bits are an error.
+cc_coll_status_t fill_stats(const StatsSnapshot &s, cc_coll_stats_t *out);
+
+// Seconds on a monotonic clock, for phase timings.
+inline double now_seconds()
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace cc_coll

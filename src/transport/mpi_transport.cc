@@ -1,0 +1,112 @@
+#include "transport/mpi_transport.hpp"
+
+#include <climits>
+#include <mutex>
+
+#ifdef CC_COLL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+
+namespace cc_coll {
+
+cc_coll_status_t check_mpi(int rc, const char *call)
+{
+    if (rc == MPI_SUCCESS) return CC_COLL_OK;
+    char text[MPI_MAX_ERROR_STRING] = {0};
+    int len = 0, cls = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) text[0] = '\0';
+    if (MPI_Error_class(rc, &cls) != MPI_SUCCESS) cls = rc;
+    return fail(CC_COLL_ERR_MPI, "%s failed: error code %d (class %d): %s", call, rc, cls, text);
+}
+
+namespace {
+
+struct HalfOps {
+    MPI_Op f16 = MPI_OP_NULL;
+    MPI_Op bf16 = MPI_OP_NULL;
+    int rc = MPI_SUCCESS;
+    const char *failed_call = nullptr;
+};
+
+void reduce_f16(void *in, void *inout, int *len, MPI_Datatype *) { sum_f16(in, inout, static_cast<std::size_t>(*len)); }
+void reduce_bf16(void *in, void *inout, int *len, MPI_Datatype *) { sum_bf16(in, inout, static_cast<std::size_t>(*len)); }
+
+// Frees the user ops when MPI_Finalize destroys MPI_COMM_SELF's attributes.
+int free_half_ops(MPI_Comm, int, void *attr, void *)
+{
+    auto *ops = static_cast<HalfOps *>(attr);
+    if (ops->f16 != MPI_OP_NULL) MPI_Op_free(&ops->f16);
+    if (ops->bf16 != MPI_OP_NULL) MPI_Op_free(&ops->bf16);
+    return MPI_SUCCESS;
+}
+
+HalfOps &half_ops()
+{
+    static HalfOps ops;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        if ((ops.rc = MPI_Op_create(reduce_f16, 1, &ops.f16)) != MPI_SUCCESS) {
+            ops.failed_call = "MPI_Op_create (f16 sum)";
+            return;
+        }
+        if ((ops.rc = MPI_Op_create(reduce_bf16, 1, &ops.bf16)) != MPI_SUCCESS) {
+            ops.failed_call = "MPI_Op_create (bf16 sum)";
+            return;
+        }
+        int keyval = MPI_KEYVAL_INVALID;
+        if ((ops.rc = MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_half_ops, &keyval, nullptr)) !=
+            MPI_SUCCESS) {
+            ops.failed_call = "MPI_Comm_create_keyval";
+            return;
+        }
+        if ((ops.rc = MPI_Comm_set_attr(MPI_COMM_SELF, keyval, &ops)) != MPI_SUCCESS)
+            ops.failed_call = "MPI_Comm_set_attr (MPI_COMM_SELF)";
+    });
+    return ops;
+}
+
+}  // namespace
+
+cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, cc_coll_dtype_t dtype,
+                               MPI_Comm comm)
+{
+    if (count > static_cast<std::size_t>(INT_MAX))
+        return fail(CC_COLL_ERR_COUNT_OVERFLOW, "allreduce_sum: count %zu exceeds INT_MAX", count);
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_SUM;
+    switch (dtype) {
+    case CC_COLL_F32: type = MPI_FLOAT; break;
+    case CC_COLL_F64: type = MPI_DOUBLE; break;
+    case CC_COLL_F16:
+    case CC_COLL_BF16: {
+        HalfOps &ops = half_ops();
+        if (ops.failed_call != nullptr) return check_mpi(ops.rc, ops.failed_call);
+        type = MPI_UINT16_T;
+        op = dtype == CC_COLL_F16 ? ops.f16 : ops.bf16;
+        break;
+    }
+    }
+    const void *sendarg = send == recv ? MPI_IN_PLACE : send;
+    return check_mpi(MPI_Allreduce(sendarg, recv, static_cast<int>(count), type, op, comm), "MPI_Allreduce");
+}
+
+bool is_device_memory(const void *ptr)
+{
+#ifdef CC_COLL_HAVE_CUDA
+    if (ptr == nullptr) return false;
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+        (void)cudaGetLastError();  // no device, or not a CUDA pointer: host memory
+        return false;
+    }
+    return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+#else
+    (void)ptr;
+    return false;
+#endif
+}
+
+}  // namespace cc_coll

@@ -1,0 +1,109 @@
+/* cc_coll_info: prints libcc_coll's version, build options and every setting
+ * with its documentation and current value (like ucc_info -caf).
+ *
+ *   cc_coll_info            everything
+ *   cc_coll_info -v         version only
+ *   cc_coll_info -s         settings only
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "cc_coll.h"
+
+static void print_wrapped(const char *text, const char *indent, int width)
+{
+    int col = 0;
+    const char *p = text;
+    printf("%s", indent);
+    while (*p) {
+        const char *word_end = p;
+        while (*word_end && *word_end != ' ') ++word_end;
+        int len = (int)(word_end - p);
+        if (col > 0 && col + 1 + len > width) {
+            printf("\n%s", indent);
+            col = 0;
+        } else if (col > 0) {
+            putchar(' ');
+            ++col;
+        }
+        printf("%.*s", len, p);
+        col += len;
+        p = word_end;
+        while (*p == ' ') ++p;
+    }
+    putchar('\n');
+}
+
+static int print_settings(void)
+{
+    int bad = 0;
+    size_t n = cc_coll_setting_count();
+    printf("# Settings (environment variable, default, value in effect)\n");
+    for (size_t i = 0; i < n; ++i) {
+        cc_coll_setting_t s;
+        cc_coll_status_t st = cc_coll_setting_get(i, &s);
+        printf("#\n");
+        print_wrapped(s.doc, "# ", 76);
+        printf("%s=%s", s.env_var, s.value);
+        if (st != CC_COLL_OK) {
+            printf("    (default; environment value rejected: %s)", cc_coll_last_error());
+            bad = 1;
+        } else if (s.from_env) {
+            printf("    (from environment; default %s)", s.default_value);
+        }
+        printf("\n");
+    }
+    return bad;
+}
+
+static void print_version(void)
+{
+    int major, minor, patch;
+    cc_coll_get_version(&major, &minor, &patch);
+    printf("# libcc_coll version %s (header %d.%d.%d)%s\n", cc_coll_version_string(), CC_COLL_VERSION_MAJOR,
+           CC_COLL_VERSION_MINOR, CC_COLL_VERSION_PATCH,
+           cc_coll_check_version() == CC_COLL_OK ? "" : "  ** header/library mismatch **");
+}
+
+static void print_build(void)
+{
+    unsigned flags = cc_coll_build_flags();
+    char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(mpi_version, &len);
+    char *nl = strchr(mpi_version, '\n');
+    if (nl) *nl = '\0';
+    printf("# Build options\n");
+    printf("#   CUDA support        : %s\n", (flags & CC_COLL_BUILD_CUDA) ? "on" : "off");
+    printf("#   Fortran             : %s\n", (flags & CC_COLL_BUILD_FORTRAN) ? "on" : "off");
+    printf("#   MPI library         : %s\n", mpi_version);
+    printf("#   MPI is CUDA-aware   : %s\n", cc_coll_mpi_cuda_aware() ? "yes" : "no");
+}
+
+int main(int argc, char **argv)
+{
+    int want_version = 0, want_settings = 0;
+    for (int i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "-v") == 0) want_version = 1;
+        else if (strcmp(argv[i], "-s") == 0) want_settings = 1;
+        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("usage: %s [-v] [-s]\n  -v  version only\n  -s  settings only\n"
+                   "With no option: version, build options and settings.\n",
+                   argv[0]);
+            return 0;
+        } else {
+            fprintf(stderr, "%s: unknown option '%s' (try --help)\n", argv[0], argv[i]);
+            return 2;
+        }
+    }
+    if (!want_version && !want_settings) want_version = want_settings = 2;
+    MPI_Init(&argc, &argv);
+    int rc = 0;
+    if (want_version) print_version();
+    if (want_version == 2) print_build();
+    if (want_settings) rc = print_settings();
+    MPI_Finalize();
+    return rc;
+}
