@@ -1,0 +1,38 @@
+# Shared steps of scripts/demo.sh and scripts/test.sh (sourced, not run).
+# Installs libcc_coll's dependencies from Debian and configures + builds the
+# project into ${CC_COLL_BUILD_DIR:-build}.
+
+set -eu
+
+CC_COLL_ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CC_COLL_BUILD_DIR=${CC_COLL_BUILD_DIR:-$CC_COLL_ROOT/build}
+CC_COLL_JOBS=${CC_COLL_JOBS:-$(nproc)}
+
+# Debian packages the build, the tests and the demo need.
+CC_COLL_DEB_PACKAGES="build-essential cmake pkg-config gfortran openmpi-bin libopenmpi-dev libucx-dev \
+libgtest-dev libgmock-dev binutils"
+
+cc_coll_install_deps() {
+    if [ "${CC_COLL_SKIP_APT:-0}" = 1 ]; then
+        echo "== skipping apt-get (CC_COLL_SKIP_APT=1)"
+        return
+    fi
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then
+        SUDO=sudo
+    fi
+    echo "== installing Debian packages: $CC_COLL_DEB_PACKAGES"
+    $SUDO apt-get update -qq
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $CC_COLL_DEB_PACKAGES
+}
+
+cc_coll_build() {
+    echo "== configuring and building in $CC_COLL_BUILD_DIR"
+    cmake -S "$CC_COLL_ROOT" -B "$CC_COLL_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "$@"
+    cmake --build "$CC_COLL_BUILD_DIR" -j "$CC_COLL_JOBS"
+}
+
+# mpirun as root needs Open MPI's explicit consent; more ranks than cores
+# need --oversubscribe.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
