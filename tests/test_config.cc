@@ -1,0 +1,424 @@
+// Configuration parsing, the settings table, load_config with an injected
+// environment, and the precedence default < environment < explicit params.
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cc_coll.h"
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+
+namespace {
+
+using cc_coll::Config;
+using cc_coll::EnvLookup;
+using cc_coll::LogLevel;
+
+// An EnvLookup over a map, recording every name it is asked for.
+struct FakeEnv {
+    std::map<std::string, std::string> vars;
+    std::vector<std::string> queried;
+
+    EnvLookup lookup()
+    {
+        return [this](const char *name, std::string *value) {
+            queried.emplace_back(name);
+            auto it = vars.find(name);
+            if (it == vars.end()) return false;
+            *value = it->second;
+            return true;
+        };
+    }
+};
+
+// ---------------------------------------------------------------- parse_bytes
+
+struct BytesCase {
+    const char *text;
+    std::uint64_t value;
+};
+
+TEST(ParseBytes, AcceptsDigitsAndSuffixes)
+{
+    const std::uint64_t K = 1024;
+    const BytesCase cases[] = {
+        {"0", 0},
+        {"7", 7},
+        {"123456789", 123456789},
+        {"1K", K},
+        {"1k", K},
+        {"2M", 2 * K * K},
+        {"2m", 2 * K * K},
+        {"3G", 3 * K * K * K},
+        {"3g", 3 * K * K * K},
+        {"4T", 4 * K * K * K * K},
+        {"4t", 4 * K * K * K * K},
+        {"64KiB", 64 * K},
+        {"64kib", 64 * K},
+        {"64KIB", 64 * K},
+        {"64KB", 64 * K},
+        {"64kb", 64 * K},
+        {"1MiB", K * K},
+        {"1GB", K * K * K},
+        {"1TiB", K * K * K * K},
+        {"10B", 10},
+        {"10b", 10},
+        {"0K", 0},
+        {"  1M  ", K * K},
+        {"\t8k\n", 8 * K},
+        {"64 KiB", 64 * K},
+        {"18446744073709551615", UINT64_MAX},
+        {"16777215T", ((std::uint64_t{1} << 24) - 1) << 40},
+        {"17179869183G", ((std::uint64_t{1} << 34) - 1) << 30},
+    };
+    for (const BytesCase &c : cases) {
+        std::uint64_t v = 12345;
+        EXPECT_TRUE(cc_coll::parse_bytes(c.text, &v)) << "text: \"" << c.text << "\"";
+        EXPECT_EQ(v, c.value) << "text: \"" << c.text << "\"";
+    }
+}
+
+TEST(ParseBytes, RejectsOverflow)
+{
+    const char *cases[] = {
+        "18446744073709551616",         // UINT64_MAX + 1
+        "99999999999999999999",         // far beyond
+        "184467440737095516150",        // one digit too many
+        "16777216T",                    // 2^24 * 2^40 = 2^64
+        "17179869184G",                 // 2^34 * 2^30 = 2^64
+        "17592186044416M",              // 2^44 * 2^20 = 2^64
+        "18014398509481984K",           // 2^54 * 2^10 = 2^64
+        "18446744073709551615K",        // UINT64_MAX KiB
+    };
+    for (const char *text : cases) {
+        std::uint64_t v = 0;
+        EXPECT_FALSE(cc_coll::parse_bytes(text, &v)) << "text: \"" << text << "\" parsed as " << v;
+    }
+}
+
+TEST(ParseBytes, RejectsGarbageAndEmpty)
+{
+    const char *cases[] = {
+        "",      "   ",   "\t",    "abc",  "K",     "KiB",  "-1",   "+1",    "1.5K", "1,024",
+        "0x10",  "1X",    "1KX",   "1KK",  "1KiBB", "1KBB", "1Bi",  "1BB",   "1iB",  "1 2",
+        "1K 2",  "1P",    "1E",    "M1",   "1 K B", "1Kb x", "one", "1e3",
+    };
+    for (const char *text : cases) {
+        std::uint64_t v = 0;
+        EXPECT_FALSE(cc_coll::parse_bytes(text, &v)) << "text: \"" << text << "\" parsed as " << v;
+    }
+}
+
+// ---------------------------------------------------------------- parse_bool
+
+TEST(ParseBool, AcceptsAllSpellings)
+{
+    const char *truthy[] = {"1", "true", "TRUE", "True", "yes", "YES", "on", "On", "  true  "};
+    const char *falsy[] = {"0", "false", "FALSE", "no", "No", "off", "OFF", " off\t"};
+    for (const char *t : truthy) {
+        bool v = false;
+        EXPECT_TRUE(cc_coll::parse_bool(t, &v)) << t;
+        EXPECT_TRUE(v) << t;
+    }
+    for (const char *t : falsy) {
+        bool v = true;
+        EXPECT_TRUE(cc_coll::parse_bool(t, &v)) << t;
+        EXPECT_FALSE(v) << t;
+    }
+}
+
+TEST(ParseBool, RejectsOthers)
+{
+    const char *cases[] = {"", "  ", "2", "-1", "y", "n", "t", "f", "truee", "enable", "o n", "10"};
+    for (const char *t : cases) {
+        bool v = false;
+        EXPECT_FALSE(cc_coll::parse_bool(t, &v)) << "text: \"" << t << "\"";
+    }
+}
+
+// ---------------------------------------------------------------- parse_double
+
+TEST(ParseDouble, AcceptsFiniteValues)
+{
+    struct Case {
+        const char *text;
+        double value;
+    } cases[] = {
+        {"0", 0.0}, {"1.5", 1.5}, {" -2.25 ", -2.25}, {"1e3", 1000.0}, {"1E-2", 0.01}, {".5", 0.5}, {"+3", 3.0},
+        {"1.7976931348623157e308", 1.7976931348623157e308},
+    };
+    for (const Case &c : cases) {
+        double v = -999;
+        EXPECT_TRUE(cc_coll::parse_double(c.text, &v)) << c.text;
+        EXPECT_DOUBLE_EQ(v, c.value) << c.text;
+    }
+}
+
+TEST(ParseDouble, RejectsNanInfAndGarbage)
+{
+    const char *cases[] = {"",     "   ",       "nan",  "NaN",   "-nan", "nan(0x1)", "inf",  "-inf", "INF",
+                           "infinity", "Infinity", "1e400", "-1e400", "abc", "1.5x", "1.5 2", "--1", "1e", "e3"};
+    for (const char *t : cases) {
+        double v = 0;
+        EXPECT_FALSE(cc_coll::parse_double(t, &v)) << "text: \"" << t << "\" parsed as " << v;
+    }
+}
+
+// ---------------------------------------------------------------- parse_method / parse_log_level
+
+TEST(ParseMethod, AcceptsNone)
+{
+    const char *cases[] = {"none", "NONE", "None", "  none\t"};
+    for (const char *t : cases) {
+        cc_coll_method_t m = static_cast<cc_coll_method_t>(77);
+        EXPECT_TRUE(cc_coll::parse_method(t, &m)) << t;
+        EXPECT_EQ(m, CC_COLL_METHOD_NONE) << t;
+    }
+}
+
+TEST(ParseMethod, RejectsOthers)
+{
+    const char *cases[] = {"", " ", "bogus", "0", "nonee", "no ne", "none x", "zfp"};
+    for (const char *t : cases) {
+        cc_coll_method_t m = CC_COLL_METHOD_NONE;
+        EXPECT_FALSE(cc_coll::parse_method(t, &m)) << "text: \"" << t << "\"";
+    }
+}
+
+TEST(ParseLogLevel, AcceptsTheFourLevels)
+{
+    struct Case {
+        const char *text;
+        LogLevel level;
+    } cases[] = {
+        {"none", LogLevel::None},   {"error", LogLevel::Error}, {"info", LogLevel::Info},
+        {"debug", LogLevel::Debug}, {"DEBUG", LogLevel::Debug}, {" Error ", LogLevel::Error},
+    };
+    for (const Case &c : cases) {
+        LogLevel l = static_cast<LogLevel>(99);
+        EXPECT_TRUE(cc_coll::parse_log_level(c.text, &l)) << c.text;
+        EXPECT_EQ(l, c.level) << c.text;
+    }
+}
+
+TEST(ParseLogLevel, RejectsOthers)
+{
+    const char *cases[] = {"", "warn", "warning", "2", "verbose", "errors", "in fo"};
+    for (const char *t : cases) {
+        LogLevel l = LogLevel::None;
+        EXPECT_FALSE(cc_coll::parse_log_level(t, &l)) << "text: \"" << t << "\"";
+    }
+}
+
+// ---------------------------------------------------------------- settings table
+
+TEST(Settings, EveryEntryIsWellFormedAndItsDefaultParses)
+{
+    std::size_t n = 0;
+    const cc_coll::SettingDef *table = cc_coll::settings(&n);
+    ASSERT_NE(table, nullptr);
+    ASSERT_GT(n, 0u);
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < n; ++i) {
+        const cc_coll::SettingDef &s = table[i];
+        ASSERT_NE(s.name, nullptr) << "entry " << i;
+        ASSERT_NE(s.env_var, nullptr) << "entry " << i;
+        ASSERT_NE(s.default_value, nullptr) << s.name;
+        ASSERT_NE(s.doc, nullptr) << s.name;
+        ASSERT_NE(s.apply, nullptr) << s.name;
+        EXPECT_STRNE(s.name, "") << "entry " << i;
+        EXPECT_EQ(std::string(s.env_var), "CC_COLL_" + std::string(s.name));
+        EXPECT_STRNE(s.doc, "") << s.name;
+        EXPECT_TRUE(names.insert(s.name).second) << "duplicate setting " << s.name;
+        Config cfg;
+        std::string why;
+        EXPECT_TRUE(s.apply(s.default_value, &cfg, &why)) << s.name << " default \"" << s.default_value
+                                                          << "\" does not parse: " << why;
+        // A value that no setting accepts must be rejected, with a reason.
+        why.clear();
+        EXPECT_FALSE(s.apply("\x01not-a-valid-value\x01", &cfg, &why)) << s.name;
+        EXPECT_FALSE(why.empty()) << s.name;
+    }
+    EXPECT_EQ(names.count("METHOD"), 1u);
+    EXPECT_EQ(names.count("LOG_LEVEL"), 1u);
+}
+
+TEST(Settings, CApiMatchesTheTable)
+{
+    std::size_t n = 0;
+    const cc_coll::SettingDef *table = cc_coll::settings(&n);
+    ASSERT_EQ(cc_coll_setting_count(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+        cc_coll_setting_t out{};
+        const cc_coll_status_t st = cc_coll_setting_get(i, &out);
+        // The process environment may legitimately hold a CC_COLL_* value;
+        // the static fields must match the table regardless.
+        EXPECT_TRUE(st == CC_COLL_OK || st == CC_COLL_ERR_CONFIG) << cc_coll_status_string(st);
+        EXPECT_STREQ(out.name, table[i].name);
+        EXPECT_STREQ(out.env_var, table[i].env_var);
+        EXPECT_STREQ(out.default_value, table[i].default_value);
+        EXPECT_STREQ(out.doc, table[i].doc);
+        ASSERT_NE(out.value, nullptr);
+    }
+    cc_coll_setting_t out{};
+    EXPECT_EQ(cc_coll_setting_get(n, &out), CC_COLL_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(cc_coll_last_error()).find("index"), std::string::npos) << cc_coll_last_error();
+}
+
+// ---------------------------------------------------------------- load_config
+
+TEST(LoadConfig, DefaultsWhenEnvironmentIsEmpty)
+{
+    FakeEnv env;
+    Config cfg;
+    cfg.method = static_cast<cc_coll_method_t>(77);
+    cfg.log_level = LogLevel::Debug;
+    std::string why = "untouched";
+    ASSERT_EQ(cc_coll::load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << why;
+    EXPECT_EQ(cfg.method, CC_COLL_METHOD_NONE);
+    EXPECT_EQ(cfg.log_level, LogLevel::None);
+
+    // Every setting's variable was looked up, by its exact name.
+    std::size_t n = 0;
+    const cc_coll::SettingDef *table = cc_coll::settings(&n);
+    for (std::size_t i = 0; i < n; ++i) {
+        bool seen = false;
+        for (const std::string &q : env.queried) seen = seen || q == table[i].env_var;
+        EXPECT_TRUE(seen) << table[i].env_var << " was never looked up";
+    }
+}
+
+TEST(LoadConfig, EnvironmentOverridesDefault)
+{
+    FakeEnv env;
+    env.vars["CC_COLL_LOG_LEVEL"] = "debug";
+    env.vars["CC_COLL_METHOD"] = " NONE ";
+    env.vars["CC_COLL_UNRELATED"] = "whatever";  // unknown variables are ignored
+    Config cfg;
+    std::string why;
+    ASSERT_EQ(cc_coll::load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << why;
+    EXPECT_EQ(cfg.log_level, LogLevel::Debug);
+    EXPECT_EQ(cfg.method, CC_COLL_METHOD_NONE);
+
+    env.vars["CC_COLL_LOG_LEVEL"] = "Info";
+    ASSERT_EQ(cc_coll::load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << why;
+    EXPECT_EQ(cfg.log_level, LogLevel::Info);
+}
+
+TEST(LoadConfig, BadValueNamesVariableAndValue)
+{
+    struct Case {
+        const char *var;
+        const char *value;
+    } cases[] = {
+        {"CC_COLL_METHOD", "bogus"},
+        {"CC_COLL_METHOD", ""},
+        {"CC_COLL_LOG_LEVEL", "loud"},
+    };
+    for (const Case &c : cases) {
+        FakeEnv env;
+        env.vars[c.var] = c.value;
+        Config cfg;
+        std::string why;
+        EXPECT_EQ(cc_coll::load_config(env.lookup(), &cfg, &why), CC_COLL_ERR_CONFIG) << c.var << "=" << c.value;
+        EXPECT_NE(why.find(c.var), std::string::npos) << why;
+        EXPECT_NE(why.find(std::string("\"") + c.value + "\""), std::string::npos) << why;
+    }
+}
+
+TEST(LoadConfig, BadValueWithNullWhyAndNoLastError)
+{
+    FakeEnv env;
+    env.vars["CC_COLL_METHOD"] = "bogus";
+    Config cfg;
+    cc_coll::clear_error();
+    EXPECT_EQ(cc_coll::load_config(env.lookup(), &cfg, nullptr), CC_COLL_ERR_CONFIG);
+    // load_config never records a last error.
+    EXPECT_STREQ(cc_coll::last_error(), "");
+}
+
+// ---------------------------------------------------------------- precedence
+
+TEST(ResolveParams, NullParamsTakesConfigMethod)
+{
+    Config cfg;
+    cfg.method = CC_COLL_METHOD_NONE;
+    cc_coll::CallParams out;
+    out.method = static_cast<cc_coll_method_t>(55);
+    ASSERT_EQ(cc_coll::resolve_params(nullptr, cfg, &out), CC_COLL_OK);
+    EXPECT_EQ(out.method, CC_COLL_METHOD_NONE);
+
+    // The configuration's value is taken verbatim (a hypothetical method 7
+    // stands for "not the default" while NONE is the only real method).
+    cfg.method = static_cast<cc_coll_method_t>(7);
+    ASSERT_EQ(cc_coll::resolve_params(nullptr, cfg, &out), CC_COLL_OK);
+    EXPECT_EQ(static_cast<int>(out.method), 7);
+}
+
+TEST(ResolveParams, MaskZeroIgnoresMethodField)
+{
+    Config cfg;
+    cfg.method = static_cast<cc_coll_method_t>(7);
+    cc_coll_params_t params{};
+    params.mask = 0;
+    params.method = static_cast<cc_coll_method_t>(42);  // invalid, but not selected by the mask
+    cc_coll::CallParams out;
+    ASSERT_EQ(cc_coll::resolve_params(&params, cfg, &out), CC_COLL_OK) << cc_coll::last_error();
+    EXPECT_EQ(static_cast<int>(out.method), 7);
+
+    cfg.method = CC_COLL_METHOD_NONE;
+    ASSERT_EQ(cc_coll::resolve_params(&params, cfg, &out), CC_COLL_OK);
+    EXPECT_EQ(out.method, CC_COLL_METHOD_NONE);
+}
+
+TEST(ResolveParams, ExplicitMethodWins)
+{
+    Config cfg;
+    cfg.method = static_cast<cc_coll_method_t>(7);
+    cc_coll_params_t params{};
+    params.mask = CC_COLL_PARAMS_FIELD_METHOD;
+    params.method = CC_COLL_METHOD_NONE;
+    cc_coll::CallParams out;
+    out.method = static_cast<cc_coll_method_t>(55);
+    ASSERT_EQ(cc_coll::resolve_params(&params, cfg, &out), CC_COLL_OK);
+    EXPECT_EQ(out.method, CC_COLL_METHOD_NONE);
+}
+
+TEST(ResolveParams, ExplicitInvalidMethodIsRejected)
+{
+    Config cfg;
+    cc_coll_params_t params{};
+    params.mask = CC_COLL_PARAMS_FIELD_METHOD;
+    params.method = static_cast<cc_coll_method_t>(42);
+    cc_coll::CallParams out;
+    cc_coll::clear_error();
+    EXPECT_EQ(cc_coll::resolve_params(&params, cfg, &out), CC_COLL_ERR_INVALID_METHOD);
+    EXPECT_NE(std::string(cc_coll::last_error()).find("method"), std::string::npos) << cc_coll::last_error();
+
+    params.method = static_cast<cc_coll_method_t>(-1);
+    EXPECT_EQ(cc_coll::resolve_params(&params, cfg, &out), CC_COLL_ERR_INVALID_METHOD);
+}
+
+TEST(ResolveParams, UnknownMaskBitsAreRejected)
+{
+    Config cfg;
+    const std::uint64_t bad_masks[] = {std::uint64_t{1} << 1, std::uint64_t{1} << 63,
+                                       CC_COLL_PARAMS_FIELD_METHOD | (std::uint64_t{1} << 5)};
+    for (std::uint64_t mask : bad_masks) {
+        cc_coll_params_t params{};
+        params.mask = mask;
+        params.method = CC_COLL_METHOD_NONE;
+        cc_coll::CallParams out;
+        cc_coll::clear_error();
+        EXPECT_EQ(cc_coll::resolve_params(&params, cfg, &out), CC_COLL_ERR_INVALID_PARAMS) << std::hex << mask;
+        EXPECT_NE(std::string(cc_coll::last_error()).find("mask"), std::string::npos) << cc_coll::last_error();
+    }
+}
+
+}  // namespace
