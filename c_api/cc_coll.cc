@@ -1,5 +1,6 @@
 // The extern "C" boundary: argument checks, handle lookup, and the guard
 // that keeps C++ exceptions from crossing into C callers.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -97,6 +98,19 @@ cc_coll_status_t create_comm(const char *fn, MPI_Comm mpi_comm, cc_coll_comm_h *
 
 thread_local std::string t_setting_value;
 
+// The residual key a call with these arguments would use.
+cc_coll_status_t ef_key_of(const char *fn, const Comm &c, const cc_coll_params_t *params, const void *recvbuf,
+                           size_t count, cc_coll_dtype_t dtype, EfKey *key)
+{
+    CallParams p;
+    cc_coll_status_t st = resolve_params(params, c.config(), &p);
+    if (st != CC_COLL_OK) return st;
+    if (!dtype_valid(dtype))
+        return fail(CC_COLL_ERR_INVALID_DTYPE, "%s: dtype = %d is not a cc_coll_dtype_t value", fn, static_cast<int>(dtype));
+    *key = EfKey::from(p.has_ef_key, p.ef_key, recvbuf, count, dtype);
+    return CC_COLL_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -136,6 +150,7 @@ const char *cc_coll_method_name(cc_coll_method_t method)
 {
     switch (method) {
     case CC_COLL_METHOD_NONE: return "none";
+    case CC_COLL_METHOD_TOPK: return "topk";
     }
     return nullptr;
 }
@@ -236,6 +251,69 @@ cc_coll_status_t cc_coll_comm_reset_stats(cc_coll_comm_h comm)
         cc_coll_status_t st = lookup("cc_coll_comm_reset_stats", comm, &c);
         if (st != CC_COLL_OK) return st;
         c->stats().reset();
+        return CC_COLL_OK;
+    });
+}
+
+cc_coll_status_t cc_coll_ef_bytes(cc_coll_comm_h comm, uint64_t *bytes)
+{
+    return guarded("cc_coll_ef_bytes", [&] {
+        std::shared_ptr<Comm> c;
+        cc_coll_status_t st = lookup("cc_coll_ef_bytes", comm, &c);
+        if (st != CC_COLL_OK) return st;
+        if (bytes == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_ef_bytes: bytes is NULL");
+        *bytes = c->ef().bytes();
+        return CC_COLL_OK;
+    });
+}
+
+cc_coll_status_t cc_coll_ef_get_residual(cc_coll_comm_h comm, const cc_coll_params_t *params, const void *recvbuf,
+                                         size_t count, cc_coll_dtype_t dtype, double *out)
+{
+    return guarded("cc_coll_ef_get_residual", [&] {
+        const char *fn = "cc_coll_ef_get_residual";
+        std::shared_ptr<Comm> c;
+        EfKey key;
+        cc_coll_status_t st = lookup(fn, comm, &c);
+        if (st != CC_COLL_OK || (st = ef_key_of(fn, *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
+            return st;
+        if (out == nullptr && count > 0) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: out is NULL with count = %zu", fn, count);
+        const Residual *r = c->ef().find(key);
+        if (r == nullptr) {
+            for (std::size_t i = 0; i < count; ++i) out[i] = 0.0;
+            return CC_COLL_OK;
+        }
+        if (r->count != count || r->dtype != dtype)
+            return fail(CC_COLL_ERR_MISMATCH, "%s: the residual holds %zu %s elements, not %zu %s", fn, r->count,
+                        dtype_name(r->dtype), count, dtype_name(dtype));
+        if (dtype == CC_COLL_F64) std::copy(r->f64.begin(), r->f64.end(), out);
+        else std::copy(r->f32.begin(), r->f32.end(), out);
+        return CC_COLL_OK;
+    });
+}
+
+cc_coll_status_t cc_coll_ef_reset(cc_coll_comm_h comm, const cc_coll_params_t *params, const void *recvbuf,
+                                  size_t count, cc_coll_dtype_t dtype)
+{
+    return guarded("cc_coll_ef_reset", [&] {
+        std::shared_ptr<Comm> c;
+        EfKey key;
+        cc_coll_status_t st = lookup("cc_coll_ef_reset", comm, &c);
+        if (st != CC_COLL_OK ||
+            (st = ef_key_of("cc_coll_ef_reset", *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
+            return st;
+        c->ef().reset(key);
+        return CC_COLL_OK;
+    });
+}
+
+cc_coll_status_t cc_coll_ef_reset_all(cc_coll_comm_h comm)
+{
+    return guarded("cc_coll_ef_reset_all", [&] {
+        std::shared_ptr<Comm> c;
+        cc_coll_status_t st = lookup("cc_coll_ef_reset_all", comm, &c);
+        if (st != CC_COLL_OK) return st;
+        c->ef().reset_all();
         return CC_COLL_OK;
     });
 }

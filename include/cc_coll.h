@@ -71,7 +71,11 @@ typedef enum cc_coll_status {
     CC_COLL_ERR_CONFIG             = -12, /* a CC_COLL_* environment value is bad    */
     CC_COLL_ERR_NOT_SUPPORTED      = -13, /* valid request this build cannot serve   */
     CC_COLL_ERR_NO_MEMORY          = -14, /* an allocation failed                    */
-    CC_COLL_ERR_INTERNAL           = -15  /* a bug in libcc_coll: please report it   */
+    CC_COLL_ERR_INTERNAL           = -15, /* a bug in libcc_coll: please report it   */
+    CC_COLL_ERR_EF_LIMIT           = -16, /* a new residual would pass EF_MAX_BYTES  */
+    CC_COLL_ERR_MISMATCH           = -17  /* ranks disagree on a call's arguments,
+                                             or a residual's key is reused with
+                                             another count or dtype              */
 } cc_coll_status_t;
 
 /* A static string naming the status ("CC_COLL_ERR_NULL_BUFFER: ..."); never
@@ -124,8 +128,11 @@ typedef enum cc_coll_op {
 } cc_coll_op_t;
 
 typedef enum cc_coll_method {
-    CC_COLL_METHOD_NONE = 0  /* no compression: MPI_Allreduce itself,
+    CC_COLL_METHOD_NONE = 0, /* no compression: MPI_Allreduce itself,
                                 bit-identical to calling it directly   */
+    CC_COLL_METHOD_TOPK = 1  /* top-k sparsification with error feedback,
+                                (index, value) pairs gathered from every
+                                rank and scatter-added                 */
 } cc_coll_method_t;
 
 /* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
@@ -183,12 +190,24 @@ CC_COLL_API cc_coll_status_t cc_coll_comm_size(cc_coll_comm_h comm, int *size);
  * unset fields take the communicator's configuration (environment, then
  * default). Unknown bits are an error (CC_COLL_ERR_INVALID_PARAMS). */
 enum cc_coll_params_field {
-    CC_COLL_PARAMS_FIELD_METHOD = (1ULL << 0)
+    CC_COLL_PARAMS_FIELD_METHOD  = (1ULL << 0),
+    CC_COLL_PARAMS_FIELD_DENSITY = (1ULL << 1),
+    CC_COLL_PARAMS_FIELD_EF      = (1ULL << 2),
+    CC_COLL_PARAMS_FIELD_EF_KEY  = (1ULL << 3)
 };
 
 typedef struct cc_coll_params {
-    uint64_t         mask;    /* OR of cc_coll_params_field bits        */
-    cc_coll_method_t method;  /* CC_COLL_PARAMS_FIELD_METHOD            */
+    uint64_t         mask;     /* OR of cc_coll_params_field bits              */
+    cc_coll_method_t method;   /* CC_COLL_PARAMS_FIELD_METHOD                  */
+    double           density;  /* CC_COLL_PARAMS_FIELD_DENSITY: TOPK keeps
+                                  k = ceil(density * count) elements per rank;
+                                  0 < density <= 1                             */
+    int              ef;       /* CC_COLL_PARAMS_FIELD_EF: 1 = error feedback
+                                  on (the residual of this tensor is added to
+                                  the next call's input), 0 = off              */
+    uint64_t         ef_key;   /* CC_COLL_PARAMS_FIELD_EF_KEY: names the
+                                  tensor's residual; without it the key is
+                                  (recvbuf address, count, dtype)             */
 } cc_coll_params_t;
 
 /* ------------------------------------------------------------------------ */
@@ -205,6 +224,34 @@ CC_COLL_API cc_coll_status_t cc_coll_allreduce(const void *sendbuf, void *recvbu
                                                cc_coll_dtype_t dtype, cc_coll_op_t op,
                                                const cc_coll_params_t *params, cc_coll_comm_h comm,
                                                void *stream);
+
+/* ------------------------------------------------------------------------ */
+/* Error-feedback store                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Lossy methods keep, per tensor, the residual between what the caller gave
+ * and what this rank transmitted, and add it to that tensor's next input.
+ * Residuals belong to the communicator and die with it. A residual is named
+ * the way cc_coll_allreduce names it: params->ef_key when
+ * CC_COLL_PARAMS_FIELD_EF_KEY is set, else (recvbuf address, count, dtype).
+ * Residuals are kept in binary64 for F64 and binary32 for the other dtypes. */
+
+/* Bytes held by all residuals of the communicator on this rank. */
+CC_COLL_API cc_coll_status_t cc_coll_ef_bytes(cc_coll_comm_h comm, uint64_t *bytes);
+
+/* Copies the residual named by (params, recvbuf, count, dtype) into `out`,
+ * `count` doubles. A tensor with no residual yet copies zeros. */
+CC_COLL_API cc_coll_status_t cc_coll_ef_get_residual(cc_coll_comm_h comm, const cc_coll_params_t *params,
+                                                     const void *recvbuf, size_t count, cc_coll_dtype_t dtype,
+                                                     double *out);
+
+/* Drops one residual (the next call on that tensor starts from zero); a
+ * tensor with no residual is not an error. */
+CC_COLL_API cc_coll_status_t cc_coll_ef_reset(cc_coll_comm_h comm, const cc_coll_params_t *params,
+                                              const void *recvbuf, size_t count, cc_coll_dtype_t dtype);
+
+/* Drops every residual of the communicator. */
+CC_COLL_API cc_coll_status_t cc_coll_ef_reset_all(cc_coll_comm_h comm);
 
 /* ------------------------------------------------------------------------ */
 /* Statistics                                                                */

@@ -16,6 +16,7 @@ cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallPara
     cc_coll_status_t st = CC_COLL_ERR_INTERNAL;
     switch (params.method) {
     case CC_COLL_METHOD_NONE: st = allreduce_passthrough(comm, args, &call); break;
+    case CC_COLL_METHOD_TOPK: st = allreduce_sparse_allgather(comm, args, params, &call); break;
     default:
         return fail(CC_COLL_ERR_INVALID_METHOD, "cc_coll_allreduce: method %d has no allreduce algorithm",
                     static_cast<int>(params.method));

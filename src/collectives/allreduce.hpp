@@ -27,4 +27,10 @@ cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallPara
 // for AVG. Fills `stats` with this call's figures.
 cc_coll_status_t allreduce_passthrough(Comm &comm, const AllreduceArgs &args, StatsSnapshot *stats);
 
+// Method TOPK: error feedback, exact top-k per rank, one MPI_Allgather of
+// fixed-size (index, value) payloads, scatter-add; dense when the pairs
+// would outweigh the buffer.
+cc_coll_status_t allreduce_sparse_allgather(Comm &comm, const AllreduceArgs &args, const CallParams &params,
+                                            StatsSnapshot *stats);
+
 }  // namespace cc_coll

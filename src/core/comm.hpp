@@ -10,6 +10,7 @@
 
 #include "cc_coll.h"
 #include "core/config.hpp"
+#include "core/ef_store.hpp"
 #include "core/stats.hpp"
 
 namespace cc_coll {
@@ -27,6 +28,10 @@ public:
     int size() const { return size_; }
     const Config &config() const { return config_; }
     Stats &stats() { return stats_; }
+    EfStore &ef() { return ef_; }
+    // Scratch memory owned by the collectives layer (type-erased here so
+    // that core does not depend on it); see collectives/workspace.hpp.
+    std::shared_ptr<void> &workspace_slot() { return workspace_; }
 
 private:
     MPI_Comm mpi_;
@@ -34,6 +39,8 @@ private:
     int size_;
     Config config_;
     Stats stats_;
+    EfStore ef_;
+    std::shared_ptr<void> workspace_;
 };
 
 // Registers a communicator and returns its new handle.

@@ -23,7 +23,32 @@ std::string trim_lower(const std::string &text)
 bool apply_method(const std::string &text, Config *cfg, std::string *why)
 {
     if (parse_method(text, &cfg->method)) return true;
-    *why = "expected one of: none";
+    *why = "expected one of: none, topk";
+    return false;
+}
+
+bool apply_density(const std::string &text, Config *cfg, std::string *why)
+{
+    double d = 0;
+    if (parse_double(text, &d) && density_valid(d)) {
+        cfg->density = d;
+        return true;
+    }
+    *why = "expected a number in (0, 1]";
+    return false;
+}
+
+bool apply_ef(const std::string &text, Config *cfg, std::string *why)
+{
+    if (parse_bool(text, &cfg->ef)) return true;
+    *why = "expected 1/0, true/false, yes/no or on/off";
+    return false;
+}
+
+bool apply_ef_max_bytes(const std::string &text, Config *cfg, std::string *why)
+{
+    if (parse_bytes(text, &cfg->ef_max_bytes)) return true;
+    *why = "expected a byte count such as 0, 4096, 512M or 2G (0 = no cap)";
     return false;
 }
 
@@ -37,8 +62,22 @@ bool apply_log_level(const std::string &text, Config *cfg, std::string *why)
 const SettingDef kSettings[] = {
     {"METHOD", "CC_COLL_METHOD", "none",
      "Compression method used when a call's params do not set one. Values: none (plain "
-     "MPI_Allreduce, bit-identical to it).",
+     "MPI_Allreduce, bit-identical to it); topk (top-k sparsification with error feedback).",
      apply_method},
+    {"DENSITY", "CC_COLL_DENSITY", "0.01",
+     "TOPK: fraction of each rank's elements sent, k = ceil(density * count), in (0, 1]. When the "
+     "gathered pairs would outweigh the dense buffer (k * ranks * (4 + element size) > count * "
+     "element size) the call sends the buffer densely instead.",
+     apply_density},
+    {"EF", "CC_COLL_EF", "1",
+     "Error feedback for lossy methods: what a call did not transmit is kept per tensor and added to "
+     "that tensor's next input. 1 = on, 0 = off.",
+     apply_ef},
+    {"EF_MAX_BYTES", "CC_COLL_EF_MAX_BYTES", "0",
+     "Cap on the residual memory of one communicator on one rank (K/M/G suffixes, powers of 1024); "
+     "0 = no cap. A call that would need a new residual beyond the cap fails with "
+     "CC_COLL_ERR_EF_LIMIT; nothing is evicted. Use the same value on every rank.",
+     apply_ef_max_bytes},
     {"LOG_LEVEL", "CC_COLL_LOG_LEVEL", "none",
      "Diagnostics printed to stderr: none; error (every failed call's message); info (also "
      "communicator creation); debug (also every call). Read once per process.",
@@ -86,11 +125,10 @@ cc_coll_status_t load_config(const EnvLookup &env, Config *cfg, std::string *why
 bool parse_method(const std::string &text, cc_coll_method_t *out)
 {
     const std::string s = trim_lower(text);
-    if (s == "none") {
-        *out = CC_COLL_METHOD_NONE;
-        return true;
-    }
-    return false;
+    if (s == "none") *out = CC_COLL_METHOD_NONE;
+    else if (s == "topk") *out = CC_COLL_METHOD_TOPK;
+    else return false;
+    return true;
 }
 
 bool parse_log_level(const std::string &text, LogLevel *out)
@@ -144,6 +182,8 @@ bool parse_bool(const std::string &text, bool *out)
     else return false;
     return true;
 }
+
+bool density_valid(double density) { return std::isfinite(density) && density > 0.0 && density <= 1.0; }
 
 bool parse_double(const std::string &text, double *out)
 {

@@ -17,6 +17,9 @@ namespace cc_coll {
 struct Config {
     cc_coll_method_t method = CC_COLL_METHOD_NONE;
     LogLevel log_level = LogLevel::None;
+    double density = 0.01;              // TOPK: fraction of elements kept
+    bool ef = true;                     // error feedback for lossy methods
+    std::uint64_t ef_max_bytes = 0;     // cap on residual memory, 0 = none
 };
 
 // Looks up an environment variable: returns false when unset.
@@ -51,5 +54,7 @@ bool parse_log_level(const std::string &text, LogLevel *out);
 bool parse_bytes(const std::string &text, std::uint64_t *out);
 bool parse_bool(const std::string &text, bool *out);  // 1/0, true/false, yes/no, on/off
 bool parse_double(const std::string &text, double *out);  // finite values only
+// A density: a finite number in (0, 1].
+bool density_valid(double density);
 
 }  // namespace cc_coll

@@ -68,6 +68,49 @@ void divide_in_place(void *buf, std::size_t count, cc_coll_dtype_t dtype, int di
     }
 }
 
+template <typename W>
+void load_as(const void *src, cc_coll_dtype_t dtype, std::size_t n, W *dst, bool add)
+{
+    if (dtype == CC_COLL_F32 || dtype == CC_COLL_F64) {
+        if (dtype == CC_COLL_F32) {
+            const float *s = static_cast<const float *>(src);
+            if (add) for (std::size_t i = 0; i < n; ++i) dst[i] += static_cast<W>(s[i]);
+            else for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<W>(s[i]);
+        } else {
+            const double *s = static_cast<const double *>(src);
+            if (add) for (std::size_t i = 0; i < n; ++i) dst[i] += static_cast<W>(s[i]);
+            else for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<W>(s[i]);
+        }
+        return;
+    }
+    if (add) for (std::size_t i = 0; i < n; ++i) dst[i] += load_element<W>(src, i, dtype);
+    else for (std::size_t i = 0; i < n; ++i) dst[i] = load_element<W>(src, i, dtype);
+}
+
+template <typename W>
+void store_as(const W *src, std::size_t n, cc_coll_dtype_t dtype, void *dst)
+{
+    switch (dtype) {
+    case CC_COLL_F32: {
+        float *d = static_cast<float *>(dst);
+        for (std::size_t i = 0; i < n; ++i) d[i] = static_cast<float>(src[i]);
+        break;
+    }
+    case CC_COLL_F64: {
+        double *d = static_cast<double *>(dst);
+        for (std::size_t i = 0; i < n; ++i) d[i] = static_cast<double>(src[i]);
+        break;
+    }
+    default:
+        for (std::size_t i = 0; i < n; ++i) store_element<W>(dst, i, dtype, src[i]);
+    }
+}
+
+template void load_as<float>(const void *, cc_coll_dtype_t, std::size_t, float *, bool);
+template void load_as<double>(const void *, cc_coll_dtype_t, std::size_t, double *, bool);
+template void store_as<float>(const float *, std::size_t, cc_coll_dtype_t, void *);
+template void store_as<double>(const double *, std::size_t, cc_coll_dtype_t, void *);
+
 void sum_f16(const void *in, void *inout, std::size_t count) { sum_half<f16_to_float, float_to_f16>(in, inout, count); }
 void sum_bf16(const void *in, void *inout, std::size_t count) { sum_half<bf16_to_float, float_to_bf16>(in, inout, count); }
 

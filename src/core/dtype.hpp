@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "cc_coll.h"
+#include "core/half.hpp"
 
 namespace cc_coll {
 
@@ -21,5 +22,50 @@ void divide_in_place(void *buf, std::size_t count, cc_coll_dtype_t dtype, int di
 // rounded to nearest even (the rule the F16/BF16 MPI reduction uses).
 void sum_f16(const void *in, void *inout, std::size_t count);
 void sum_bf16(const void *in, void *inout, std::size_t count);
+
+// The arithmetic ("work") type of a dtype's lossy methods and residuals:
+// double for F64, float for F32, F16 and BF16.
+template <cc_coll_dtype_t D>
+struct WorkType {
+    using type = float;
+};
+template <>
+struct WorkType<CC_COLL_F64> {
+    using type = double;
+};
+
+// Element i of a dtype buffer as the work type W.
+template <typename W>
+inline W load_element(const void *buf, std::size_t i, cc_coll_dtype_t dtype)
+{
+    switch (dtype) {
+    case CC_COLL_F32: return static_cast<W>(static_cast<const float *>(buf)[i]);
+    case CC_COLL_F64: return static_cast<W>(static_cast<const double *>(buf)[i]);
+    case CC_COLL_F16: return static_cast<W>(f16_to_float(static_cast<const std::uint16_t *>(buf)[i]));
+    case CC_COLL_BF16: return static_cast<W>(bf16_to_float(static_cast<const std::uint16_t *>(buf)[i]));
+    }
+    return W(0);
+}
+
+// Stores v into element i of a dtype buffer (rounded to nearest even).
+template <typename W>
+inline void store_element(void *buf, std::size_t i, cc_coll_dtype_t dtype, W v)
+{
+    switch (dtype) {
+    case CC_COLL_F32: static_cast<float *>(buf)[i] = static_cast<float>(v); break;
+    case CC_COLL_F64: static_cast<double *>(buf)[i] = static_cast<double>(v); break;
+    case CC_COLL_F16: static_cast<std::uint16_t *>(buf)[i] = float_to_f16(static_cast<float>(v)); break;
+    case CC_COLL_BF16: static_cast<std::uint16_t *>(buf)[i] = float_to_bf16(static_cast<float>(v)); break;
+    }
+}
+
+// dst[i] = src[i] (add == false) or dst[i] += src[i] (add == true), with src
+// a dtype buffer and dst in the work type W.
+template <typename W>
+void load_as(const void *src, cc_coll_dtype_t dtype, std::size_t n, W *dst, bool add);
+
+// dst (dtype buffer)[i] = src[i], rounded to the dtype.
+template <typename W>
+void store_as(const W *src, std::size_t n, cc_coll_dtype_t dtype, void *dst);
 
 }  // namespace cc_coll

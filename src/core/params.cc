@@ -12,6 +12,8 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
 {
     CallParams p;
     p.method = config.method;
+    p.density = config.density;
+    p.ef = config.ef;
     if (params != nullptr) {
         const std::uint64_t unknown = params->mask & ~kKnownParamsFields;
         if (unknown != 0)
@@ -25,6 +27,20 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
             if (cc_coll_method_name(static_cast<cc_coll_method_t>(m)) == nullptr)
                 return fail(CC_COLL_ERR_INVALID_METHOD, "params->method = %d is not a cc_coll_method_t value", m);
             p.method = params->method;
+        }
+        if (params->mask & CC_COLL_PARAMS_FIELD_DENSITY) {
+            if (!density_valid(params->density))
+                return fail(CC_COLL_ERR_INVALID_ARG, "params->density = %g is outside (0, 1]", params->density);
+            p.density = params->density;
+        }
+        if (params->mask & CC_COLL_PARAMS_FIELD_EF) {
+            if (params->ef != 0 && params->ef != 1)
+                return fail(CC_COLL_ERR_INVALID_ARG, "params->ef = %d must be 0 (off) or 1 (on)", params->ef);
+            p.ef = params->ef == 1;
+        }
+        if (params->mask & CC_COLL_PARAMS_FIELD_EF_KEY) {
+            p.has_ef_key = true;
+            p.ef_key = params->ef_key;
         }
     }
     *out = p;

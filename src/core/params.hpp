@@ -12,13 +12,19 @@ namespace cc_coll {
 // What a call runs with after defaults, environment and params are merged.
 struct CallParams {
     cc_coll_method_t method = CC_COLL_METHOD_NONE;
+    double density = 0.01;
+    bool ef = true;
+    bool has_ef_key = false;
+    std::uint64_t ef_key = 0;
 };
 
 // Fields a caller may set in cc_coll_params_t.mask.
-constexpr std::uint64_t kKnownParamsFields = CC_COLL_PARAMS_FIELD_METHOD;
+constexpr std::uint64_t kKnownParamsFields = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_DENSITY |
+                                             CC_COLL_PARAMS_FIELD_EF | CC_COLL_PARAMS_FIELD_EF_KEY;
 
 // params may be NULL. Errors: CC_COLL_ERR_INVALID_PARAMS (unknown mask bits),
-// CC_COLL_ERR_INVALID_METHOD.
+// CC_COLL_ERR_INVALID_METHOD, CC_COLL_ERR_INVALID_ARG (density outside
+// (0, 1] or NaN; ef other than 0 or 1).
 cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &config, CallParams *out);
 
 // Checks a reduction's element arguments in this order: dtype, op, count

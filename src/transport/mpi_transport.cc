@@ -93,6 +93,14 @@ cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, 
     return check_mpi(MPI_Allreduce(sendarg, recv, static_cast<int>(count), type, op, comm), "MPI_Allreduce");
 }
 
+cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm)
+{
+    if (bytes > static_cast<std::size_t>(INT_MAX))
+        return fail(CC_COLL_ERR_COUNT_OVERFLOW, "allgather_bytes: %zu bytes exceed INT_MAX", bytes);
+    const int n = static_cast<int>(bytes);
+    return check_mpi(MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm), "MPI_Allgather");
+}
+
 bool is_device_memory(const void *ptr)
 {
 #ifdef CC_COLL_HAVE_CUDA

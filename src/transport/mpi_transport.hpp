@@ -22,6 +22,10 @@ cc_coll_status_t check_mpi(int rc, const char *call);
 cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, cc_coll_dtype_t dtype,
                                MPI_Comm comm);
 
+// Every rank's `bytes` bytes of `send`, in rank order, into `recv`
+// (P x bytes), with MPI_Allgather on MPI_BYTE. bytes must fit an int.
+cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm);
+
 // True when `ptr` is device (or managed) memory; false for host memory and
 // in builds without CUDA.
 bool is_device_memory(const void *ptr);

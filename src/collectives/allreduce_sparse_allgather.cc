@@ -1,0 +1,165 @@
+// Method TOPK: the sparse allreduce of ALGORITHMS.md section 2.
+//
+//  1. g' = g + e (e: this tensor's residual; without EF, g' = g).
+//  2. Select the k = ceil(density n) largest |g'| exactly; encode
+//     (index, value) pairs in the call's dtype.
+//  3. One MPI_Allgather of the fixed-size payloads (O(k P) bytes per rank).
+//  4. Every rank zeroes recvbuf and scatter-adds the P payloads in rank
+//     order, so all ranks get bit-identical results; AVG divides by P.
+//  5. e = g' - transmitted at the kept indices, g' elsewhere.
+//
+// Dense fallback, decided from values identical on every rank: when
+// P x payload > n x element size (the pairs would outweigh the buffer), or
+// when any rank's header says its non-finite elements did not fit in k, the
+// call allreduces g' densely and the residual keeps only the rounding to the
+// dtype. Non-finite elements rank above all finite ones in the selection, so
+// otherwise they are all sent and propagate as MPI_SUM would; they are never
+// kept in a residual.
+#include <climits>
+#include <cmath>
+#include <cstring>
+
+#include "collectives/allreduce.hpp"
+#include "collectives/workspace.hpp"
+#include "compressors/topk/topk_payload.hpp"
+#include "compressors/topk/topk_select.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "transport/mpi_transport.hpp"
+
+namespace cc_coll {
+
+namespace {
+
+template <typename W>
+bool finite(W v)
+{
+    return std::isfinite(v);
+}
+
+// Dense path: recv = sum over ranks of g' rounded to the dtype; the
+// residual keeps the rounding.
+template <typename W>
+cc_coll_status_t dense(Comm &comm, const AllreduceArgs &a, W *g, bool ef, StatsSnapshot *stats)
+{
+    const std::size_t n = a.count;
+    double t0 = now_seconds();
+    store_as<W>(g, n, a.dtype, a.recv);
+    if (ef) {
+        for (std::size_t i = 0; i < n; ++i) {
+            const W r = g[i] - load_element<W>(a.recv, i, a.dtype);
+            g[i] = finite(r) ? r : W(0);
+        }
+    }
+    double t1 = now_seconds();
+    stats->time_compress += t1 - t0;
+    const cc_coll_status_t st = allreduce_sum(a.recv, a.recv, n, a.dtype, comm.mpi());
+    double t2 = now_seconds();
+    stats->time_communicate += t2 - t1;
+    if (st != CC_COLL_OK) return st;
+    if (a.op == CC_COLL_AVG) divide_in_place(a.recv, n, a.dtype, comm.size());
+    stats->time_decompress += now_seconds() - t2;
+    stats->bytes_wire += n * dtype_size(a.dtype);
+    return CC_COLL_OK;
+}
+
+template <typename W>
+cc_coll_status_t sparse_allgather(Comm &comm, const AllreduceArgs &a, const CallParams &p, StatsSnapshot *stats)
+{
+    const std::size_t n = a.count;
+    const std::size_t es = dtype_size(a.dtype);
+    const std::size_t P = static_cast<std::size_t>(comm.size());
+    Workspace &ws = workspace_of(comm);
+    const double t0 = now_seconds();
+
+    // 1. g' = g + e, in the residual itself when EF is on.
+    W *g = nullptr;
+    if (p.ef) {
+        Residual *res = nullptr;
+        const EfKey key = EfKey::from(p.has_ef_key, p.ef_key, a.recv, n, a.dtype);
+        cc_coll_status_t st = comm.ef().acquire(key, n, a.dtype, &res);
+        if (st != CC_COLL_OK) return st;
+        g = res->data<W>();
+        load_as<W>(a.send, a.dtype, n, g, true);
+    } else {
+        g = ws.work<W>(n);
+        load_as<W>(a.send, a.dtype, n, g, false);
+    }
+
+    const std::size_t k = topk::k_for(p.density, n);
+    const std::size_t bytes = topk::payload_bytes(k, a.dtype);
+    if (bytes * P > n * es || bytes * P > static_cast<std::size_t>(INT_MAX)) {
+        stats->time_compress += now_seconds() - t0;
+        return dense<W>(comm, a, g, p.ef, stats);
+    }
+
+    // 2. Select and encode.
+    ws.indices.resize(k);
+    topk::select<W>(g, n, k, ws.indices.data(), &ws.select);
+    std::uint32_t flags = 0;
+    // Non-finite values outrank finite ones, so if the last kept value is
+    // finite every non-finite one was kept; otherwise count them.
+    if (k > 0 && !finite(g[ws.indices[k - 1]])) {
+        std::size_t nonfinite = 0;
+        for (std::size_t i = 0; i < n; ++i) nonfinite += finite(g[i]) ? 0 : 1;
+        if (nonfinite > k) flags |= topk::kFlagNonFiniteOverflow;
+    }
+    ws.send_bytes.resize(bytes);
+    std::vector<W> sent(k);
+    std::memset(ws.send_bytes.data(), 0, bytes);
+    topk::encode<W>(g, n, ws.indices.data(), k, flags, a.dtype, ws.send_bytes.data(), sent.data());
+    const double t1 = now_seconds();
+    stats->time_compress += t1 - t0;
+
+    // 3. Gather every rank's payload.
+    ws.recv_bytes.resize(bytes * P);
+    cc_coll_status_t st = allgather_bytes(ws.send_bytes.data(), bytes, ws.recv_bytes.data(), comm.mpi());
+    const double t2 = now_seconds();
+    stats->time_communicate += t2 - t1;
+    if (st != CC_COLL_OK) return st;
+
+    // Every rank sees the same headers, so every rank takes the same branch.
+    bool overflow = false;
+    for (std::size_t r = 0; r < P; ++r) {
+        const topk::PayloadHeader h = topk::header_of(ws.recv_bytes.data() + r * bytes);
+        if (h.n != n || h.k != k)
+            return fail(CC_COLL_ERR_MISMATCH,
+                        "cc_coll_allreduce (topk): rank %zu sent count %llu / k %u but this rank has count %zu / "
+                        "k %zu; every rank must pass the same count, dtype and density",
+                        r, static_cast<unsigned long long>(h.n), h.k, n, k);
+        overflow |= (h.flags & topk::kFlagNonFiniteOverflow) != 0;
+    }
+    if (overflow) {
+        stats->bytes_wire += bytes;
+        return dense<W>(comm, a, g, p.ef, stats);
+    }
+
+    // 4. Decode: scatter-add in rank order.
+    std::memset(a.recv, 0, n * es);
+    for (std::size_t r = 0; r < P; ++r) topk::scatter_add(ws.recv_bytes.data() + r * bytes, a.dtype, a.recv);
+    if (a.op == CC_COLL_AVG) divide_in_place(a.recv, n, a.dtype, comm.size());
+
+    // 5. Residual: what was not transmitted.
+    if (p.ef) {
+        for (std::size_t j = 0; j < k; ++j) {
+            const std::uint32_t i = ws.indices[j];
+            const W r = g[i] - sent[j];
+            g[i] = finite(r) ? r : W(0);
+        }
+    }
+    stats->time_decompress += now_seconds() - t2;
+    stats->bytes_wire += bytes;
+    return CC_COLL_OK;
+}
+
+}  // namespace
+
+cc_coll_status_t allreduce_sparse_allgather(Comm &comm, const AllreduceArgs &args, const CallParams &params,
+                                            StatsSnapshot *stats)
+{
+    if (args.count == 0) return CC_COLL_OK;
+    if (args.dtype == CC_COLL_F64) return sparse_allgather<double>(comm, args, params, stats);
+    return sparse_allgather<float>(comm, args, params, stats);
+}
+
+}  // namespace cc_coll

@@ -1,0 +1,80 @@
+#include "compressors/topk/topk_payload.hpp"
+
+#include <cstring>
+
+#include "core/dtype.hpp"
+
+namespace cc_coll {
+namespace topk {
+
+std::size_t payload_bytes(std::size_t k, cc_coll_dtype_t dtype)
+{
+    // Padded to 8 bytes so that every payload in a gathered buffer starts
+    // aligned and its indices can be read in place.
+    const std::size_t raw = sizeof(PayloadHeader) + k * (sizeof(std::uint32_t) + dtype_size(dtype));
+    return (raw + 7) & ~static_cast<std::size_t>(7);
+}
+
+template <typename W>
+void encode(const W *x, std::size_t n, const std::uint32_t *idx, std::size_t k, std::uint32_t flags,
+            cc_coll_dtype_t dtype, unsigned char *payload, W *sent)
+{
+    const PayloadHeader h{static_cast<std::uint64_t>(n), static_cast<std::uint32_t>(k), flags};
+    std::memcpy(payload, &h, sizeof h);
+    unsigned char *indices = payload + sizeof h;
+    std::memcpy(indices, idx, k * sizeof(std::uint32_t));
+    void *values = indices + k * sizeof(std::uint32_t);
+    for (std::size_t j = 0; j < k; ++j) {
+        store_element<W>(values, j, dtype, x[idx[j]]);
+        sent[j] = load_element<W>(values, j, dtype);
+    }
+}
+
+PayloadHeader header_of(const unsigned char *payload)
+{
+    PayloadHeader h;
+    std::memcpy(&h, payload, sizeof h);
+    return h;
+}
+
+namespace {
+
+template <typename T>
+void scatter_add_typed(const std::uint32_t *idx, const unsigned char *values, std::size_t k, T *out)
+{
+    for (std::size_t j = 0; j < k; ++j) {
+        T v;
+        std::memcpy(&v, values + j * sizeof(T), sizeof v);
+        out[idx[j]] += v;
+    }
+}
+
+}  // namespace
+
+void scatter_add(const unsigned char *payload, cc_coll_dtype_t dtype, void *out)
+{
+    const PayloadHeader h = header_of(payload);
+    const std::size_t k = h.k;
+    // Indices are aligned: payloads are padded to 8 bytes and the header is 16.
+    const auto *idx = reinterpret_cast<const std::uint32_t *>(payload + sizeof h);
+    const unsigned char *values = payload + sizeof h + k * sizeof(std::uint32_t);
+    switch (dtype) {
+    case CC_COLL_F32: scatter_add_typed(idx, values, k, static_cast<float *>(out)); break;
+    case CC_COLL_F64: scatter_add_typed(idx, values, k, static_cast<double *>(out)); break;
+    case CC_COLL_F16:
+    case CC_COLL_BF16:
+        for (std::size_t j = 0; j < k; ++j) {
+            const float sum = load_element<float>(out, idx[j], dtype) + load_element<float>(values, j, dtype);
+            store_element<float>(out, idx[j], dtype, sum);
+        }
+        break;
+    }
+}
+
+template void encode<float>(const float *, std::size_t, const std::uint32_t *, std::size_t, std::uint32_t,
+                            cc_coll_dtype_t, unsigned char *, float *);
+template void encode<double>(const double *, std::size_t, const std::uint32_t *, std::size_t, std::uint32_t,
+                             cc_coll_dtype_t, unsigned char *, double *);
+
+}  // namespace topk
+}  // namespace cc_coll

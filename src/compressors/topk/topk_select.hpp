@@ -1,0 +1,46 @@
+// Exact top-k selection by magnitude. Knows nothing of MPI.
+//
+// Order: larger |x| first; equal |x| -> lower index first, so the selection
+// is a deterministic function of the input. NaN ranks above +-inf, and
+// +-inf above every finite value, so non-finite elements are always kept
+// first (the allreduce relies on this to propagate them like MPI_SUM).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace cc_coll {
+namespace topk {
+
+// k = ceil(density * n) clamped to [0, n]; density in (0, 1].
+std::size_t k_for(double density, std::size_t n);
+
+// How the last selection went (for tests and benchmarks).
+struct SelectInfo {
+    bool sampled = false;        // the sampled-threshold path ran
+    bool fell_back = false;      // the estimate missed: full selection ran
+    std::size_t candidates = 0;  // elements at or above the estimated threshold
+};
+
+// Reusable scratch memory, so repeated selections do not allocate.
+struct SelectScratch {
+    std::vector<std::uint32_t> candidates;
+    std::vector<std::uint64_t> sample;
+};
+
+// Writes the indices of the k largest-magnitude elements of x[0..n) in
+// ascending order to idx[0..k). n must be < 2^32. Fast path: estimate the
+// threshold from a deterministic random sample, collect the elements at or
+// above it in one pass, select exactly among them; falls back to a full
+// selection when the candidates are too few or too many.
+template <typename W>
+void select(const W *x, std::size_t n, std::size_t k, std::uint32_t *idx, SelectScratch *scratch,
+            SelectInfo *info = nullptr);
+
+// The same result by a full selection over all n elements (reference path).
+template <typename W>
+void select_full(const W *x, std::size_t n, std::size_t k, std::uint32_t *idx, SelectScratch *scratch);
+
+}  // namespace topk
+}  // namespace cc_coll

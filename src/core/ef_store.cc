@@ -1,0 +1,86 @@
+#include "core/ef_store.hpp"
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+
+namespace cc_coll {
+
+EfKey EfKey::from(bool has_key, std::uint64_t key, const void *recvbuf, std::size_t count, cc_coll_dtype_t dtype)
+{
+    EfKey k;
+    if (has_key) {
+        k.is_explicit = true;
+        k.key = key;
+    } else {
+        k.address = reinterpret_cast<std::uintptr_t>(recvbuf);
+        k.count = count;
+        k.dtype = static_cast<int>(dtype);
+    }
+    return k;
+}
+
+std::size_t EfKeyHash::operator()(const EfKey &k) const
+{
+    std::uint64_t h = k.is_explicit ? (k.key ^ 0x9e3779b97f4a7c15ull)
+                                    : (k.address * 0x9e3779b97f4a7c15ull) ^ (k.count << 3) ^ static_cast<unsigned>(k.dtype);
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return static_cast<std::size_t>(h);
+}
+
+cc_coll_status_t EfStore::acquire(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out)
+{
+    auto it = residuals_.find(key);
+    if (it != residuals_.end()) {
+        Residual &r = it->second;
+        if (r.count != count || r.dtype != dtype)
+            return fail(CC_COLL_ERR_MISMATCH,
+                        "ef_key %llu holds a residual of %zu %s elements but this call has %zu %s elements; use "
+                        "another key or cc_coll_ef_reset() first",
+                        static_cast<unsigned long long>(key.key), r.count, dtype_name(r.dtype), count,
+                        dtype_name(dtype));
+        *out = &r;
+        return CC_COLL_OK;
+    }
+    const std::uint64_t need = count * (dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float));
+    if (max_bytes_ != 0 && bytes_ + need > max_bytes_)
+        return fail(CC_COLL_ERR_EF_LIMIT,
+                    "a new error-feedback residual of %llu bytes (%zu %s elements) would raise this "
+                    "communicator's residual memory from %llu to %llu bytes, over CC_COLL_EF_MAX_BYTES = %llu; "
+                    "raise the cap, reset residuals, or turn EF off for this call",
+                    static_cast<unsigned long long>(need), count, dtype_name(dtype),
+                    static_cast<unsigned long long>(bytes_), static_cast<unsigned long long>(bytes_ + need),
+                    static_cast<unsigned long long>(max_bytes_));
+    Residual r;
+    r.dtype = dtype;
+    r.count = count;
+    if (dtype == CC_COLL_F64) r.f64.assign(count, 0.0);
+    else r.f32.assign(count, 0.0f);
+    auto ins = residuals_.emplace(key, std::move(r));
+    bytes_ += need;
+    *out = &ins.first->second;
+    return CC_COLL_OK;
+}
+
+const Residual *EfStore::find(const EfKey &key) const
+{
+    auto it = residuals_.find(key);
+    return it == residuals_.end() ? nullptr : &it->second;
+}
+
+void EfStore::reset(const EfKey &key)
+{
+    auto it = residuals_.find(key);
+    if (it == residuals_.end()) return;
+    bytes_ -= it->second.bytes();
+    residuals_.erase(it);
+}
+
+void EfStore::reset_all()
+{
+    residuals_.clear();
+    bytes_ = 0;
+}
+
+}  // namespace cc_coll

@@ -1,0 +1,74 @@
+// The error-feedback store of a communicator: one residual per tensor key,
+// with its memory accounted and an optional cap (CC_COLL_EF_MAX_BYTES).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "cc_coll.h"
+
+namespace cc_coll {
+
+// Names a residual: an explicit caller key, or (recvbuf address, count, dtype).
+struct EfKey {
+    bool is_explicit = false;
+    std::uint64_t key = 0;
+    std::uintptr_t address = 0;
+    std::size_t count = 0;
+    int dtype = 0;
+
+    static EfKey from(bool has_key, std::uint64_t key, const void *recvbuf, std::size_t count, cc_coll_dtype_t dtype);
+    bool operator==(const EfKey &o) const
+    {
+        return is_explicit == o.is_explicit &&
+               (is_explicit ? key == o.key : (address == o.address && count == o.count && dtype == o.dtype));
+    }
+};
+
+struct EfKeyHash {
+    std::size_t operator()(const EfKey &k) const;
+};
+
+// A residual in the work type of its dtype: binary64 for F64, binary32 else.
+struct Residual {
+    cc_coll_dtype_t dtype = CC_COLL_F32;
+    std::size_t count = 0;
+    std::vector<float> f32;
+    std::vector<double> f64;
+
+    std::uint64_t bytes() const { return f32.size() * sizeof(float) + f64.size() * sizeof(double); }
+    template <typename W>
+    W *data();
+};
+
+template <>
+inline float *Residual::data<float>() { return f32.data(); }
+template <>
+inline double *Residual::data<double>() { return f64.data(); }
+
+class EfStore {
+public:
+    explicit EfStore(std::uint64_t max_bytes) : max_bytes_(max_bytes) {}
+
+    // The residual for `key`, created zeroed when absent. Errors:
+    // CC_COLL_ERR_MISMATCH when an explicit key was used with another count or
+    // dtype; CC_COLL_ERR_EF_LIMIT when creating it would pass the cap.
+    cc_coll_status_t acquire(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out);
+
+    // The residual for `key`, or nullptr.
+    const Residual *find(const EfKey &key) const;
+
+    void reset(const EfKey &key);
+    void reset_all();
+    std::uint64_t bytes() const { return bytes_; }
+    std::uint64_t max_bytes() const { return max_bytes_; }
+
+private:
+    std::uint64_t max_bytes_;  // 0: no cap
+    std::uint64_t bytes_ = 0;
+    std::unordered_map<EfKey, Residual, EfKeyHash> residuals_;
+};
+
+}  // namespace cc_coll
