@@ -20,7 +20,7 @@
 #include <mpi-ext.h>
 #endif
 
-using namespace cc_coll;
+using namespace cc_coll::detail;
 
 namespace {
 
@@ -136,6 +136,7 @@ const char *cc_coll_version_string(void)
 
 cc_coll_status_t cc_coll_check_version_numbers(int header_major, int header_minor)
 {
+    clear_error();
     if (header_major != CC_COLL_VERSION_MAJOR || header_minor > CC_COLL_VERSION_MINOR)
         return fail(CC_COLL_ERR_VERSION_MISMATCH,
                     "program compiled against cc_coll.h %d.%d but runs with libcc_coll %s (needs the same major "
@@ -168,8 +169,9 @@ cc_coll_status_t cc_coll_comm_create_fint_versioned(MPI_Fint mpi_comm, cc_coll_c
 {
     return guarded("cc_coll_comm_create_fint", [&] {
         const char *fn = "cc_coll_comm_create_fint";
-        cc_coll_status_t st = check_mpi_alive(fn);
-        if (st != CC_COLL_OK) return st;
+        if (comm != nullptr) *comm = nullptr;
+        cc_coll_status_t st = cc_coll_check_version_numbers(header_major, header_minor);
+        if (st != CC_COLL_OK || (st = check_mpi_alive(fn)) != CC_COLL_OK) return st;
         return create_comm(fn, MPI_Comm_f2c(mpi_comm), comm, header_major, header_minor);
     });
 }

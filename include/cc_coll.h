@@ -82,8 +82,9 @@ typedef enum cc_coll_status {
  * NULL, also for unknown values. */
 CC_COLL_API const char *cc_coll_status_string(cc_coll_status_t status);
 
-/* The calling thread's message for its most recent failed call ("" if none).
- * Valid until the thread's next cc_coll call. */
+/* The message of the calling thread's most recent cc_coll call: "" when it
+ * succeeded, else which argument or MPI call failed and why. Valid until the
+ * thread's next cc_coll call. */
 CC_COLL_API const char *cc_coll_last_error(void);
 
 /* ------------------------------------------------------------------------ */

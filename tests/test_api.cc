@@ -355,7 +355,7 @@ TEST_F(Api, CreateFromFortranHandleAndSelf)
 
 TEST_F(Api, CommIsADuplicateWithErrorsReturn)
 {
-    std::shared_ptr<cc_coll::Comm> c = cc_coll::find_comm(comm_);
+    std::shared_ptr<cc_coll::detail::Comm> c = cc_coll::detail::find_comm(comm_);
     ASSERT_TRUE(c);
     int cmp = MPI_IDENT;
     ASSERT_EQ(MPI_Comm_compare(c->mpi(), MPI_COMM_WORLD, &cmp), MPI_SUCCESS);

@@ -16,9 +16,9 @@
 
 namespace {
 
-using cc_coll::Config;
-using cc_coll::EnvLookup;
-using cc_coll::LogLevel;
+using cc_coll::detail::Config;
+using cc_coll::detail::EnvLookup;
+using cc_coll::detail::LogLevel;
 
 // An EnvLookup over a map, recording every name it is asked for.
 struct FakeEnv {
@@ -79,7 +79,7 @@ TEST(ParseBytes, AcceptsDigitsAndSuffixes)
     };
     for (const BytesCase &c : cases) {
         std::uint64_t v = 12345;
-        EXPECT_TRUE(cc_coll::parse_bytes(c.text, &v)) << "text: \"" << c.text << "\"";
+        EXPECT_TRUE(cc_coll::detail::parse_bytes(c.text, &v)) << "text: \"" << c.text << "\"";
         EXPECT_EQ(v, c.value) << "text: \"" << c.text << "\"";
     }
 }
@@ -98,7 +98,7 @@ TEST(ParseBytes, RejectsOverflow)
     };
     for (const char *text : cases) {
         std::uint64_t v = 0;
-        EXPECT_FALSE(cc_coll::parse_bytes(text, &v)) << "text: \"" << text << "\" parsed as " << v;
+        EXPECT_FALSE(cc_coll::detail::parse_bytes(text, &v)) << "text: \"" << text << "\" parsed as " << v;
     }
 }
 
@@ -111,7 +111,7 @@ TEST(ParseBytes, RejectsGarbageAndEmpty)
     };
     for (const char *text : cases) {
         std::uint64_t v = 0;
-        EXPECT_FALSE(cc_coll::parse_bytes(text, &v)) << "text: \"" << text << "\" parsed as " << v;
+        EXPECT_FALSE(cc_coll::detail::parse_bytes(text, &v)) << "text: \"" << text << "\" parsed as " << v;
     }
 }
 
@@ -123,12 +123,12 @@ TEST(ParseBool, AcceptsAllSpellings)
     const char *falsy[] = {"0", "false", "FALSE", "no", "No", "off", "OFF", " off\t"};
     for (const char *t : truthy) {
         bool v = false;
-        EXPECT_TRUE(cc_coll::parse_bool(t, &v)) << t;
+        EXPECT_TRUE(cc_coll::detail::parse_bool(t, &v)) << t;
         EXPECT_TRUE(v) << t;
     }
     for (const char *t : falsy) {
         bool v = true;
-        EXPECT_TRUE(cc_coll::parse_bool(t, &v)) << t;
+        EXPECT_TRUE(cc_coll::detail::parse_bool(t, &v)) << t;
         EXPECT_FALSE(v) << t;
     }
 }
@@ -138,7 +138,7 @@ TEST(ParseBool, RejectsOthers)
     const char *cases[] = {"", "  ", "2", "-1", "y", "n", "t", "f", "truee", "enable", "o n", "10"};
     for (const char *t : cases) {
         bool v = false;
-        EXPECT_FALSE(cc_coll::parse_bool(t, &v)) << "text: \"" << t << "\"";
+        EXPECT_FALSE(cc_coll::detail::parse_bool(t, &v)) << "text: \"" << t << "\"";
     }
 }
 
@@ -155,7 +155,7 @@ TEST(ParseDouble, AcceptsFiniteValues)
     };
     for (const Case &c : cases) {
         double v = -999;
-        EXPECT_TRUE(cc_coll::parse_double(c.text, &v)) << c.text;
+        EXPECT_TRUE(cc_coll::detail::parse_double(c.text, &v)) << c.text;
         EXPECT_DOUBLE_EQ(v, c.value) << c.text;
     }
 }
@@ -166,7 +166,7 @@ TEST(ParseDouble, RejectsNanInfAndGarbage)
                            "infinity", "Infinity", "1e400", "-1e400", "abc", "1.5x", "1.5 2", "--1", "1e", "e3"};
     for (const char *t : cases) {
         double v = 0;
-        EXPECT_FALSE(cc_coll::parse_double(t, &v)) << "text: \"" << t << "\" parsed as " << v;
+        EXPECT_FALSE(cc_coll::detail::parse_double(t, &v)) << "text: \"" << t << "\" parsed as " << v;
     }
 }
 
@@ -177,7 +177,7 @@ TEST(ParseMethod, AcceptsNone)
     const char *cases[] = {"none", "NONE", "None", "  none\t"};
     for (const char *t : cases) {
         cc_coll_method_t m = static_cast<cc_coll_method_t>(77);
-        EXPECT_TRUE(cc_coll::parse_method(t, &m)) << t;
+        EXPECT_TRUE(cc_coll::detail::parse_method(t, &m)) << t;
         EXPECT_EQ(m, CC_COLL_METHOD_NONE) << t;
     }
 }
@@ -187,7 +187,7 @@ TEST(ParseMethod, RejectsOthers)
     const char *cases[] = {"", " ", "bogus", "0", "nonee", "no ne", "none x", "zfp"};
     for (const char *t : cases) {
         cc_coll_method_t m = CC_COLL_METHOD_NONE;
-        EXPECT_FALSE(cc_coll::parse_method(t, &m)) << "text: \"" << t << "\"";
+        EXPECT_FALSE(cc_coll::detail::parse_method(t, &m)) << "text: \"" << t << "\"";
     }
 }
 
@@ -202,7 +202,7 @@ TEST(ParseLogLevel, AcceptsTheFourLevels)
     };
     for (const Case &c : cases) {
         LogLevel l = static_cast<LogLevel>(99);
-        EXPECT_TRUE(cc_coll::parse_log_level(c.text, &l)) << c.text;
+        EXPECT_TRUE(cc_coll::detail::parse_log_level(c.text, &l)) << c.text;
         EXPECT_EQ(l, c.level) << c.text;
     }
 }
@@ -212,7 +212,7 @@ TEST(ParseLogLevel, RejectsOthers)
     const char *cases[] = {"", "warn", "warning", "2", "verbose", "errors", "in fo"};
     for (const char *t : cases) {
         LogLevel l = LogLevel::None;
-        EXPECT_FALSE(cc_coll::parse_log_level(t, &l)) << "text: \"" << t << "\"";
+        EXPECT_FALSE(cc_coll::detail::parse_log_level(t, &l)) << "text: \"" << t << "\"";
     }
 }
 
@@ -221,12 +221,12 @@ TEST(ParseLogLevel, RejectsOthers)
 TEST(Settings, EveryEntryIsWellFormedAndItsDefaultParses)
 {
     std::size_t n = 0;
-    const cc_coll::SettingDef *table = cc_coll::settings(&n);
+    const cc_coll::detail::SettingDef *table = cc_coll::detail::settings(&n);
     ASSERT_NE(table, nullptr);
     ASSERT_GT(n, 0u);
     std::set<std::string> names;
     for (std::size_t i = 0; i < n; ++i) {
-        const cc_coll::SettingDef &s = table[i];
+        const cc_coll::detail::SettingDef &s = table[i];
         ASSERT_NE(s.name, nullptr) << "entry " << i;
         ASSERT_NE(s.env_var, nullptr) << "entry " << i;
         ASSERT_NE(s.default_value, nullptr) << s.name;
@@ -252,7 +252,7 @@ TEST(Settings, EveryEntryIsWellFormedAndItsDefaultParses)
 TEST(Settings, CApiMatchesTheTable)
 {
     std::size_t n = 0;
-    const cc_coll::SettingDef *table = cc_coll::settings(&n);
+    const cc_coll::detail::SettingDef *table = cc_coll::detail::settings(&n);
     ASSERT_EQ(cc_coll_setting_count(), n);
     for (std::size_t i = 0; i < n; ++i) {
         cc_coll_setting_t out{};
@@ -280,13 +280,13 @@ TEST(LoadConfig, DefaultsWhenEnvironmentIsEmpty)
     cfg.method = static_cast<cc_coll_method_t>(77);
     cfg.log_level = LogLevel::Debug;
     std::string why = "untouched";
-    ASSERT_EQ(cc_coll::load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << why;
+    ASSERT_EQ(cc_coll::detail::load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << why;
     EXPECT_EQ(cfg.method, CC_COLL_METHOD_NONE);
     EXPECT_EQ(cfg.log_level, LogLevel::None);
 
     // Every setting's variable was looked up, by its exact name.
     std::size_t n = 0;
-    const cc_coll::SettingDef *table = cc_coll::settings(&n);
+    const cc_coll::detail::SettingDef *table = cc_coll::detail::settings(&n);
     for (std::size_t i = 0; i < n; ++i) {
         bool seen = false;
         for (const std::string &q : env.queried) seen = seen || q == table[i].env_var;
@@ -302,12 +302,12 @@ TEST(LoadConfig, EnvironmentOverridesDefault)
     env.vars["CC_COLL_UNRELATED"] = "whatever";  // unknown variables are ignored
     Config cfg;
     std::string why;
-    ASSERT_EQ(cc_coll::load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << why;
+    ASSERT_EQ(cc_coll::detail::load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << why;
     EXPECT_EQ(cfg.log_level, LogLevel::Debug);
     EXPECT_EQ(cfg.method, CC_COLL_METHOD_NONE);
 
     env.vars["CC_COLL_LOG_LEVEL"] = "Info";
-    ASSERT_EQ(cc_coll::load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << why;
+    ASSERT_EQ(cc_coll::detail::load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << why;
     EXPECT_EQ(cfg.log_level, LogLevel::Info);
 }
 
@@ -326,7 +326,7 @@ TEST(LoadConfig, BadValueNamesVariableAndValue)
         env.vars[c.var] = c.value;
         Config cfg;
         std::string why;
-        EXPECT_EQ(cc_coll::load_config(env.lookup(), &cfg, &why), CC_COLL_ERR_CONFIG) << c.var << "=" << c.value;
+        EXPECT_EQ(cc_coll::detail::load_config(env.lookup(), &cfg, &why), CC_COLL_ERR_CONFIG) << c.var << "=" << c.value;
         EXPECT_NE(why.find(c.var), std::string::npos) << why;
         EXPECT_NE(why.find(std::string("\"") + c.value + "\""), std::string::npos) << why;
     }
@@ -337,10 +337,10 @@ TEST(LoadConfig, BadValueWithNullWhyAndNoLastError)
     FakeEnv env;
     env.vars["CC_COLL_METHOD"] = "bogus";
     Config cfg;
-    cc_coll::clear_error();
-    EXPECT_EQ(cc_coll::load_config(env.lookup(), &cfg, nullptr), CC_COLL_ERR_CONFIG);
+    cc_coll::detail::clear_error();
+    EXPECT_EQ(cc_coll::detail::load_config(env.lookup(), &cfg, nullptr), CC_COLL_ERR_CONFIG);
     // load_config never records a last error.
-    EXPECT_STREQ(cc_coll::last_error(), "");
+    EXPECT_STREQ(cc_coll::detail::last_error(), "");
 }
 
 // ---------------------------------------------------------------- precedence
@@ -349,15 +349,15 @@ TEST(ResolveParams, NullParamsTakesConfigMethod)
 {
     Config cfg;
     cfg.method = CC_COLL_METHOD_NONE;
-    cc_coll::CallParams out;
+    cc_coll::detail::CallParams out;
     out.method = static_cast<cc_coll_method_t>(55);
-    ASSERT_EQ(cc_coll::resolve_params(nullptr, cfg, &out), CC_COLL_OK);
+    ASSERT_EQ(cc_coll::detail::resolve_params(nullptr, cfg, &out), CC_COLL_OK);
     EXPECT_EQ(out.method, CC_COLL_METHOD_NONE);
 
     // The configuration's value is taken verbatim (a hypothetical method 7
     // stands for "not the default" while NONE is the only real method).
     cfg.method = static_cast<cc_coll_method_t>(7);
-    ASSERT_EQ(cc_coll::resolve_params(nullptr, cfg, &out), CC_COLL_OK);
+    ASSERT_EQ(cc_coll::detail::resolve_params(nullptr, cfg, &out), CC_COLL_OK);
     EXPECT_EQ(static_cast<int>(out.method), 7);
 }
 
@@ -368,12 +368,12 @@ TEST(ResolveParams, MaskZeroIgnoresMethodField)
     cc_coll_params_t params{};
     params.mask = 0;
     params.method = static_cast<cc_coll_method_t>(42);  // invalid, but not selected by the mask
-    cc_coll::CallParams out;
-    ASSERT_EQ(cc_coll::resolve_params(&params, cfg, &out), CC_COLL_OK) << cc_coll::last_error();
+    cc_coll::detail::CallParams out;
+    ASSERT_EQ(cc_coll::detail::resolve_params(&params, cfg, &out), CC_COLL_OK) << cc_coll::detail::last_error();
     EXPECT_EQ(static_cast<int>(out.method), 7);
 
     cfg.method = CC_COLL_METHOD_NONE;
-    ASSERT_EQ(cc_coll::resolve_params(&params, cfg, &out), CC_COLL_OK);
+    ASSERT_EQ(cc_coll::detail::resolve_params(&params, cfg, &out), CC_COLL_OK);
     EXPECT_EQ(out.method, CC_COLL_METHOD_NONE);
 }
 
@@ -384,9 +384,9 @@ TEST(ResolveParams, ExplicitMethodWins)
     cc_coll_params_t params{};
     params.mask = CC_COLL_PARAMS_FIELD_METHOD;
     params.method = CC_COLL_METHOD_NONE;
-    cc_coll::CallParams out;
+    cc_coll::detail::CallParams out;
     out.method = static_cast<cc_coll_method_t>(55);
-    ASSERT_EQ(cc_coll::resolve_params(&params, cfg, &out), CC_COLL_OK);
+    ASSERT_EQ(cc_coll::detail::resolve_params(&params, cfg, &out), CC_COLL_OK);
     EXPECT_EQ(out.method, CC_COLL_METHOD_NONE);
 }
 
@@ -396,28 +396,29 @@ TEST(ResolveParams, ExplicitInvalidMethodIsRejected)
     cc_coll_params_t params{};
     params.mask = CC_COLL_PARAMS_FIELD_METHOD;
     params.method = static_cast<cc_coll_method_t>(42);
-    cc_coll::CallParams out;
-    cc_coll::clear_error();
-    EXPECT_EQ(cc_coll::resolve_params(&params, cfg, &out), CC_COLL_ERR_INVALID_METHOD);
-    EXPECT_NE(std::string(cc_coll::last_error()).find("method"), std::string::npos) << cc_coll::last_error();
+    cc_coll::detail::CallParams out;
+    cc_coll::detail::clear_error();
+    EXPECT_EQ(cc_coll::detail::resolve_params(&params, cfg, &out), CC_COLL_ERR_INVALID_METHOD);
+    EXPECT_NE(std::string(cc_coll::detail::last_error()).find("method"), std::string::npos) << cc_coll::detail::last_error();
 
     params.method = static_cast<cc_coll_method_t>(-1);
-    EXPECT_EQ(cc_coll::resolve_params(&params, cfg, &out), CC_COLL_ERR_INVALID_METHOD);
+    EXPECT_EQ(cc_coll::detail::resolve_params(&params, cfg, &out), CC_COLL_ERR_INVALID_METHOD);
 }
 
 TEST(ResolveParams, UnknownMaskBitsAreRejected)
 {
     Config cfg;
-    const std::uint64_t bad_masks[] = {std::uint64_t{1} << 1, std::uint64_t{1} << 63,
-                                       CC_COLL_PARAMS_FIELD_METHOD | (std::uint64_t{1} << 5)};
+    const std::uint64_t bad_masks[] = {std::uint64_t{1} << 40, std::uint64_t{1} << 63,
+                                       CC_COLL_PARAMS_FIELD_METHOD | (std::uint64_t{1} << 20),
+                                       cc_coll::detail::kKnownParamsFields + 1 + cc_coll::detail::kKnownParamsFields};
     for (std::uint64_t mask : bad_masks) {
         cc_coll_params_t params{};
         params.mask = mask;
         params.method = CC_COLL_METHOD_NONE;
-        cc_coll::CallParams out;
-        cc_coll::clear_error();
-        EXPECT_EQ(cc_coll::resolve_params(&params, cfg, &out), CC_COLL_ERR_INVALID_PARAMS) << std::hex << mask;
-        EXPECT_NE(std::string(cc_coll::last_error()).find("mask"), std::string::npos) << cc_coll::last_error();
+        cc_coll::detail::CallParams out;
+        cc_coll::detail::clear_error();
+        EXPECT_EQ(cc_coll::detail::resolve_params(&params, cfg, &out), CC_COLL_ERR_INVALID_PARAMS) << std::hex << mask;
+        EXPECT_NE(std::string(cc_coll::detail::last_error()).find("mask"), std::string::npos) << cc_coll::detail::last_error();
     }
 }
 

@@ -13,10 +13,10 @@
 
 namespace {
 
-using cc_coll::bf16_to_float;
-using cc_coll::f16_to_float;
-using cc_coll::float_to_bf16;
-using cc_coll::float_to_f16;
+using cc_coll::detail::bf16_to_float;
+using cc_coll::detail::f16_to_float;
+using cc_coll::detail::float_to_bf16;
+using cc_coll::detail::float_to_f16;
 
 bool f16_is_nan(std::uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x03ffu) != 0; }
 bool bf16_is_nan(std::uint16_t h) { return (h & 0x7f80u) == 0x7f80u && (h & 0x007fu) != 0; }
@@ -126,7 +126,7 @@ TEST(Half, FloatToF16HandCheckedPoints)
     EXPECT_TRUE(f16_is_nan(float_to_f16(std::numeric_limits<float>::quiet_NaN())));
     EXPECT_TRUE(f16_is_nan(float_to_f16(-std::numeric_limits<float>::quiet_NaN())));
     // A NaN whose payload lives only in the low float bits must stay NaN.
-    EXPECT_TRUE(f16_is_nan(float_to_f16(cc_coll::bits_float(0x7f800001u))));
+    EXPECT_TRUE(f16_is_nan(float_to_f16(cc_coll::detail::bits_float(0x7f800001u))));
 }
 
 TEST(Half, FloatToBf16HandCheckedPoints)
@@ -140,10 +140,10 @@ TEST(Half, FloatToBf16HandCheckedPoints)
     EXPECT_EQ(float_to_bf16(std::numeric_limits<float>::max()), 0x7f80);     // rounds to infinity
     EXPECT_EQ(float_to_bf16(std::numeric_limits<float>::infinity()), 0x7f80);
     EXPECT_EQ(float_to_bf16(-std::numeric_limits<float>::infinity()), 0xff80);
-    EXPECT_EQ(float_to_bf16(cc_coll::bits_float(0x7f7f0000u)), 0x7f7f);     // largest finite bf16
+    EXPECT_EQ(float_to_bf16(cc_coll::detail::bits_float(0x7f7f0000u)), 0x7f7f);     // largest finite bf16
     EXPECT_TRUE(bf16_is_nan(float_to_bf16(std::numeric_limits<float>::quiet_NaN())));
-    EXPECT_TRUE(bf16_is_nan(float_to_bf16(cc_coll::bits_float(0x7f800001u))));  // payload below bit 16
-    EXPECT_TRUE(bf16_is_nan(float_to_bf16(cc_coll::bits_float(0xff800001u))));
+    EXPECT_TRUE(bf16_is_nan(float_to_bf16(cc_coll::detail::bits_float(0x7f800001u))));  // payload below bit 16
+    EXPECT_TRUE(bf16_is_nan(float_to_bf16(cc_coll::detail::bits_float(0xff800001u))));
 }
 
 // ---------------------------------------------------------------- divide_in_place
@@ -151,30 +151,30 @@ TEST(Half, FloatToBf16HandCheckedPoints)
 TEST(Dtype, DivideInPlaceF32AndF64)
 {
     float f[] = {2.0f, -4.0f, 6.0f, 1.0f};
-    cc_coll::divide_in_place(f, 3, CC_COLL_F32, 2);
+    cc_coll::detail::divide_in_place(f, 3, CC_COLL_F32, 2);
     EXPECT_EQ(f[0], 1.0f);
     EXPECT_EQ(f[1], -2.0f);
     EXPECT_EQ(f[2], 3.0f);
     EXPECT_EQ(f[3], 1.0f);  // beyond count: untouched
 
     float third[] = {1.0f};
-    cc_coll::divide_in_place(third, 1, CC_COLL_F32, 3);
+    cc_coll::detail::divide_in_place(third, 1, CC_COLL_F32, 3);
     EXPECT_EQ(third[0], 1.0f / 3.0f);  // computed in binary32
 
     double d[] = {1.0, 9.0, -7.5};
-    cc_coll::divide_in_place(d, 3, CC_COLL_F64, 3);
+    cc_coll::detail::divide_in_place(d, 3, CC_COLL_F64, 3);
     EXPECT_EQ(d[0], 1.0 / 3.0);  // computed in binary64, not binary32
     EXPECT_NE(d[0], static_cast<double>(1.0f / 3.0f));
     EXPECT_EQ(d[1], 3.0);
     EXPECT_EQ(d[2], -2.5);
 
-    cc_coll::divide_in_place(nullptr, 0, CC_COLL_F32, 4);  // count 0: nothing touched
+    cc_coll::detail::divide_in_place(nullptr, 0, CC_COLL_F32, 4);  // count 0: nothing touched
 }
 
 TEST(Dtype, DivideInPlaceF16AndBf16)
 {
     std::uint16_t h[] = {float_to_f16(3.0f), float_to_f16(1.0f), 0xfc00 /* -inf */, 0x7bff, 0x3c00};
-    cc_coll::divide_in_place(h, 4, CC_COLL_F16, 3);
+    cc_coll::detail::divide_in_place(h, 4, CC_COLL_F16, 3);
     EXPECT_EQ(h[0], 0x3c00);  // 1.0
     EXPECT_EQ(h[1], 0x3555);  // 1/3 rounded to nearest
     EXPECT_EQ(h[2], 0xfc00);  // -inf / 3
@@ -182,13 +182,13 @@ TEST(Dtype, DivideInPlaceF16AndBf16)
     EXPECT_EQ(h[4], 0x3c00);  // beyond count
 
     std::uint16_t b[] = {0x4040 /* 3.0 */, 0x3f80 /* 1.0 */, 0x0001};
-    cc_coll::divide_in_place(b, 3, CC_COLL_BF16, 2);
+    cc_coll::detail::divide_in_place(b, 3, CC_COLL_BF16, 2);
     EXPECT_EQ(b[0], 0x3fc0);  // 1.5
     EXPECT_EQ(b[1], 0x3f00);  // 0.5
     EXPECT_EQ(b[2], float_to_bf16(bf16_to_float(0x0001) / 2.0f));
 
     std::uint16_t odd[] = {0x3c01};  // (1 + 2^-10) / 2 is exact in f16
-    cc_coll::divide_in_place(odd, 1, CC_COLL_F16, 2);
+    cc_coll::detail::divide_in_place(odd, 1, CC_COLL_F16, 2);
     EXPECT_EQ(odd[0], 0x3801);
 }
 
@@ -199,7 +199,7 @@ TEST(Dtype, SumF16RoundsToNearestEven)
     const std::uint16_t in[] = {0x3c00, 0x3c01, 0x3c00, 0x7bff, 0x0001, 0x3c00, 0x7c00, 0x3c00};
     std::uint16_t io[] = {0x1000, 0x1000, 0xbc00, 0x7bff, 0x0001, 0x7e00, 0xfc00, 0x4000, 0x1234};
     //                    +2^-11  +2^-11  -1      max+max  sub+sub +NaN    inf-inf  1+2    (beyond count)
-    cc_coll::sum_f16(in, io, 8);
+    cc_coll::detail::sum_f16(in, io, 8);
     EXPECT_EQ(io[0], 0x3c00);  // 1 + 2^-11: tie, stays at even 1.0
     EXPECT_EQ(io[1], 0x3c02);  // (1 + 2^-10) + 2^-11: tie, rounds up to even
     EXPECT_EQ(io[2], 0x0000);  // 1 - 1 = +0
@@ -216,7 +216,7 @@ TEST(Dtype, SumBf16RoundsToNearestEven)
     const std::uint16_t in[] = {0x3f80, 0x3f81, 0x3f80, 0x7f7f, 0x4000};
     std::uint16_t io[] = {0x3b80, 0x3b80, 0xbf80, 0x7f7f, 0x3f80, 0x5555};
     //                    +2^-8   +2^-8   -1      max+max  2+1   (beyond count)
-    cc_coll::sum_bf16(in, io, 5);
+    cc_coll::detail::sum_bf16(in, io, 5);
     EXPECT_EQ(io[0], 0x3f80);  // tie, stays at even 1.0
     EXPECT_EQ(io[1], 0x3f82);  // tie, rounds up to even
     EXPECT_EQ(io[2], 0x0000);
@@ -227,22 +227,22 @@ TEST(Dtype, SumBf16RoundsToNearestEven)
 
 TEST(Dtype, SizesAndNames)
 {
-    EXPECT_EQ(cc_coll::dtype_size(CC_COLL_F32), 4u);
-    EXPECT_EQ(cc_coll::dtype_size(CC_COLL_F64), 8u);
-    EXPECT_EQ(cc_coll::dtype_size(CC_COLL_F16), 2u);
-    EXPECT_EQ(cc_coll::dtype_size(CC_COLL_BF16), 2u);
-    EXPECT_EQ(cc_coll::dtype_size(static_cast<cc_coll_dtype_t>(9)), 0u);
-    EXPECT_STREQ(cc_coll::dtype_name(CC_COLL_F16), "f16");
-    EXPECT_STREQ(cc_coll::dtype_name(CC_COLL_BF16), "bf16");
-    EXPECT_STREQ(cc_coll::dtype_name(static_cast<cc_coll_dtype_t>(9)), "?");
-    EXPECT_TRUE(cc_coll::dtype_valid(CC_COLL_F32));
-    EXPECT_TRUE(cc_coll::dtype_valid(CC_COLL_BF16));
-    EXPECT_FALSE(cc_coll::dtype_valid(-1));
-    EXPECT_FALSE(cc_coll::dtype_valid(4));
-    EXPECT_TRUE(cc_coll::op_valid(CC_COLL_SUM));
-    EXPECT_TRUE(cc_coll::op_valid(CC_COLL_AVG));
-    EXPECT_FALSE(cc_coll::op_valid(2));
-    EXPECT_FALSE(cc_coll::op_valid(-1));
+    EXPECT_EQ(cc_coll::detail::dtype_size(CC_COLL_F32), 4u);
+    EXPECT_EQ(cc_coll::detail::dtype_size(CC_COLL_F64), 8u);
+    EXPECT_EQ(cc_coll::detail::dtype_size(CC_COLL_F16), 2u);
+    EXPECT_EQ(cc_coll::detail::dtype_size(CC_COLL_BF16), 2u);
+    EXPECT_EQ(cc_coll::detail::dtype_size(static_cast<cc_coll_dtype_t>(9)), 0u);
+    EXPECT_STREQ(cc_coll::detail::dtype_name(CC_COLL_F16), "f16");
+    EXPECT_STREQ(cc_coll::detail::dtype_name(CC_COLL_BF16), "bf16");
+    EXPECT_STREQ(cc_coll::detail::dtype_name(static_cast<cc_coll_dtype_t>(9)), "?");
+    EXPECT_TRUE(cc_coll::detail::dtype_valid(CC_COLL_F32));
+    EXPECT_TRUE(cc_coll::detail::dtype_valid(CC_COLL_BF16));
+    EXPECT_FALSE(cc_coll::detail::dtype_valid(-1));
+    EXPECT_FALSE(cc_coll::detail::dtype_valid(4));
+    EXPECT_TRUE(cc_coll::detail::op_valid(CC_COLL_SUM));
+    EXPECT_TRUE(cc_coll::detail::op_valid(CC_COLL_AVG));
+    EXPECT_FALSE(cc_coll::detail::op_valid(2));
+    EXPECT_FALSE(cc_coll::detail::op_valid(-1));
 }
 
 }  // namespace

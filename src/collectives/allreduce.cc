@@ -4,7 +4,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallParams &params)
 {
@@ -28,4 +28,4 @@ cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallPara
     return CC_COLL_OK;
 }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

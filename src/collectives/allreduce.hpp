@@ -9,7 +9,7 @@
 #include "core/params.hpp"
 #include "core/stats.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 // One allreduce call, arguments already validated.
 struct AllreduceArgs {
@@ -33,4 +33,4 @@ cc_coll_status_t allreduce_passthrough(Comm &comm, const AllreduceArgs &args, St
 cc_coll_status_t allreduce_sparse_allgather(Comm &comm, const AllreduceArgs &args, const CallParams &params,
                                             StatsSnapshot *stats);
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

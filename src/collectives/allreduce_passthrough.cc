@@ -3,7 +3,7 @@
 #include "core/dtype.hpp"
 #include "transport/mpi_transport.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 cc_coll_status_t allreduce_passthrough(Comm &comm, const AllreduceArgs &args, StatsSnapshot *stats)
 {
@@ -19,4 +19,4 @@ cc_coll_status_t allreduce_passthrough(Comm &comm, const AllreduceArgs &args, St
     return CC_COLL_OK;
 }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

@@ -27,7 +27,7 @@
 #include "core/error.hpp"
 #include "transport/mpi_transport.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 namespace {
 
@@ -162,4 +162,4 @@ cc_coll_status_t allreduce_sparse_allgather(Comm &comm, const AllreduceArgs &arg
     return sparse_allgather<float>(comm, args, params, stats);
 }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

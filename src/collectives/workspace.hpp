@@ -9,7 +9,7 @@
 #include "compressors/topk/topk_select.hpp"
 #include "core/comm.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 struct Workspace {
     std::vector<float> work_f32;
@@ -45,4 +45,4 @@ inline Workspace &workspace_of(Comm &comm)
     return *static_cast<Workspace *>(slot.get());
 }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

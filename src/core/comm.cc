@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <unordered_map>
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 Comm::Comm(MPI_Comm dup, int rank, int size, const Config &config)
     : mpi_(dup), rank_(rank), size_(size), config_(config), ef_(config.ef_max_bytes)
@@ -65,4 +65,4 @@ std::shared_ptr<Comm> unregister_comm(cc_coll_comm_h handle)
     return comm;
 }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

@@ -13,7 +13,7 @@
 #include "core/ef_store.hpp"
 #include "core/stats.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 class Comm {
 public:
@@ -54,4 +54,4 @@ std::shared_ptr<Comm> find_comm(cc_coll_comm_h handle);
 // unknown). The object dies with its last user.
 std::shared_ptr<Comm> unregister_comm(cc_coll_comm_h handle);
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

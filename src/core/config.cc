@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 namespace {
 
@@ -192,9 +192,10 @@ bool parse_double(const std::string &text, double *out)
     errno = 0;
     char *end = nullptr;
     const double v = std::strtod(s.c_str(), &end);
-    if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v)) return false;
+    // ERANGE on underflow still yields a usable (tiny or zero) finite value.
+    if (end != s.c_str() + s.size() || !std::isfinite(v) || (errno == ERANGE && std::fabs(v) > 1.0)) return false;
     *out = v;
     return true;
 }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

@@ -11,7 +11,7 @@
 #include "cc_coll.h"
 #include "core/log.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 // The resolved configuration a communicator snapshots at creation.
 struct Config {
@@ -57,4 +57,4 @@ bool parse_double(const std::string &text, double *out);  // finite values only
 // A density: a finite number in (0, 1].
 bool density_valid(double density);
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

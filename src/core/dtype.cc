@@ -4,7 +4,7 @@
 
 #include "core/half.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 std::size_t dtype_size(cc_coll_dtype_t dtype)
 {
@@ -114,4 +114,4 @@ template void store_as<double>(const double *, std::size_t, cc_coll_dtype_t, voi
 void sum_f16(const void *in, void *inout, std::size_t count) { sum_half<f16_to_float, float_to_f16>(in, inout, count); }
 void sum_bf16(const void *in, void *inout, std::size_t count) { sum_half<bf16_to_float, float_to_bf16>(in, inout, count); }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

@@ -6,7 +6,7 @@
 #include "cc_coll.h"
 #include "core/half.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 inline bool dtype_valid(int dtype) { return dtype >= CC_COLL_F32 && dtype <= CC_COLL_BF16; }
 inline bool op_valid(int op) { return op == CC_COLL_SUM || op == CC_COLL_AVG; }
@@ -68,4 +68,4 @@ void load_as(const void *src, cc_coll_dtype_t dtype, std::size_t n, W *dst, bool
 template <typename W>
 void store_as(const W *src, std::size_t n, cc_coll_dtype_t dtype, void *dst);
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

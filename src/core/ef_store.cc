@@ -3,7 +3,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 EfKey EfKey::from(bool has_key, std::uint64_t key, const void *recvbuf, std::size_t count, cc_coll_dtype_t dtype)
 {
@@ -83,4 +83,4 @@ void EfStore::reset_all()
     bytes_ = 0;
 }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

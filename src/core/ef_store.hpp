@@ -9,7 +9,7 @@
 
 #include "cc_coll.h"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 // Names a residual: an explicit caller key, or (recvbuf address, count, dtype).
 struct EfKey {
@@ -71,4 +71,4 @@ private:
     std::unordered_map<EfKey, Residual, EfKeyHash> residuals_;
 };
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

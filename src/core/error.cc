@@ -6,7 +6,7 @@
 
 #include "core/log.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 namespace {
 thread_local std::string t_last_error;
@@ -57,4 +57,4 @@ const char *status_string(cc_coll_status_t status)
     return "CC_COLL_ERR_UNKNOWN: not a cc_coll_status_t value";
 }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

@@ -3,7 +3,7 @@
 
 #include "cc_coll.h"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 // Records the calling thread's last-error message (printf-style) and returns
 // `status`, so a failing path reads `return fail(CC_COLL_ERR_..., "...")`.
@@ -21,4 +21,4 @@ const char *last_error();
 // The static name and description of a status code.
 const char *status_string(cc_coll_status_t status);
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 inline std::uint32_t float_bits(float f)
 {
@@ -72,4 +72,4 @@ inline std::uint16_t float_to_f16(float f)
     return static_cast<std::uint16_t>(sign | result);
 }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

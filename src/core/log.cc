@@ -3,18 +3,22 @@
 #include <cstdarg>
 #include <cstdio>
 #include <mutex>
+#include <string>
 
 #include "core/config.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 LogLevel log_level()
 {
     static LogLevel level = LogLevel::None;
     static std::once_flag once;
     std::call_once(once, [] {
-        Config cfg;
-        if (load_config(process_env(), &cfg, nullptr) == CC_COLL_OK) level = cfg.log_level;
+        // Only this setting matters here: a bad value elsewhere must still be
+        // reported at the level asked for.
+        std::string text;
+        LogLevel parsed = LogLevel::None;
+        if (process_env()("CC_COLL_LOG_LEVEL", &text) && parse_log_level(text, &parsed)) level = parsed;
     });
     return level;
 }
@@ -31,4 +35,4 @@ void log_message(LogLevel level, const char *fmt, ...)
     std::fprintf(stderr, "[cc_coll %s] %s\n", names[static_cast<int>(level)], buf);
 }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

@@ -1,7 +1,7 @@
 // Diagnostics to stderr, gated by the CC_COLL_LOG_LEVEL setting.
 #pragma once
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 enum class LogLevel { None = 0, Error = 1, Info = 2, Debug = 3 };
 
@@ -12,4 +12,4 @@ LogLevel log_level();
 // Prints "[cc_coll <level>] <message>" to stderr when `level` is enabled.
 void log_message(LogLevel level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

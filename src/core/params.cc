@@ -6,7 +6,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &config, CallParams *out)
 {
@@ -18,7 +18,7 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
         const std::uint64_t unknown = params->mask & ~kKnownParamsFields;
         if (unknown != 0)
             return fail(CC_COLL_ERR_INVALID_PARAMS,
-                        "params->mask has unknown bits 0x%llx (this library knows 0x%llx); was the "
+                        "cc_coll: params->mask has unknown bits 0x%llx (this library knows 0x%llx); was the "
                         "caller built against a newer cc_coll.h?",
                         static_cast<unsigned long long>(unknown),
                         static_cast<unsigned long long>(kKnownParamsFields));
@@ -75,4 +75,4 @@ cc_coll_status_t validate_reduction_args(const char *fn, const void *sendbuf, co
     return CC_COLL_OK;
 }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

@@ -7,7 +7,7 @@
 #include "cc_coll.h"
 #include "core/config.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 // What a call runs with after defaults, environment and params are merged.
 struct CallParams {
@@ -34,4 +34,4 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
 cc_coll_status_t validate_reduction_args(const char *fn, const void *sendbuf, const void *recvbuf,
                                          std::size_t count, int dtype, int op);
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

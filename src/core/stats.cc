@@ -2,7 +2,7 @@
 
 #include "core/error.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 void Stats::add(const StatsSnapshot &call)
 {
@@ -33,7 +33,7 @@ cc_coll_status_t fill_stats(const StatsSnapshot &s, cc_coll_stats_t *out)
                                 CC_COLL_STATS_FIELD_BYTES_WIRE | CC_COLL_STATS_FIELD_TIME_COMPRESS |
                                 CC_COLL_STATS_FIELD_TIME_COMMUNICATE | CC_COLL_STATS_FIELD_TIME_DECOMPRESS;
     if (out->mask & ~known)
-        return fail(CC_COLL_ERR_INVALID_PARAMS, "stats->mask has unknown bits 0x%llx (known: 0x%llx)",
+        return fail(CC_COLL_ERR_INVALID_PARAMS, "cc_coll_comm_get_stats: stats->mask has unknown bits 0x%llx (known: 0x%llx)",
                     static_cast<unsigned long long>(out->mask & ~known), static_cast<unsigned long long>(known));
     if (out->mask & CC_COLL_STATS_FIELD_CALLS) out->calls = s.calls;
     if (out->mask & CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED) out->bytes_uncompressed = s.bytes_uncompressed;
@@ -44,4 +44,4 @@ cc_coll_status_t fill_stats(const StatsSnapshot &s, cc_coll_stats_t *out)
     return CC_COLL_OK;
 }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

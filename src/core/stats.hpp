@@ -7,7 +7,7 @@
 
 #include "cc_coll.h"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 struct StatsSnapshot {
     std::uint64_t calls = 0;
@@ -39,4 +39,4 @@ inline double now_seconds()
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

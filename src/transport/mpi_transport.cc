@@ -10,7 +10,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 cc_coll_status_t check_mpi(int rc, const char *call)
 {
@@ -117,4 +117,4 @@ bool is_device_memory(const void *ptr)
 #endif
 }
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

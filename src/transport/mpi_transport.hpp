@@ -9,7 +9,7 @@
 
 #include "cc_coll.h"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 
 // CC_COLL_OK when rc == MPI_SUCCESS, else CC_COLL_ERR_MPI with `call`, the
 // MPI error class and MPI's own error string in the message.
@@ -30,4 +30,4 @@ cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv
 // in builds without CUDA.
 bool is_device_memory(const void *ptr);
 
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

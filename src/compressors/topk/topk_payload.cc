@@ -4,7 +4,7 @@
 
 #include "core/dtype.hpp"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 namespace topk {
 
 std::size_t payload_bytes(std::size_t k, cc_coll_dtype_t dtype)
@@ -77,4 +77,4 @@ template void encode<double>(const double *, std::size_t, const std::uint32_t *,
                              cc_coll_dtype_t, unsigned char *, double *);
 
 }  // namespace topk
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

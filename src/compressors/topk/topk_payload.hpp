@@ -11,7 +11,7 @@
 
 #include "cc_coll.h"
 
-namespace cc_coll {
+namespace cc_coll::detail {
 namespace topk {
 
 // Header flag: this rank had more non-finite elements than k, so its
@@ -43,4 +43,4 @@ PayloadHeader header_of(const unsigned char *payload);
 void scatter_add(const unsigned char *payload, cc_coll_dtype_t dtype, void *out);
 
 }  // namespace topk
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

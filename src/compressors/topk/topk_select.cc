@@ -5,7 +5,7 @@
 #include <cstring>
 #include <numeric>
 
-namespace cc_coll {
+namespace cc_coll::detail {
 namespace topk {
 
 namespace {
@@ -146,4 +146,4 @@ template void select_full<float>(const float *, std::size_t, std::size_t, std::u
 template void select_full<double>(const double *, std::size_t, std::size_t, std::uint32_t *, SelectScratch *);
 
 }  // namespace topk
-}  // namespace cc_coll
+}  // namespace cc_coll::detail

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace cc_coll {
+namespace cc_coll::detail {
 namespace topk {
 
 // k = ceil(density * n) clamped to [0, n]; density in (0, 1].
@@ -43,4 +43,4 @@ template <typename W>
 void select_full(const W *x, std::size_t n, std::size_t k, std::uint32_t *idx, SelectScratch *scratch);
 
 }  // namespace topk
-}  // namespace cc_coll
+}  // namespace cc_coll::detail
