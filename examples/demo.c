@@ -3,13 +3,17 @@
  *   mpirun -np 2 cc_coll_demo [--mib N] [--iters N]
  *
  * Each rank fills a float buffer (64 MiB by default) with random values in
- * [-1, 1). For MPI_Allreduce and for each method the library offers, it runs
- * an in-place SUM allreduce `iters` times and rank 0 prints:
+ * [-1, 1). For MPI_Allreduce and for each method the library offers (with
+ * its default parameters; TOPK keeps density 0.01), it runs an in-place SUM
+ * allreduce `iters` times and rank 0 prints:
  *   time      median over the iterations of the slowest rank's time
  *   wire      payload bytes one rank handed to MPI per call (cc_coll stats;
  *             for MPI_Allreduce, the buffer size)
  *   ratio     buffer bytes / wire bytes
  *   rel.err   ||result - MPI_Allreduce result||_2 / ||MPI_Allreduce result||_2
+ *             for one call on fresh data (error-feedback residuals are reset
+ *             before every iteration, so this is the single-step error that
+ *             error feedback then carries into later steps)
  */
 #include <math.h>
 #include <stdint.h>
@@ -123,6 +127,7 @@ int main(int argc, char **argv)
         cc_coll_comm_reset_stats(comm);
         for (int it = 0; it < iters; ++it) {
             memcpy(out, input, n * sizeof *out);
+            if ((st = cc_coll_ef_reset_all(comm)) != CC_COLL_OK) die("cc_coll_ef_reset_all", st);
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
             st = cc_coll_allreduce(out, out, n, CC_COLL_F32, CC_COLL_SUM, &params, comm, NULL);
