@@ -66,8 +66,9 @@ const SettingDef kSettings[] = {
      apply_method},
     {"DENSITY", "CC_COLL_DENSITY", "0.01",
      "TOPK: fraction of each rank's elements sent, k = ceil(density * count), in (0, 1]. When the "
-     "gathered pairs would outweigh the dense buffer (k * ranks * (4 + element size) > count * "
-     "element size) the call sends the buffer densely instead.",
+     "gathered payloads would outweigh the dense buffer (ranks * payload > count * element size, "
+     "payload = 16 + k * (4 + element size) rounded up to 8 bytes) the call sends the buffer densely "
+     "instead.",
      apply_density},
     {"EF", "CC_COLL_EF", "1",
      "Error feedback for lossy methods: what a call did not transmit is kept per tensor and added to "

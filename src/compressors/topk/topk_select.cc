@@ -12,47 +12,67 @@ namespace {
 
 // The magnitude order as an unsigned integer: the IEEE bits with the sign
 // cleared order non-negative values correctly, and NaN patterns sit above
-// the infinity pattern.
+// the infinity pattern. Packed = magnitude << 32 | ~index is then unique per
+// element and orders exactly like (magnitude desc... index asc) reversed:
+// a larger packed value is a larger magnitude, or the same magnitude at a
+// lower index. Selecting on packed values never touches x again.
 template <typename W>
 struct Key;
 
 template <>
 struct Key<float> {
     using U = std::uint32_t;
+    using Packed = std::uint64_t;
     static U of(float v)
     {
         U u;
         std::memcpy(&u, &v, sizeof u);
         return u & 0x7fffffffu;
     }
+    static std::vector<Packed> &packed(SelectScratch *s) { return s->packed64; }
 };
 
 template <>
 struct Key<double> {
     using U = std::uint64_t;
+    using Packed = uint128_t;
     static U of(double v)
     {
         U u;
         std::memcpy(&u, &v, sizeof u);
         return u & 0x7fffffffffffffffull;
     }
+    static std::vector<Packed> &packed(SelectScratch *s) { return s->packed128; }
 };
+
+template <typename W>
+typename Key<W>::Packed pack(const W *x, std::uint32_t i)
+{
+    using P = typename Key<W>::Packed;
+    return (static_cast<P>(Key<W>::of(x[i])) << 32) | static_cast<P>(~i);
+}
 
 // Below these sizes sampling does not pay; select over everything.
 constexpr std::size_t kMinSampledN = 1u << 15;
 constexpr std::size_t kSampleSize = 1u << 14;
 constexpr std::size_t kBlock = 4096;
 
+// Top k of the elements at `pos[0..m)` (ascending indices) into idx,
+// ascending: find the k-th largest packed value, then keep, in index order,
+// the elements at or above it (exactly k, packed values being unique).
 template <typename W>
-void select_among(const W *x, std::uint32_t *first, std::uint32_t *last, std::size_t k, std::uint32_t *idx)
+void select_among(const W *x, const std::uint32_t *pos, std::size_t m, std::size_t k, std::uint32_t *idx,
+                  SelectScratch *scratch)
 {
-    auto before = [x](std::uint32_t a, std::uint32_t b) {
-        const auto ka = Key<W>::of(x[a]), kb = Key<W>::of(x[b]);
-        return ka > kb || (ka == kb && a < b);
-    };
-    if (static_cast<std::size_t>(last - first) > k) std::nth_element(first, first + k, last, before);
-    std::copy(first, first + k, idx);
-    std::sort(idx, idx + k);
+    using P = typename Key<W>::Packed;
+    std::vector<P> &packed = Key<W>::packed(scratch);
+    packed.resize(m);
+    for (std::size_t j = 0; j < m; ++j) packed[j] = pack(x, pos[j]);
+    std::nth_element(packed.begin(), packed.begin() + (k - 1), packed.end(), std::greater<P>());
+    const P boundary = packed[k - 1];
+    std::size_t out = 0;
+    for (std::size_t j = 0; j < m && out < k; ++j)
+        if (pack(x, pos[j]) >= boundary) idx[out++] = pos[j];
 }
 
 }  // namespace
@@ -76,7 +96,7 @@ void select_full(const W *x, std::size_t n, std::size_t k, std::uint32_t *idx, S
     std::vector<std::uint32_t> &all = scratch->candidates;
     all.resize(n);
     std::iota(all.begin(), all.end(), 0u);
-    select_among(x, all.data(), all.data() + n, k, idx);
+    select_among(x, all.data(), n, k, idx, scratch);
 }
 
 template <typename W>
@@ -87,7 +107,7 @@ void select(const W *x, std::size_t n, std::size_t k, std::uint32_t *idx, Select
     SelectInfo &inf = info ? *info : local;
     inf = SelectInfo{};
     if (k == 0) return;
-    if (n < kMinSampledN || k > n / 16) {
+    if (n < kMinSampledN || k >= n) {
         select_full(x, n, k, idx, scratch);
         return;
     }
@@ -136,7 +156,7 @@ void select(const W *x, std::size_t n, std::size_t k, std::uint32_t *idx, Select
         select_full(x, n, k, idx, scratch);
         return;
     }
-    select_among(x, c, c + count, k, idx);
+    select_among(x, c, count, k, idx, scratch);
 }
 
 template void select<float>(const float *, std::size_t, std::size_t, std::uint32_t *, SelectScratch *, SelectInfo *);

@@ -24,9 +24,14 @@ struct SelectInfo {
 };
 
 // Reusable scratch memory, so repeated selections do not allocate.
+// 128-bit unsigned, for packing a 63-bit double magnitude with an index.
+__extension__ typedef unsigned __int128 uint128_t;
+
 struct SelectScratch {
     std::vector<std::uint32_t> candidates;
     std::vector<std::uint64_t> sample;
+    std::vector<std::uint64_t> packed64;  // float: magnitude << 32 | ~index
+    std::vector<uint128_t> packed128;     // double: magnitude << 32 | ~index
 };
 
 // Writes the indices of the k largest-magnitude elements of x[0..n) in
