@@ -405,15 +405,16 @@ def section(runs, meta, plots, rel="perf"):
     if runs:
         d = runs[0]["doc"]
         out.append("- cc_coll_perf %s: dtype %s, op %s, %d timed iterations after %d warm-up, "
-                   "topk density %s, error feedback %s, %s" % (
+                   "topk density %s, error feedback %s, %s, input data %s" % (
                        d.get("version", "?"), d.get("dtype", "?"), d.get("op", "?"), d.get("iters", 0),
                        d.get("warmup", 0), d.get("density"), "on" if d.get("ef") else "off",
-                       "in place" if runs[0]["in_place"] else "out of place"))
+                       "in place" if runs[0]["in_place"] else "out of place", d.get("data", "int")))
         out.append("- Hosts (one rank each): %s" % ", ".join(str(r["hosts"]) for r in runs))
         out.append("- Times: per call, the average over the timed iterations of the slowest rank's "
                    "time; speedup = MPI_Allreduce time / method time; wire = bytes one rank hands "
                    "to MPI per call; ratio = size / wire; rel. error = one-step relative L2 error "
-                   "against MPI_Allreduce on cc_coll_perf's small-integer inputs.")
+                   "against MPI_Allreduce on the same inputs (cc_coll_perf -r: 'normal' is gradient-like "
+                   "data with distinct magnitudes, 'int' small repeating integers).")
     if meta and meta.get("command"):
         out += ["", "Command, per host count `<N>`:", "", "```sh", meta["command"], "```"]
     out.append("")

@@ -9,7 +9,7 @@
 # CC_COLL_SKIP_APT=1; configures and builds cc_coll_perf in
 # ${CC_COLL_BUILD_DIR:-build}; for each host count runs
 #   cc_cluster.sh -N <N> -r <rate> -- cc_coll_perf -b 4K -e 256M -f 4 -n <iters> \
-#       -w <warmup> -J -q -m mpi,none,topk -D 0.01 -i <mode>
+#       -w <warmup> -J -q -m mpi,none,topk -D 0.01 -r normal -i <mode>
 # saving docs/perf/allreduce_<rate>_<N>hosts.json; then scripts/perf_plot.py
 # draws docs/perf/speedup_*.png and relerr_*.png and rewrites the section of
 # docs/performance.md between its markers.
@@ -24,6 +24,7 @@
 #   CC_PERF_MIN, CC_PERF_MAX, CC_PERF_FACTOR   sizes [4K, 256M, 4]
 #   CC_PERF_METHODS  -m                           [mpi,none,topk]
 #   CC_PERF_DENSITY  -D                           [0.01]
+#   CC_PERF_DATA     -r input data: normal (gradient-like) or int  [normal]
 #   CC_PERF_EXTRA    more cc_coll_perf options (e.g. "-E 1")   []
 #   CC_PERF_TIMEOUT  seconds per host count (cc_cluster.sh -t)  [1200]
 #   CC_PERF_OUT      output folder                [docs/perf]
@@ -60,6 +61,7 @@ max_size=${CC_PERF_MAX:-256M}
 factor=${CC_PERF_FACTOR:-4}
 methods=${CC_PERF_METHODS:-mpi,none,topk}
 density=${CC_PERF_DENSITY:-0.01}
+data=${CC_PERF_DATA:-normal}
 extra=${CC_PERF_EXTRA:-}
 tmo=${CC_PERF_TIMEOUT:-1200}
 out=${CC_PERF_OUT:-$CC_COLL_ROOT/docs/perf}
@@ -98,7 +100,7 @@ fi
 case $perf in *[[:space:]]*) die "the build folder's path must not contain white space: $perf" ;; esac
 
 # 3. Measure, into a staging folder; docs/perf/ is replaced only at the end.
-perf_args="-b $min_size -e $max_size -f $factor -n $iters -w $warmup -J -q -m $methods -D $density -i $mode${extra:+ $extra}"
+perf_args="-b $min_size -e $max_size -f $factor -n $iters -w $warmup -J -q -m $methods -D $density -r $data -i $mode${extra:+ $extra}"
 rel_perf=${perf#"$CC_COLL_ROOT"/}
 cluster_opts="-r $rate${delay:+ -d $delay} -t $tmo -p ccperf"
 command_template="scripts/cc_cluster.sh -N <N> $cluster_opts -- sh -c '\$CC_CLUSTER_MPIRUN $rel_perf $perf_args'"
