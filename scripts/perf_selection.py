@@ -341,11 +341,10 @@ def select_prose(run):
     out = ["**Target: at least %g GB/s of fp32 input per core for density 0.01 on 16Mi elements — %s**: "
            "%s GB/s, %.2f of the `memcpy` bandwidth measured in the same run."
            % (TARGET_GBS, "met" if met else "not met", g3(r[10]), r[10] / m16)]
-    others = []
-    for pm in (1, 100):
-        others.append("density %g runs at %s GB/s (%s %g GB/s)"
-                      % (pm / 1000, g3(r[pm]), "above" if r[pm] >= TARGET_GBS else "below", TARGET_GBS))
-    out[0] += " At 16Mi " + " and ".join(others) + "."
+    others = ["density %g %s %s GB/s (%s %g GB/s)"
+              % (pm / 1000, verb, g3(r[pm]), "≥" if r[pm] >= TARGET_GBS else "<", TARGET_GBS)
+              for pm, verb in ((1, "runs at"), (100, "at"))]
+    out[0] += " At 16Mi, " + " and ".join(others) + "."
     paths = {path_label(run.get(sel("float", n, pm))) for n in SIZES for pm in PER_MILLE}
     if paths == {"sampled"}:
         out[0] += " Every fp32 row took the sampled path and none fell back."
