@@ -20,6 +20,8 @@ struct Config {
     double density = 0.01;              // TOPK: fraction of elements kept
     bool ef = true;                     // error feedback for lossy methods
     std::uint64_t ef_max_bytes = 0;     // cap on residual memory, 0 = none
+    std::uint64_t min_bytes = 1 << 20;  // LD_PRELOAD: smallest call compressed
+    bool stats = false;                 // LD_PRELOAD: summary at MPI_Finalize
 };
 
 // Looks up an environment variable: returns false when unset.
