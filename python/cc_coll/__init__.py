@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""cc_coll: compressed MPI collectives (libcc_coll) for numpy arrays.
+
+    from mpi4py import MPI
+    import numpy as np
+    import cc_coll
+
+    with cc_coll.Comm(MPI.COMM_WORLD) as comm:
+        grad = np.ones(1000, dtype=np.float32)
+        comm.allreduce(grad, op="avg", method="topk", density=0.01)
+
+A thin ctypes layer over the C ABI of libcc_coll (include/cc_coll.h). The
+shared library is found through the environment variable CC_COLL_LIBRARY (a
+path), then a libcc_coll.so.<major> next to this package, then the dynamic
+loader (ctypes.util.find_library, LD_LIBRARY_PATH). See docs/python.md.
+"""
+
+from ._version import ABI_MAJOR, ABI_MINOR, ABI_PATCH, __version__
+from ._lib import library_path
+from ._api import (Comm, Dtype, Error, Method, Op, Status, build_info, check_version,
+                   from_bfloat16, settings, to_bfloat16, version, version_info)
+
+__all__ = [
+    "Comm", "Dtype", "Error", "Method", "Op", "Status",
+    "build_info", "check_version", "from_bfloat16", "settings", "to_bfloat16",
+    "version", "version_info", "library_path", "__version__",
+    "ABI_MAJOR", "ABI_MINOR", "ABI_PATCH",
+]
+
+# The library must be able to serve code written against this package's copy
+# of the header (same major version, library minor >= ours).
+try:
+    check_version(ABI_MAJOR, ABI_MINOR)
+except Error as _exc:
+    raise ImportError("cc_coll %s needs libcc_coll %d.%d or a later %d.x, but %s is %s: %s"
+                      % (__version__, ABI_MAJOR, ABI_MINOR, ABI_MAJOR, library_path,
+                         version(), _exc)) from _exc

@@ -1,0 +1,350 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""cc_coll under MPI, run on every rank:
+
+    mpirun -np 4 python3 python/tests/test_mpi.py
+
+(with PYTHONPATH=python and CC_COLL_LIBRARY=build/libcc_coll.so.0, as CTest
+sets them). A failure on any rank aborts the whole job, so no rank waits
+forever in a collective its peer has left.
+"""
+
+import math
+import sys
+import unittest
+
+import numpy as np
+from mpi4py import MPI
+
+import cc_coll
+from cc_coll import Dtype, Method, Op, Status
+
+WORLD = MPI.COMM_WORLD
+RANK, SIZE = WORLD.rank, WORLD.size
+
+NUMPY_DTYPES = (np.float32, np.float64, np.float16)
+SHAPES = ((1000,), (7, 13), (2, 3, 4, 5), (), (3, 0))
+
+
+def integer_valued(shape, dtype, seed, bound=100):
+    """Integers in [-bound, bound] so that every sum is exact in any dtype."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(-bound, bound + 1, size=shape).astype(dtype)
+
+
+def bits(a):
+    """The array's bit patterns, for bit-identical comparisons."""
+    return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+
+
+def mpi_reference(x, op, dtype=None):
+    """The reduction computed with mpi4py's Allreduce. MPI has no 16-bit
+    floats: those are summed in float32 and rounded, as libcc_coll specifies
+    (exact here, the values being small integers)."""
+    if dtype == Dtype.BF16:
+        x32 = cc_coll.from_bfloat16(x).reshape(x.shape)
+    elif x.dtype == np.float16:
+        x32 = x.astype(np.float32)
+    else:
+        x32 = x
+    out = np.empty_like(x32)
+    WORLD.Allreduce(x32, out, op=MPI.SUM)
+    if op == Op.AVG:
+        out = out / out.dtype.type(SIZE)
+    if dtype == Dtype.BF16:
+        return cc_coll.to_bfloat16(out).reshape(x.shape)
+    return out.astype(x.dtype)
+
+
+def same_on_all_ranks(a):
+    mine = bytes(np.ascontiguousarray(a).view(np.uint8))
+    return all(other == mine for other in WORLD.allgather(mine))
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.comm = cc_coll.Comm(WORLD)
+
+    def tearDown(self):
+        self.comm.close()
+
+
+class Passthrough(Base):
+    """Method NONE is MPI_Allreduce: bit-identical to mpi4py's Allreduce."""
+
+    def check(self, x, op, dtype=None, method=Method.NONE):
+        ref = mpi_reference(x, op, Dtype[dtype.upper()] if isinstance(dtype, str) else dtype)
+        before = x.copy()
+        # out of place
+        out = np.full_like(x, 7)
+        r = self.comm.allreduce(x, out, op=op, method=method, dtype=dtype)
+        self.assertIs(r, out)
+        self.assertTrue(np.array_equal(bits(out), bits(ref)), (x.dtype, x.shape, op))
+        self.assertTrue(np.array_equal(bits(x), bits(before)), "sendbuf changed")
+        # in place, recvbuf omitted
+        y = x.copy()
+        self.assertIs(self.comm.allreduce(y, op=op, method=method, dtype=dtype), y)
+        self.assertTrue(np.array_equal(bits(y), bits(ref)))
+        # in place, recvbuf is sendbuf
+        z = x.copy()
+        self.assertIs(self.comm.allreduce(z, z, op=op, method=method, dtype=dtype), z)
+        self.assertTrue(np.array_equal(bits(z), bits(ref)))
+
+    def test_float_dtypes_sum_and_avg(self):
+        for dtype in NUMPY_DTYPES:
+            for shape in SHAPES:
+                for op in (Op.SUM, Op.AVG, "sum", "AVG"):
+                    with self.subTest(dtype=dtype, shape=shape, op=op):
+                        self.check(integer_valued(shape, dtype, seed=RANK), Op[op.upper()] if isinstance(op, str) else op)
+
+    def test_method_spellings(self):
+        x = integer_valued((64,), np.float32, seed=RANK + 10)
+        for method in (Method.NONE, "none", 0):
+            self.check(x, Op.SUM, method=method)
+
+    def test_bfloat16(self):
+        for shape in ((1000,), (5, 6)):
+            for op in (Op.SUM, Op.AVG):
+                x = cc_coll.to_bfloat16(integer_valued(shape, np.float32, seed=RANK, bound=30)).reshape(shape)
+                self.check(x, op, dtype=Dtype.BF16)
+                self.check(x, op, dtype="bf16")
+
+    def test_results_agree_across_ranks(self):
+        x = np.random.default_rng(RANK).standard_normal(4096)
+        out = self.comm.allreduce(x, np.empty_like(x), op="avg", method="none")
+        self.assertTrue(same_on_all_ranks(out))
+
+    def test_fortran_handle_and_subcommunicator(self):
+        x = integer_valued((100,), np.float64, seed=RANK)
+        with cc_coll.Comm(WORLD.py2f()) as c:
+            self.assertEqual((c.rank, c.size), (RANK, SIZE))
+            ref = mpi_reference(x, Op.SUM)
+            self.assertTrue(np.array_equal(c.allreduce(x, np.empty_like(x)), ref))
+        sub = WORLD.Split(RANK % 2, RANK)
+        try:
+            with cc_coll.Comm(sub) as c:
+                self.assertEqual((c.rank, c.size), (sub.rank, sub.size))
+                ref = np.empty_like(x)
+                sub.Allreduce(x, ref)
+                self.assertTrue(np.array_equal(c.allreduce(x, np.empty_like(x), method="none"), ref))
+        finally:
+            sub.Free()
+
+
+class Topk(Base):
+    def test_density_one_equals_mpi(self):
+        for dtype in NUMPY_DTYPES:
+            x = integer_valued((2, 500), dtype, seed=RANK + 3)
+            for op in (Op.SUM, Op.AVG):
+                ref = mpi_reference(x, op)
+                out = np.empty_like(x)
+                for _ in range(3):  # the residual stays zero: every call is exact
+                    self.comm.allreduce(x, out, op=op, method="topk", density=1.0, ef=True)
+                    self.assertTrue(np.array_equal(bits(out), bits(ref)), (dtype, op))
+                self.assertFalse(self.comm.ef_residual(out).any())
+
+    def running_mean_error(self, grad, steps, ef, key):
+        """Max relative error of the running mean of `steps` TOPK averages
+        of the constant `grad`, sampled after steps/10 and after steps."""
+        exact = mpi_reference(grad.astype(np.float64), Op.AVG)
+        out = np.empty_like(grad)
+        total = np.zeros(grad.shape, dtype=np.float64)
+        errors = {}
+        for t in range(1, steps + 1):
+            self.comm.allreduce(grad, out, op=Op.AVG, method=Method.TOPK, density=0.01, ef=ef, ef_key=key)
+            total += out
+            if t in (steps // 10, steps):
+                errors[t] = np.abs(total / t - exact).max() / np.abs(exact).max()
+        self.assertTrue(same_on_all_ranks(total))
+        return errors, total, exact
+
+    def test_running_mean_converges_with_ef(self):
+        n, steps = 2000, 1000
+        grad = np.random.default_rng(100 + RANK).standard_normal(n).astype(np.float32)
+        self.comm.reset_stats()
+        errors, total, exact = self.running_mean_error(grad, steps, ef=True, key=1)
+        # EF: the error falls like 1/t (the residual stays bounded)
+        self.assertLess(errors[steps], 0.1, errors)
+        self.assertLess(errors[steps], errors[steps // 10] / 4, errors)
+        # Exact bookkeeping: sum over steps of the results
+        #   = mean over ranks of (steps * grad - final residual)
+        residual = self.comm.ef_residual(np.empty_like(grad), ef_key=1)
+        self.assertGreater(np.abs(residual).max(), 0)
+        mean_residual = mpi_reference(residual, Op.AVG)
+        np.testing.assert_allclose(total, steps * exact - mean_residual,
+                                   rtol=0, atol=1e-4 * steps * np.abs(exact).max())
+        # the sparse path really ran: k = 20 (index, value) pairs + header per rank and call
+        s = self.comm.stats()
+        self.assertEqual(s["calls"], steps)
+        self.assertEqual(s["bytes_uncompressed"], steps * n * 4)
+        self.assertLess(s["bytes_wire"], s["bytes_uncompressed"] / 10)
+
+        # Without EF the same elements are sent every time: no convergence.
+        no_ef, _, _ = self.running_mean_error(grad, steps // 10, ef=False, key=2)
+        self.assertGreater(no_ef[steps // 10], 0.5, no_ef)
+
+    def test_ef_store(self):
+        n = 1000
+        grad = np.random.default_rng(RANK).standard_normal(n).astype(np.float32)
+        self.assertEqual(self.comm.ef_bytes(), 0)
+        a, b = np.empty_like(grad), np.empty_like(grad)
+        # without ef_key a residual is named by its recvbuf: two buffers, two residuals
+        self.comm.allreduce(grad, a, method="topk", density=0.01, ef=True)
+        self.comm.allreduce(grad, b, method="topk", density=0.01, ef=True)
+        self.assertEqual(self.comm.ef_bytes(), 2 * n * 4)
+        self.assertTrue(self.comm.ef_residual(a).any())
+        self.comm.ef_reset(a)
+        self.assertFalse(self.comm.ef_residual(a).any())
+        self.assertEqual(self.comm.ef_bytes(), n * 4)
+        # ef=False neither reads nor creates a residual
+        self.comm.allreduce(grad, a, method="topk", density=0.01, ef=False)
+        self.assertEqual(self.comm.ef_bytes(), n * 4)
+        self.comm.ef_reset_all()
+        self.assertEqual(self.comm.ef_bytes(), 0)
+        # float64 residuals are binary64
+        g64 = grad.astype(np.float64)
+        self.comm.allreduce(g64, np.empty_like(g64), method="topk", density=0.01, ef=True, ef_key=5)
+        self.assertEqual(self.comm.ef_bytes(), n * 8)
+
+
+class Errors(Base):
+    def assertStatus(self, status, fn, *args, **kwargs):
+        with self.assertRaises(cc_coll.Error) as cm:
+            fn(*args, **kwargs)
+        self.assertIsInstance(cm.exception.status, Status)
+        self.assertEqual(cm.exception.status, status, str(cm.exception))
+        return cm.exception
+
+    def test_non_contiguous(self):
+        x = np.zeros(100, dtype=np.float32)
+        with self.assertRaisesRegex(ValueError, "sendbuf is not C-contiguous"):
+            self.comm.allreduce(x[::2])
+        with self.assertRaisesRegex(ValueError, "recvbuf is not C-contiguous"):
+            self.comm.allreduce(x[:50], x[::2])
+        f = np.asfortranarray(np.zeros((4, 5), dtype=np.float64))
+        with self.assertRaisesRegex(ValueError, "sendbuf is not C-contiguous"):
+            self.comm.allreduce(f)
+
+    def test_mismatched_dtypes_and_shapes(self):
+        x = np.zeros(10, dtype=np.float32)
+        with self.assertRaisesRegex(TypeError, "recvbuf has dtype float64 but sendbuf has float32"):
+            self.comm.allreduce(x, np.zeros(10, dtype=np.float64))
+        with self.assertRaisesRegex(ValueError, r"recvbuf has shape \(2, 5\) but sendbuf has \(10,\)"):
+            self.comm.allreduce(x, np.zeros((2, 5), dtype=np.float32))
+        with self.assertRaisesRegex(TypeError, "dtype int32"):
+            self.comm.allreduce(np.zeros(10, dtype=np.int32))
+        with self.assertRaisesRegex(TypeError, "dtype uint16"):
+            self.comm.allreduce(np.zeros(10, dtype=np.uint16))  # bfloat16 must be asked for
+        with self.assertRaisesRegex(TypeError, "dtype=BF16 needs a uint16 array"):
+            self.comm.allreduce(x, dtype=Dtype.BF16)
+        with self.assertRaisesRegex(TypeError, "dtype=F64 needs a float64 array"):
+            self.comm.allreduce(x, dtype=Dtype.F64)
+        with self.assertRaises(TypeError):
+            self.comm.allreduce(np.zeros(10, dtype=">f4"))  # non-native byte order
+        with self.assertRaises(TypeError):
+            self.comm.allreduce([1.0, 2.0])
+
+    def test_read_only(self):
+        x = np.zeros(10, dtype=np.float32)
+        x.flags.writeable = False
+        with self.assertRaisesRegex(ValueError, "sendbuf is read-only"):
+            self.comm.allreduce(x)
+        out = self.comm.allreduce(x, np.empty_like(x))  # a read-only sendbuf is fine out of place
+        self.assertFalse(out.any())
+        with self.assertRaisesRegex(ValueError, "recvbuf is read-only"):
+            self.comm.allreduce(np.zeros(10, dtype=np.float32), x)
+
+    def test_bad_density(self):
+        x = np.ones(100, dtype=np.float32)
+        for density in (0.0, -0.5, 1.5, math.nan, math.inf):
+            e = self.assertStatus(Status.INVALID_ARG, self.comm.allreduce, x, method="topk", density=density)
+            self.assertIn("density", e.message)
+            self.assertIn("density", str(e))
+            self.assertTrue(str(e).startswith("CC_COLL_ERR_INVALID_ARG: "), str(e))
+        self.assertTrue(np.all(x == 1), "a failed call changed the buffer")
+
+    def test_bad_ef_op_method(self):
+        x = np.ones(100, dtype=np.float32)
+        e = self.assertStatus(Status.INVALID_ARG, self.comm.allreduce, x, method="topk", ef=2)
+        self.assertIn("ef", e.message)
+        self.assertStatus(Status.INVALID_OP, self.comm.allreduce, x, op=7)
+        self.assertStatus(Status.INVALID_METHOD, self.comm.allreduce, x, method=9)
+        with self.assertRaisesRegex(ValueError, "op = 'max' is not one of 'sum', 'avg'"):
+            self.comm.allreduce(x, op="max")
+        with self.assertRaisesRegex(ValueError, "method = 'zip'"):
+            self.comm.allreduce(x, method="zip")
+
+    def test_closed_comm(self):
+        c = cc_coll.Comm(WORLD)
+        self.assertFalse(c.closed)
+        c.close()
+        c.close()  # idempotent
+        self.assertTrue(c.closed)
+        x = np.ones(10, dtype=np.float32)
+        e = self.assertStatus(Status.INVALID_COMM, c.allreduce, x)
+        self.assertIn("not a live communicator", e.message)
+        self.assertTrue(np.all(x == 1))
+        for fn in (c.stats, c.reset_stats, c.ef_bytes, c.ef_reset_all, lambda: c.rank, lambda: c.size):
+            self.assertStatus(Status.INVALID_COMM, fn)
+        self.assertEqual(repr(c), "<cc_coll.Comm closed>")
+
+    def test_context_manager(self):
+        with cc_coll.Comm(WORLD) as c:
+            self.assertEqual(repr(c), "<cc_coll.Comm rank %d of %d>" % (RANK, SIZE))
+        self.assertTrue(c.closed)
+        self.assertStatus(Status.INVALID_COMM, c.stats)
+        # closed also when the block raises
+        with self.assertRaises(KeyError):
+            with cc_coll.Comm(WORLD) as c:
+                raise KeyError("x")
+        self.assertTrue(c.closed)
+
+    def test_comm_null(self):
+        self.assertStatus(Status.INVALID_ARG, cc_coll.Comm, MPI.COMM_NULL)
+
+
+class Stats(Base):
+    def test_counts_calls(self):
+        s = self.comm.stats()
+        self.assertEqual(set(s), {"calls", "bytes_uncompressed", "bytes_wire",
+                                  "time_compress", "time_communicate", "time_decompress"})
+        self.assertEqual(s["calls"], 0)
+        x = np.ones(1000, dtype=np.float32)
+        for _ in range(3):
+            self.comm.allreduce(x, np.empty_like(x), method="none")
+        s = self.comm.stats()
+        self.assertEqual(s["calls"], 3)
+        self.assertEqual(s["bytes_uncompressed"], 3 * 1000 * 4)
+        self.assertEqual(s["bytes_wire"], 3 * 1000 * 4)
+        self.assertGreaterEqual(s["time_communicate"], 0.0)
+        # failed calls do not count
+        with self.assertRaises(cc_coll.Error):
+            self.comm.allreduce(x, method="topk", density=2.0)
+        self.assertEqual(self.comm.stats()["calls"], 3)
+        self.comm.allreduce(x.astype(np.float64))
+        self.assertEqual(self.comm.stats()["calls"], 4)
+        self.assertEqual(self.comm.stats()["bytes_uncompressed"], 3 * 4000 + 8000)
+        self.comm.reset_stats()
+        self.assertEqual(self.comm.stats()["calls"], 0)
+
+    def test_rank_size(self):
+        self.assertEqual((self.comm.rank, self.comm.size), (RANK, SIZE))
+
+
+def main():
+    runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2 if RANK == 0 else 1)
+    result = unittest.main(module=__name__, testRunner=runner, exit=False).result
+    ok = result.wasSuccessful()
+    if not ok:
+        sys.stderr.write("rank %d of %d: FAILED\n" % (RANK, SIZE))
+        sys.stderr.flush()
+        WORLD.Abort(1)
+    # every rank passed its tests; agree before leaving
+    if not all(WORLD.allgather(ok)):
+        WORLD.Abort(1)
+    if RANK == 0:
+        print("cc_coll Python MPI tests passed on %d ranks (libcc_coll %s)" % (SIZE, cc_coll.version()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

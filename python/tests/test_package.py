@@ -1,0 +1,294 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Checks of the cc_coll package that need no MPI ranks: the ctypes mirror of
+the C ABI against the compiler's, the version against the header, library
+loading, settings, and that docs/python.md shows the tested example.
+
+    PYTHONPATH=python CC_COLL_LIBRARY=build/libcc_coll.so.0 \
+        python3 python/tests/test_package.py [path/to/abi_layout]
+
+The optional argument (or $CC_COLL_ABI_LAYOUT) is the abi_layout program
+built from python/tests/abi_layout.c by CMake; without it the layout is
+compared with the values computed for the x86-64/aarch64 (LP64) ABI.
+"""
+
+import ctypes
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+
+import cc_coll
+from cc_coll import _lib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.environ.get("CC_COLL_SOURCE_DIR", os.path.join(HERE, os.pardir, os.pardir))
+HEADER = os.path.join(SOURCE_DIR, "include", "cc_coll.h")
+LAYOUT_EXE = os.environ.get("CC_COLL_ABI_LAYOUT")
+if __name__ == "__main__" and len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+    LAYOUT_EXE = sys.argv.pop(1)
+
+# The C layouts on an LP64 ABI (x86-64, aarch64), worked out by hand:
+#   cc_coll_params_t: mask u64 @0, method enum(int) @8 + 4 padding,
+#     density double @16, ef int @24 + 4 padding, ef_key u64 @32 -> 40 bytes
+#   cc_coll_stats_t: 7 eight-byte fields -> 56 bytes
+#   cc_coll_setting_t: 5 pointers @0..32, from_env int @40 + 4 padding -> 48
+LP64_LAYOUT = {
+    "sizeof.cc_coll_params_t": 40,
+    "offsetof.cc_coll_params_t.mask": 0,
+    "offsetof.cc_coll_params_t.method": 8,
+    "offsetof.cc_coll_params_t.density": 16,
+    "offsetof.cc_coll_params_t.ef": 24,
+    "offsetof.cc_coll_params_t.ef_key": 32,
+    "sizeof.cc_coll_params_t.method": 4,
+    "sizeof.cc_coll_params_t.ef": 4,
+    "sizeof.cc_coll_stats_t": 56,
+    "sizeof.cc_coll_setting_t": 48,
+    "offsetof.cc_coll_setting_t.from_env": 40,
+}
+
+STRUCTS = {
+    "cc_coll_params_t": _lib.ParamsStruct,
+    "cc_coll_stats_t": _lib.StatsStruct,
+    "cc_coll_setting_t": _lib.SettingStruct,
+}
+
+
+def header_text():
+    with open(HEADER) as f:
+        return f.read()
+
+
+def run_python(code, env_update, env_remove=()):
+    env = dict(os.environ)
+    env.update(env_update)
+    for k in env_remove:
+        env.pop(k, None)
+    return subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+
+
+class AbiLayout(unittest.TestCase):
+    def ctypes_layout(self):
+        out = {}
+        for cname, cls in STRUCTS.items():
+            out["sizeof.%s" % cname] = ctypes.sizeof(cls)
+            for fname, _ in cls._fields_:
+                out["offsetof.%s.%s" % (cname, fname)] = getattr(cls, fname).offset
+                out["sizeof.%s.%s" % (cname, fname)] = getattr(cls, fname).size
+        for enum_type in ("cc_coll_method_t", "cc_coll_dtype_t", "cc_coll_op_t", "cc_coll_status_t"):
+            out["sizeof.%s" % enum_type] = ctypes.sizeof(ctypes.c_int)
+        out["sizeof.MPI_Fint"] = ctypes.sizeof(ctypes.c_int)
+        return out
+
+    @unittest.skipUnless(LAYOUT_EXE, "no abi_layout program (set CC_COLL_ABI_LAYOUT)")
+    def test_matches_compiler(self):
+        text = subprocess.run([LAYOUT_EXE], stdout=subprocess.PIPE, check=True,
+                              universal_newlines=True).stdout
+        c_layout = {k: int(v) for k, v in (line.split() for line in text.splitlines())}
+        self.assertEqual(len(c_layout), 44)
+        self.assertEqual(self.ctypes_layout(), c_layout)
+
+    @unittest.skipUnless(ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(ctypes.c_long) == 8,
+                         "not an LP64 platform")
+    def test_matches_lp64_by_hand(self):
+        layout = self.ctypes_layout()
+        for key, value in LP64_LAYOUT.items():
+            self.assertEqual(layout[key], value, key)
+
+
+class Version(unittest.TestCase):
+    def header_version(self):
+        return tuple(int(re.search(r"^#define CC_COLL_VERSION_%s (\d+)$" % part, header_text(), re.M).group(1))
+                     for part in ("MAJOR", "MINOR", "PATCH"))
+
+    def test_package_mirrors_header(self):
+        self.assertEqual((cc_coll.ABI_MAJOR, cc_coll.ABI_MINOR, cc_coll.ABI_PATCH), self.header_version())
+
+    def test_library_version(self):
+        self.assertEqual(cc_coll.version_info(), self.header_version())
+        self.assertEqual(cc_coll.version(), "%d.%d.%d" % self.header_version())
+
+    def test_check_version(self):
+        cc_coll.check_version()
+        cc_coll.check_version(cc_coll.ABI_MAJOR, 0)
+        with self.assertRaises(cc_coll.Error) as cm:
+            cc_coll.check_version(cc_coll.ABI_MAJOR + 1, 0)
+        self.assertEqual(cm.exception.status, cc_coll.Status.VERSION_MISMATCH)
+        self.assertIn("%d." % (cc_coll.ABI_MAJOR + 1), cm.exception.message)
+        with self.assertRaises(cc_coll.Error) as cm:
+            cc_coll.check_version(cc_coll.ABI_MAJOR, cc_coll.ABI_MINOR + 1)
+        self.assertEqual(cm.exception.status, cc_coll.Status.VERSION_MISMATCH)
+
+    def test_import_refuses_older_library(self):
+        # The package pretends to need a newer minor version than the library has.
+        code = ("import sys, types\n"
+                "v = types.ModuleType('cc_coll._version')\n"
+                "v.ABI_MAJOR, v.ABI_MINOR, v.ABI_PATCH, v.__version__ = %d, %d, 0, 'x'\n"
+                "sys.modules['cc_coll._version'] = v\n"
+                "try:\n"
+                "    import cc_coll\n"
+                "except ImportError as e:\n"
+                "    print('IMPORTERROR', e)\n"
+                % (cc_coll.ABI_MAJOR, cc_coll.ABI_MINOR + 1))
+        r = run_python(code, {})
+        self.assertIn("IMPORTERROR", r.stdout, r.stderr)
+        self.assertIn("CC_COLL_ERR_VERSION_MISMATCH", r.stdout)
+
+
+class Enums(unittest.TestCase):
+    """The IntEnums carry the header's values."""
+
+    def header_enum(self, prefix):
+        return {m.group(1): int(m.group(2))
+                for m in re.finditer(r"^\s*%s(\w+)\s*=\s*(-?\d+)" % prefix, header_text(), re.M)}
+
+    def test_status(self):
+        c = self.header_enum("CC_COLL_ERR_")
+        c["OK"] = 0
+        self.assertEqual({m.name: int(m) for m in cc_coll.Status}, c)
+
+    def test_dtype_op_method(self):
+        self.assertEqual({m.name: int(m) for m in cc_coll.Dtype},
+                         {k: v for k, v in self.header_enum("CC_COLL_").items() if k in ("F32", "F64", "F16", "BF16")})
+        self.assertEqual({m.name: int(m) for m in cc_coll.Op},
+                         {k: v for k, v in self.header_enum("CC_COLL_").items() if k in ("SUM", "AVG")})
+        self.assertEqual({m.name: int(m) for m in cc_coll.Method}, self.header_enum("CC_COLL_METHOD_"))
+        for m in cc_coll.Method:
+            self.assertEqual(_lib.lib.cc_coll_method_name(int(m)).decode(), m.name.lower())
+        self.assertIsNone(_lib.lib.cc_coll_method_name(len(cc_coll.Method)))
+
+    def test_params_bits(self):
+        bits = {m.group(1): 1 << int(m.group(2)) for m in re.finditer(
+            r"CC_COLL_PARAMS_FIELD_(\w+)\s*=\s*\(1ULL << (\d+)\)", header_text())}
+        self.assertEqual(bits, {"METHOD": _lib.PARAMS_FIELD_METHOD, "DENSITY": _lib.PARAMS_FIELD_DENSITY,
+                                "EF": _lib.PARAMS_FIELD_EF, "EF_KEY": _lib.PARAMS_FIELD_EF_KEY})
+        stats = re.findall(r"CC_COLL_STATS_FIELD_\w+\s*=\s*\(1ULL << (\d+)\)", header_text())
+        self.assertEqual(sum(1 << int(b) for b in stats), _lib.STATS_FIELD_ALL)
+
+
+class Loading(unittest.TestCase):
+    def test_loaded_from_env(self):
+        if os.environ.get("CC_COLL_LIBRARY"):
+            self.assertEqual(cc_coll.library_path, os.environ["CC_COLL_LIBRARY"])
+
+    def test_bad_env_path_is_an_import_error(self):
+        r = run_python("import cc_coll", {"CC_COLL_LIBRARY": "/nonexistent/libcc_coll.so.0"})
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("ImportError", r.stderr)
+        self.assertIn("CC_COLL_LIBRARY=/nonexistent/libcc_coll.so.0", r.stderr)
+
+    def test_dynamic_loader_fallback(self):
+        lib = _lib.library_path
+        r = run_python("import cc_coll; print(cc_coll.library_path)",
+                       {"LD_LIBRARY_PATH": os.path.dirname(os.path.abspath(lib))}, ["CC_COLL_LIBRARY"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_not_found_message(self):
+        r = run_python("import cc_coll", {"LD_LIBRARY_PATH": "/nonexistent"}, ["CC_COLL_LIBRARY"])
+        if r.returncode == 0:
+            self.skipTest("a libcc_coll is installed system-wide")
+        self.assertIn("ImportError: cc_coll: cannot load the libcc_coll shared library", r.stderr)
+        self.assertIn("set CC_COLL_LIBRARY", r.stderr)
+
+
+class Settings(unittest.TestCase):
+    def test_settings(self):
+        s = {x["name"]: x for x in cc_coll.settings()}
+        self.assertEqual(len(s), _lib.lib.cc_coll_setting_count())
+        for name in ("METHOD", "DENSITY", "EF", "EF_MAX_BYTES", "LOG_LEVEL"):
+            self.assertIn(name, s)
+            self.assertEqual(s[name]["env_var"], "CC_COLL_" + name)
+            self.assertTrue(s[name]["doc"])
+        if "CC_COLL_DENSITY" not in os.environ:
+            self.assertEqual(s["DENSITY"]["value"], s["DENSITY"]["default"])
+            self.assertFalse(s["DENSITY"]["from_env"])
+
+    def test_settings_from_env(self):
+        code = ("import cc_coll\n"
+                "s = {x['name']: x for x in cc_coll.settings()}\n"
+                "print(s['DENSITY']['value'], s['DENSITY']['from_env'], s['DENSITY']['error'] is None)\n"
+                "print(s['METHOD']['from_env'], s['METHOD']['error'])\n")
+        r = run_python(code, {"CC_COLL_DENSITY": "0.25", "CC_COLL_METHOD": "zip"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], "0.25 True True")
+        self.assertTrue(lines[1].startswith("False "), lines[1])
+        self.assertIn("CC_COLL_METHOD", lines[1])
+
+    def test_build_info(self):
+        info = cc_coll.build_info()
+        self.assertEqual(set(info), {"library", "cuda", "fortran", "mpi_cuda_aware"})
+
+    def test_main(self):
+        r = subprocess.run([sys.executable, "-m", "cc_coll"], stdout=subprocess.PIPE,
+                           universal_newlines=True, timeout=120)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("CC_COLL_DENSITY", r.stdout)
+
+
+class NoMpi(unittest.TestCase):
+    def test_comm_needs_initialised_mpi(self):
+        # This process never initialises MPI.
+        with self.assertRaises(cc_coll.Error) as cm:
+            cc_coll.Comm(0)
+        self.assertEqual(cm.exception.status, cc_coll.Status.MPI_NOT_INITIALIZED)
+
+    def test_comm_argument_type(self):
+        for bad in (None, "world", 1.5, True):
+            with self.assertRaises(TypeError):
+                cc_coll.Comm(bad)
+        with self.assertRaises(ValueError):
+            cc_coll.Comm(1 << 40)
+
+    def test_error(self):
+        e = cc_coll.Error(cc_coll.Status.INVALID_ARG, "cc_coll_allreduce: params->density = 0 is outside (0, 1]")
+        self.assertIsInstance(e.status, cc_coll.Status)
+        self.assertEqual(str(e), "CC_COLL_ERR_INVALID_ARG: cc_coll_allreduce: params->density = 0 is outside (0, 1]")
+        self.assertEqual(cc_coll.Error(-99).status, -99)
+        self.assertTrue(cc_coll.Error(cc_coll.Status.MPI).message)
+        import pickle
+        e2 = pickle.loads(pickle.dumps(e))
+        self.assertEqual((e2.status, e2.message), (e.status, e.message))
+
+    def test_params_struct(self):
+        from cc_coll._api import _params
+        p = _params("topk", 0.5, True, 7)
+        self.assertEqual(p.mask, 0xF)
+        self.assertEqual((p.method, p.density, p.ef, p.ef_key), (1, 0.5, 1, 7))
+        self.assertEqual(_params(None, None, None, None).mask, 0)
+        self.assertEqual(_params(None, None, False, None).mask, _lib.PARAMS_FIELD_EF)
+        self.assertEqual(_params(None, None, None, (1 << 64) - 1).ef_key, (1 << 64) - 1)
+        with self.assertRaises(ValueError):
+            _params("zip", None, None, None)
+        with self.assertRaises(ValueError):
+            _params(None, None, None, -1)
+        with self.assertRaises(TypeError):
+            _params(None, "0.5", None, None)
+        with self.assertRaises(TypeError):
+            _params(None, None, "yes", None)
+
+    def test_bfloat16(self):
+        x = np.array([0.0, -0.0, 1.0, -2.5, 3.140625, np.inf, -np.inf, 2.0 ** 100], dtype=np.float32)
+        self.assertTrue(np.array_equal(cc_coll.from_bfloat16(cc_coll.to_bfloat16(x)), x))
+        self.assertEqual(cc_coll.to_bfloat16(np.float32(1.0))[()], 0x3F80)
+        # ties to even: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7
+        self.assertEqual(cc_coll.to_bfloat16(np.float32(1 + 2 ** -8))[()], 0x3F80)
+        self.assertEqual(cc_coll.to_bfloat16(np.float32(1 + 3 * 2 ** -8))[()], 0x3F82)
+        self.assertTrue(np.isnan(cc_coll.from_bfloat16(cc_coll.to_bfloat16(np.float32(np.nan)))))
+
+
+class Docs(unittest.TestCase):
+    def test_docs_show_the_tested_example(self):
+        with open(os.path.join(SOURCE_DIR, "python", "examples", "allreduce.py")) as f:
+            example = f.read()
+        with open(os.path.join(SOURCE_DIR, "docs", "python.md")) as f:
+            docs = f.read()
+        self.assertIn("```python\n" + example + "```\n", docs,
+                      "docs/python.md must quote python/examples/allreduce.py verbatim")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
