@@ -266,7 +266,8 @@ void tie_cases()
             // Every element ties with the threshold, so all n are candidates:
             // past the candidate cap (4k) the sampled path must fall back.
             if (info.sampled && 4 * k < n) {
-                EXPECT_TRUE(info.fell_back) << "all ties cannot be resolved by a threshold";
+                EXPECT_TRUE(info.fell_back) << "all ties cannot be resolved by a threshold: n=" << n << " k=" << k
+                                            << " candidates=" << info.candidates;
             }
             EXPECT_EQ(run_select(zeros, k, &info), first) << "all zeros n=" << n << " k=" << k;
             EXPECT_EQ(run_select_full(same, k), first);
