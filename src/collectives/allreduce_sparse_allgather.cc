@@ -72,13 +72,27 @@ cc_coll_status_t sparse_allgather(Comm &comm, const AllreduceArgs &a, const Call
     Workspace &ws = workspace_of(comm);
     const double t0 = now_seconds();
 
-    // 1. g' = g + e, in the residual itself when EF is on.
+    const std::size_t k = topk::k_for(p.density, n);
+    const std::size_t bytes = topk::payload_bytes(k, a.dtype);
+    const bool dense_only = bytes * P > n * es || bytes * P > static_cast<std::size_t>(INT_MAX);
+
+    // 1. g' = g + e, in the residual itself when EF is on. A dense F32/F64
+    //    call leaves nothing behind, so it uses an existing residual but never
+    //    creates one (no memory, nothing counted against the cap).
     W *g = nullptr;
+    Residual *res = nullptr;
     if (p.ef) {
-        Residual *res = nullptr;
         const EfKey key = EfKey::from(p.has_ef_key, p.ef_key, a.recv, n, a.dtype);
-        cc_coll_status_t st = comm.ef().acquire(key, n, a.dtype, &res);
-        if (st != CC_COLL_OK) return st;
+        const bool lossless_dense = dense_only && (a.dtype == CC_COLL_F32 || a.dtype == CC_COLL_F64);
+        if (lossless_dense) {
+            cc_coll_status_t st = comm.ef().find_matching(key, n, a.dtype, &res);
+            if (st != CC_COLL_OK) return st;
+        } else {
+            cc_coll_status_t st = comm.ef().acquire(key, n, a.dtype, &res);
+            if (st != CC_COLL_OK) return st;
+        }
+    }
+    if (res != nullptr) {
         g = res->data<W>();
         load_as<W>(a.send, a.dtype, n, g, true);
     } else {
@@ -86,11 +100,9 @@ cc_coll_status_t sparse_allgather(Comm &comm, const AllreduceArgs &a, const Call
         load_as<W>(a.send, a.dtype, n, g, false);
     }
 
-    const std::size_t k = topk::k_for(p.density, n);
-    const std::size_t bytes = topk::payload_bytes(k, a.dtype);
-    if (bytes * P > n * es || bytes * P > static_cast<std::size_t>(INT_MAX)) {
+    if (dense_only) {
         stats->time_compress += now_seconds() - t0;
-        return dense<W>(comm, a, g, p.ef, stats);
+        return dense<W>(comm, a, g, res != nullptr, stats);
     }
 
     // 2. Select and encode.

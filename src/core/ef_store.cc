@@ -29,20 +29,28 @@ std::size_t EfKeyHash::operator()(const EfKey &k) const
     return static_cast<std::size_t>(h);
 }
 
-cc_coll_status_t EfStore::acquire(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out)
+cc_coll_status_t EfStore::find_matching(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out)
 {
     auto it = residuals_.find(key);
-    if (it != residuals_.end()) {
-        Residual &r = it->second;
-        if (r.count != count || r.dtype != dtype)
-            return fail(CC_COLL_ERR_MISMATCH,
-                        "ef_key %llu holds a residual of %zu %s elements but this call has %zu %s elements; use "
-                        "another key or cc_coll_ef_reset() first",
-                        static_cast<unsigned long long>(key.key), r.count, dtype_name(r.dtype), count,
-                        dtype_name(dtype));
-        *out = &r;
+    if (it == residuals_.end()) {
+        *out = nullptr;
         return CC_COLL_OK;
     }
+    Residual &r = it->second;
+    if (r.count != count || r.dtype != dtype)
+        return fail(CC_COLL_ERR_MISMATCH,
+                    "ef_key %llu holds a residual of %zu %s elements but this call has %zu %s elements; use "
+                    "another key or cc_coll_ef_reset() first",
+                    static_cast<unsigned long long>(key.key), r.count, dtype_name(r.dtype), count,
+                    dtype_name(dtype));
+    *out = &r;
+    return CC_COLL_OK;
+}
+
+cc_coll_status_t EfStore::acquire(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out)
+{
+    cc_coll_status_t st = find_matching(key, count, dtype, out);
+    if (st != CC_COLL_OK || *out != nullptr) return st;
     const std::uint64_t need = count * (dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float));
     if (max_bytes_ != 0 && bytes_ + need > max_bytes_)
         return fail(CC_COLL_ERR_EF_LIMIT,

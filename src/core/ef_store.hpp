@@ -60,6 +60,10 @@ public:
     // The residual for `key`, or nullptr.
     const Residual *find(const EfKey &key) const;
 
+    // Like acquire() for an existing residual, but never creates one: *out is
+    // nullptr when `key` has none. CC_COLL_ERR_MISMATCH as acquire().
+    cc_coll_status_t find_matching(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out);
+
     void reset(const EfKey &key);
     void reset_all();
     std::uint64_t bytes() const { return bytes_; }
