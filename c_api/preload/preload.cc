@@ -1,0 +1,664 @@
+// libcc_coll_preload.so: an LD_PRELOAD interposer (a PMPI tool) that routes
+// an unmodified MPI program's eligible MPI_Allreduce calls through
+// libcc_coll. See docs/preload.md for the user's view.
+//
+//  - Wrapped: MPI_Init, MPI_Init_thread, MPI_Finalize, MPI_Allreduce (C);
+//    the Fortran entry points of the same four in their four manglings
+//    (Open MPI's Fortran bindings call PMPI_* directly, so a C-only shim
+//    never sees a Fortran program), and Open MPI's mpi_f08 entries
+//    mpi_{init,init_thread,finalize,allreduce}_f08_.
+//  - Every MPI call the shim makes itself is a PMPI_* call. The library's
+//    objects are linked in statically and call MPI_Allreduce by name, which
+//    resolves to the wrapper below; a thread-local depth counter sends those
+//    nested calls straight to PMPI_Allreduce.
+//  - Eligible (identical decision on every rank, from count, datatype, op,
+//    communicator kind and the environment): MPI_SUM of a predefined
+//    MPI_FLOAT / MPI_REAL / MPI_REAL4 (binary32) or MPI_DOUBLE /
+//    MPI_DOUBLE_PRECISION / MPI_REAL8 (binary64), count x size >=
+//    CC_COLL_MIN_BYTES, on an intra-communicator, no MPI_BOTTOM. Everything
+//    else goes to PMPI_Allreduce (or the Fortran PMPI entry) untouched.
+//  - Per MPI communicator one libcc_coll communicator, created at the first
+//    eligible call and cached as an attribute; its delete callback queues it
+//    for destruction (no MPI call inside the callback), done at the next
+//    intercepted call or at MPI_Finalize.
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <new>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+#include "cc_coll.h"
+#include "core/comm.hpp"
+#include "core/config.hpp"
+#include "core/ef_store.hpp"
+#include "transport/mpi_transport.hpp"
+
+#define CC_PRELOAD_EXPORT extern "C" __attribute__((visibility("default")))
+
+// Open MPI's Fortran sentinels: common blocks whose addresses Fortran passes
+// for MPI_IN_PLACE and MPI_BOTTOM. Weak, so that the shim loads where they
+// do not exist; an absent one has address NULL.
+extern "C" {
+extern int mpi_fortran_in_place __attribute__((weak, visibility("default")));
+extern int mpi_fortran_in_place_ __attribute__((weak, visibility("default")));
+extern int mpi_fortran_in_place__ __attribute__((weak, visibility("default")));
+extern int MPI_FORTRAN_IN_PLACE __attribute__((weak, visibility("default")));
+extern int mpi_fortran_bottom __attribute__((weak, visibility("default")));
+extern int mpi_fortran_bottom_ __attribute__((weak, visibility("default")));
+extern int mpi_fortran_bottom__ __attribute__((weak, visibility("default")));
+extern int MPI_FORTRAN_BOTTOM __attribute__((weak, visibility("default")));
+}
+
+namespace {
+
+using namespace cc_coll::detail;
+
+// ---------------------------------------------------------------------------
+// Re-entry guard: > 0 while this thread is inside a wrapper, so the
+// library's own MPI_Allreduce calls go straight to PMPI.
+thread_local int t_depth = 0;
+
+struct Guard {
+    Guard() { ++t_depth; }
+    ~Guard() { --t_depth; }
+    Guard(const Guard &) = delete;
+    Guard &operator=(const Guard &) = delete;
+};
+
+// ---------------------------------------------------------------------------
+// Process state.
+
+// What hangs off a user communicator (the attribute value).
+struct Entry {
+    MPI_Comm user = MPI_COMM_NULL;    // the communicator it is cached on
+    cc_coll_comm_h handle = nullptr;  // nullptr when creation failed
+    int rank = 0;                     // in the user communicator
+};
+
+struct Totals {
+    std::uint64_t compressed = 0;
+    std::uint64_t bytes_uncompressed = 0;
+    std::uint64_t bytes_wire = 0;
+    double seconds = 0;
+};
+
+struct State {
+    std::mutex mutex;  // guards everything but the atomics
+    std::atomic<bool> set_up{false};
+    std::atomic<bool> torn_down{false};
+    std::atomic<bool> active{false};  // compress eligible calls
+    std::atomic<bool> have_zombies{false};
+    std::atomic<std::uint64_t> seen{0};
+    Config cfg;
+    bool settings_valid = true;
+    bool preflight_device = false;  // CUDA build with a CUDA-aware MPI
+    int world_rank = 0;
+    int world_size = 1;
+    int thread_level = MPI_THREAD_SINGLE;
+    int keyval = MPI_KEYVAL_INVALID;
+    std::set<Entry *> live;       // attached to a user communicator
+    std::vector<Entry *> zombies; // user communicator freed: destroy later
+    std::set<int> reported;       // statuses already reported (print once)
+    Totals totals;
+};
+
+State &state()
+{
+    static State *s = new State;  // never destroyed: safe during exit
+    return *s;
+}
+
+const char *thread_level_name(int level)
+{
+    switch (level) {
+    case MPI_THREAD_SINGLE: return "single";
+    case MPI_THREAD_FUNNELED: return "funneled";
+    case MPI_THREAD_SERIALIZED: return "serialized";
+    case MPI_THREAD_MULTIPLE: return "multiple";
+    }
+    return "unknown";
+}
+
+// Destroys an entry's libcc_coll communicator (MPI_Comm_free of its private
+// duplicate) and the entry; returns the wire bytes it counted. Called without
+// the mutex: MPI may take its own locks in there, and delete_entry, which
+// takes the mutex, runs under them.
+std::uint64_t retire(Entry *e)
+{
+    std::uint64_t wire = 0;
+    if (e->handle != nullptr) {
+        cc_coll_stats_t st{};
+        st.mask = CC_COLL_STATS_FIELD_BYTES_WIRE;
+        if (cc_coll_comm_get_stats(e->handle, &st) == CC_COLL_OK) wire = st.bytes_wire;
+        cc_coll_comm_destroy(e->handle);
+    }
+    delete e;
+    return wire;
+}
+
+void retire_all(const std::vector<Entry *> &entries)
+{
+    std::uint64_t wire = 0;
+    for (Entry *e : entries) wire += retire(e);
+    State &s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.totals.bytes_wire += wire;
+}
+
+// Destroys the communicators whose user communicator was freed. Runs
+// outside attribute callbacks.
+void destroy_zombies()
+{
+    State &s = state();
+    if (!s.have_zombies.load()) return;
+    std::vector<Entry *> zombies;
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        zombies.swap(s.zombies);
+        s.have_zombies = false;
+    }
+    retire_all(zombies);
+}
+
+// Attribute delete callback: the user freed the communicator (or the shim
+// deletes the attribute at MPI_Finalize). No MPI call in here.
+int delete_entry(MPI_Comm, int, void *value, void *)
+{
+    State &s = state();
+    Entry *e = static_cast<Entry *>(value);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.live.erase(e) == 0) return MPI_SUCCESS;  // not ours any more
+    s.zombies.push_back(e);
+    s.have_zombies = true;
+    return MPI_SUCCESS;
+}
+
+// Reads and validates every CC_COLL_* setting once, right after MPI is
+// initialised. A bad value: one message from rank 0 per variable, and
+// compression stays off for the whole run.
+void setup(int thread_level)
+{
+    State &s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.set_up.load()) return;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &s.world_rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &s.world_size);
+    s.thread_level = thread_level;
+
+    std::size_t n = 0;
+    const SettingDef *table = settings(&n);
+    Config cfg;
+    std::vector<std::string> errors;
+    const EnvLookup env = process_env();
+    for (std::size_t i = 0; i < n; ++i) {
+        std::string why;
+        table[i].apply(table[i].default_value, &cfg, &why);
+        std::string value;
+        if (!env(table[i].env_var, &value)) continue;
+        if (!table[i].apply(value, &cfg, &why))
+            errors.push_back(std::string(table[i].env_var) + "=\"" + value + "\" is invalid: " + why);
+    }
+    s.cfg = cfg;
+    s.settings_valid = errors.empty();
+    if (!errors.empty() && s.world_rank == 0) {
+        for (const std::string &e : errors) std::fprintf(stderr, "[cc_coll] preload: %s\n", e.c_str());
+        std::fprintf(stderr,
+                     "[cc_coll] preload: compression is off for this run: every MPI_Allreduce passes through "
+                     "to MPI unchanged\n");
+    }
+    bool active = s.settings_valid && cfg.method != CC_COLL_METHOD_NONE;
+    if (active) {
+        const int rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_entry, &s.keyval, nullptr);
+        if (rc != MPI_SUCCESS) {
+            active = false;
+            if (s.world_rank == 0)
+                std::fprintf(stderr,
+                             "[cc_coll] preload: MPI_Comm_create_keyval failed (error %d): compression is off "
+                             "for this run\n",
+                             rc);
+        }
+    }
+    s.preflight_device = (cc_coll_build_flags() & CC_COLL_BUILD_CUDA) != 0 && cc_coll_mpi_cuda_aware() != 0;
+    s.active = active;
+    s.set_up = true;
+}
+
+// Setup for a program whose MPI initialisation the shim did not see.
+void ensure_setup()
+{
+    if (state().set_up.load()) return;
+    int initialized = 0, finalized = 0;
+    PMPI_Initialized(&initialized);
+    PMPI_Finalized(&finalized);
+    if (!initialized || finalized) return;
+    int level = MPI_THREAD_SINGLE;
+    PMPI_Query_thread(&level);
+    setup(level);
+}
+
+void print_summary(const std::uint64_t sum[4], const std::uint64_t max[2], double t_max, double t_sum)
+{
+    const State &s = state();
+    const Config &c = s.cfg;
+    std::fprintf(stderr, "[cc_coll] preload summary: %d rank%s, thread level %s, %s\n", s.world_size,
+                 s.world_size == 1 ? "" : "s", thread_level_name(s.thread_level),
+                 !s.settings_valid ? "compression off (invalid CC_COLL_* settings)"
+                 : c.method == CC_COLL_METHOD_NONE ? "method none (no compression)"
+                                                    : "compression on");
+    std::fprintf(stderr,
+                 "[cc_coll] settings: method %s, density %g, ef %d, ef_max_bytes %" PRIu64 ", min_bytes %" PRIu64
+                 "\n",
+                 cc_coll_method_name(c.method), c.density, c.ef ? 1 : 0, c.ef_max_bytes, c.min_bytes);
+    std::fprintf(stderr,
+                 "[cc_coll] allreduce calls seen %" PRIu64 ", compressed %" PRIu64
+                 " (per rank, max over ranks; summed over ranks: %" PRIu64 " seen, %" PRIu64 " compressed)\n",
+                 max[0], max[1], sum[0], sum[1]);
+    const double ratio = sum[3] > 0 ? static_cast<double>(sum[2]) / static_cast<double>(sum[3]) : 0.0;
+    std::fprintf(stderr,
+                 "[cc_coll] compressed calls: bytes uncompressed %" PRIu64 ", bytes on the wire %" PRIu64
+                 " (summed over ranks; %.1fx less)\n",
+                 sum[2], sum[3], ratio);
+    std::fprintf(stderr, "[cc_coll] time in compressed calls: %.6f s (max over ranks), %.6f s (summed over ranks)\n",
+                 t_max, t_sum);
+}
+
+// Before PMPI_Finalize: destroy every libcc_coll communicator, then reduce
+// the counters over MPI_COMM_WORLD (every rank takes part, whatever its
+// CC_COLL_STATS says); rank 0 prints them when CC_COLL_STATS is on.
+void teardown()
+{
+    State &s = state();
+    if (!s.set_up.load() || s.torn_down.exchange(true)) return;
+    s.active = false;
+    std::vector<Entry *> live;
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        live.assign(s.live.begin(), s.live.end());
+    }
+    // Deleting the attribute runs delete_entry, which queues the entry.
+    for (Entry *e : live) PMPI_Comm_delete_attr(e->user, s.keyval);
+    s.have_zombies = true;
+    destroy_zombies();
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        live.assign(s.live.begin(), s.live.end());  // attribute deletion failed: destroy anyway
+        s.live.clear();
+    }
+    retire_all(live);
+    if (s.keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&s.keyval);
+
+    Totals t;
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        t = s.totals;
+    }
+    std::uint64_t local_sum[4] = {s.seen.load(), t.compressed, t.bytes_uncompressed, t.bytes_wire};
+    std::uint64_t local_max[2] = {local_sum[0], local_sum[1]};
+    std::uint64_t sum[4] = {0, 0, 0, 0}, max[2] = {0, 0};
+    double t_max = 0, t_sum = 0;
+    PMPI_Reduce(local_sum, sum, 4, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    PMPI_Reduce(local_max, max, 2, MPI_UINT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
+    PMPI_Reduce(&t.seconds, &t_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    PMPI_Reduce(&t.seconds, &t_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (s.world_rank == 0 && s.cfg.stats) print_summary(sum, max, t_max, t_sum);
+}
+
+// ---------------------------------------------------------------------------
+// The decision and the compressed call.
+
+// A predefined binary32 or binary64 type: the dtype and its size.
+bool eligible_type(MPI_Datatype dt, cc_coll_dtype_t *dtype, int *size)
+{
+    const bool fp = dt == MPI_FLOAT || dt == MPI_REAL || dt == MPI_REAL4 || dt == MPI_DOUBLE ||
+                    dt == MPI_DOUBLE_PRECISION || dt == MPI_REAL8;
+    if (!fp || PMPI_Type_size(dt, size) != MPI_SUCCESS) return false;
+    if (*size == 4) *dtype = CC_COLL_F32;
+    else if (*size == 8) *dtype = CC_COLL_F64;
+    else return false;
+    return true;
+}
+
+// Prints `message` once per process and status, from rank 0 of the
+// communicator (the statuses reported here happen on every rank together).
+void report_once(int key, int comm_rank, const char *message, const char *detail)
+{
+    State &s = state();
+    if (comm_rank != 0) return;
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        if (!s.reported.insert(key).second) return;
+    }
+    std::fprintf(stderr, "[cc_coll] %s: %s; this call and later ones that meet the same condition pass through "
+                 "to MPI uncompressed (reported once)\n",
+                 message, detail);
+}
+
+// The entry cached on `comm`, created at the communicator's first eligible
+// call (collective: every rank makes that call). nullptr: pass through.
+Entry *entry_for(MPI_Comm comm)
+{
+    State &s = state();
+    void *value = nullptr;
+    int flag = 0;
+    if (PMPI_Comm_get_attr(comm, s.keyval, &value, &flag) != MPI_SUCCESS) return nullptr;
+    if (flag) return static_cast<Entry *>(value);
+    Entry *e = new Entry;
+    e->user = comm;
+    PMPI_Comm_rank(comm, &e->rank);
+    const cc_coll_status_t st = cc_coll_comm_create(comm, &e->handle);
+    if (st != CC_COLL_OK) {
+        e->handle = nullptr;
+        if (e->rank == 0)
+            std::fprintf(stderr,
+                         "[cc_coll] preload: cannot set up compression on a communicator: %s; its MPI_Allreduce "
+                         "calls pass through to MPI uncompressed\n",
+                         cc_coll_last_error());
+    }
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        s.live.insert(e);
+    }
+    if (PMPI_Comm_set_attr(comm, s.keyval, e) != MPI_SUCCESS) {
+        {
+            std::lock_guard<std::mutex> lock(s.mutex);
+            s.live.erase(e);
+        }
+        retire_all({e});
+        return nullptr;
+    }
+    return e;
+}
+
+// Conditions the library would detect on some ranks only, before any
+// communication: a new residual over CC_COLL_EF_MAX_BYTES (bit 1), device
+// memory (bit 2). Agreed on over the private duplicate so that every rank
+// passes the call through together. Runs only when such a condition can
+// arise (a cap is set; a CUDA build with a CUDA-aware MPI).
+int preflight(const Entry &e, const void *src, void *recv, std::size_t count, cc_coll_dtype_t dtype)
+{
+    const State &s = state();
+    const bool cap = s.cfg.ef && s.cfg.method == CC_COLL_METHOD_TOPK && s.cfg.ef_max_bytes != 0;
+    if (!cap && !s.preflight_device) return 0;
+    std::shared_ptr<Comm> c = find_comm(e.handle);
+    if (!c) return 0;
+    int bits = 0;
+    if (cap && c->ef().max_bytes() != 0 &&
+        c->ef().find(EfKey::from(false, 0, recv, count, dtype)) == nullptr) {
+        const std::uint64_t need = count * (dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float));
+        if (c->ef().bytes() + need > c->ef().max_bytes()) bits |= 1;
+    }
+    if (s.preflight_device && (is_device_memory(src) || is_device_memory(recv))) bits |= 2;
+    if (PMPI_Allreduce(MPI_IN_PLACE, &bits, 1, MPI_INT, MPI_BOR, c->mpi()) != MPI_SUCCESS) return 0;
+    return bits;
+}
+
+// Reports a failure seen on this rank only and hands MPI_ERR_* to the
+// communicator's error handler, as a failing MPI call would.
+int local_failure(MPI_Comm comm, int err, const char *what, const char *detail)
+{
+    std::fprintf(stderr,
+                 "[cc_coll] rank %d: compressed MPI_Allreduce failed: %s: %s; returning %s through the "
+                 "communicator's error handler\n",
+                 state().world_rank, what, detail, err == MPI_ERR_NO_MEM ? "MPI_ERR_NO_MEM" : "MPI_ERR_OTHER");
+    PMPI_Comm_call_errhandler(comm, err);
+    return err;
+}
+
+// True when the call was handled here (MPI's return code in *rc); false:
+// the caller passes it to MPI unchanged.
+bool intercept(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int *rc) noexcept
+{
+    State &s = state();
+    if (!s.active.load() || s.torn_down.load()) return false;
+    try {
+        destroy_zombies();
+        if (count <= 0 || op != MPI_SUM || comm == MPI_COMM_NULL) return false;
+        cc_coll_dtype_t dtype = CC_COLL_F32;
+        int size = 0;
+        if (!eligible_type(dt, &dtype, &size)) return false;
+        const std::uint64_t bytes = static_cast<std::uint64_t>(count) * static_cast<std::uint64_t>(size);
+        if (bytes < s.cfg.min_bytes) return false;
+        if (send == MPI_BOTTOM || recv == MPI_BOTTOM) return false;
+        int inter = 0;
+        if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return false;
+        Entry *e = entry_for(comm);
+        if (e == nullptr || e->handle == nullptr) return false;
+
+        const void *src = send == MPI_IN_PLACE ? recv : send;
+        const std::size_t n = static_cast<std::size_t>(count);
+        const int bits = preflight(*e, src, recv, n, dtype);
+        if (bits & 1)
+            report_once(CC_COLL_ERR_EF_LIMIT, e->rank, "CC_COLL_EF_MAX_BYTES reached",
+                        "a new error-feedback residual would pass the cap on some rank");
+        if (bits & 2)
+            report_once(CC_COLL_ERR_NOT_SUPPORTED, e->rank, "device buffers",
+                        "libcc_coll does not compress device memory in this version");
+        if (bits != 0) return false;
+
+        cc_coll_params_t p{};
+        p.mask = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_DENSITY | CC_COLL_PARAMS_FIELD_EF;
+        p.method = s.cfg.method;
+        p.density = s.cfg.density;
+        p.ef = s.cfg.ef ? 1 : 0;
+        const double t0 = PMPI_Wtime();
+        const cc_coll_status_t st = cc_coll_allreduce(src, recv, n, dtype, CC_COLL_SUM, &p, e->handle, nullptr);
+        const double seconds = PMPI_Wtime() - t0;
+        if (st == CC_COLL_OK) {
+            std::lock_guard<std::mutex> lock(s.mutex);
+            s.totals.compressed += 1;
+            s.totals.bytes_uncompressed += bytes;
+            s.totals.seconds += seconds;
+            *rc = MPI_SUCCESS;
+            return true;
+        }
+        // Seen by every rank together (MISMATCH comes from the gathered
+        // headers; the others cannot happen after the preflight, but are
+        // consistent where they do): pass the call through.
+        if (st == CC_COLL_ERR_MISMATCH || st == CC_COLL_ERR_EF_LIMIT || st == CC_COLL_ERR_NOT_SUPPORTED) {
+            report_once(st, e->rank, cc_coll_status_string(st), cc_coll_last_error());
+            return false;
+        }
+        *rc = local_failure(comm, st == CC_COLL_ERR_NO_MEMORY ? MPI_ERR_NO_MEM : MPI_ERR_OTHER,
+                            cc_coll_status_string(st), cc_coll_last_error());
+        return true;
+    } catch (const std::bad_alloc &) {
+        *rc = local_failure(comm, MPI_ERR_NO_MEM, "out of memory", "in the LD_PRELOAD shim");
+    } catch (const std::exception &ex) {
+        *rc = local_failure(comm, MPI_ERR_OTHER, "unexpected exception", ex.what());
+    } catch (...) {
+        *rc = local_failure(comm, MPI_ERR_OTHER, "unexpected exception", "non-standard");
+    }
+    return true;
+}
+
+// ---------------------------------------------------------------------------
+// Fortran.
+
+using FAllreduce = void (*)(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+using FInit = void (*)(MPI_Fint *);
+using FInitThread = void (*)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+using FFinalize = void (*)(MPI_Fint *);
+
+// The next definition of a Fortran PMPI entry (Open MPI's libmpi_mpifh or
+// libmpi_usempif08), or nullptr.
+template <typename Fn>
+Fn next_symbol(const char *name)
+{
+    return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+bool is_fortran_in_place(const void *p)
+{
+    return p != nullptr && (p == &mpi_fortran_in_place || p == &mpi_fortran_in_place_ ||
+                            p == &mpi_fortran_in_place__ || p == &MPI_FORTRAN_IN_PLACE);
+}
+
+bool is_fortran_bottom(const void *p)
+{
+    return p != nullptr && (p == &mpi_fortran_bottom || p == &mpi_fortran_bottom_ || p == &mpi_fortran_bottom__ ||
+                            p == &MPI_FORTRAN_BOTTOM);
+}
+
+void fortran_allreduce(FAllreduce real, void *s, void *r, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op,
+                       MPI_Fint *comm, MPI_Fint *ierr)
+{
+    const void *cs = is_fortran_in_place(s) ? MPI_IN_PLACE : is_fortran_bottom(s) ? MPI_BOTTOM : s;
+    void *cr = is_fortran_bottom(r) ? MPI_BOTTOM : r;
+    if (t_depth == 0) {
+        Guard guard;
+        ensure_setup();
+        state().seen++;
+        int rc = MPI_SUCCESS;
+        if (intercept(cs, cr, *count, PMPI_Type_f2c(*dt), PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm), &rc)) {
+            if (ierr) *ierr = static_cast<MPI_Fint>(rc);
+            return;
+        }
+    }
+    Guard guard;
+    if (real) {
+        real(s, r, count, dt, op, comm, ierr);
+        return;
+    }
+    const int rc = PMPI_Allreduce(cs, cr, *count, PMPI_Type_f2c(*dt), PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm));
+    if (ierr) *ierr = static_cast<MPI_Fint>(rc);
+}
+
+void after_init()
+{
+    int initialized = 0;
+    PMPI_Initialized(&initialized);
+    if (!initialized) return;
+    int level = MPI_THREAD_SINGLE;
+    PMPI_Query_thread(&level);
+    setup(level);
+}
+
+void fortran_init(FInit real, MPI_Fint *ierr)
+{
+    Guard guard;
+    if (real) {
+        real(ierr);
+    } else {
+        const int rc = PMPI_Init(nullptr, nullptr);
+        if (ierr) *ierr = static_cast<MPI_Fint>(rc);
+    }
+    after_init();
+}
+
+void fortran_init_thread(FInitThread real, MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)
+{
+    Guard guard;
+    if (real) {
+        real(required, provided, ierr);
+    } else {
+        int p = MPI_THREAD_SINGLE;
+        const int rc = PMPI_Init_thread(nullptr, nullptr, *required, &p);
+        *provided = static_cast<MPI_Fint>(p);
+        if (ierr) *ierr = static_cast<MPI_Fint>(rc);
+    }
+    after_init();
+}
+
+void fortran_finalize(FFinalize real, MPI_Fint *ierr)
+{
+    Guard guard;
+    teardown();
+    if (real) {
+        real(ierr);
+    } else {
+        const int rc = PMPI_Finalize();
+        if (ierr) *ierr = static_cast<MPI_Fint>(rc);
+    }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The interposed entry points: the exact mpi.h prototypes for C.
+
+CC_PRELOAD_EXPORT int MPI_Init(int *argc, char ***argv)
+{
+    if (t_depth > 0) return PMPI_Init(argc, argv);
+    Guard guard;
+    const int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS) after_init();
+    return rc;
+}
+
+CC_PRELOAD_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    if (t_depth > 0) return PMPI_Init_thread(argc, argv, required, provided);
+    Guard guard;
+    const int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS) setup(*provided);
+    return rc;
+}
+
+CC_PRELOAD_EXPORT int MPI_Finalize(void)
+{
+    if (t_depth > 0) return PMPI_Finalize();
+    Guard guard;
+    teardown();
+    return PMPI_Finalize();
+}
+
+CC_PRELOAD_EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                                    MPI_Comm comm)
+{
+    if (t_depth > 0) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    Guard guard;
+    ensure_setup();
+    state().seen++;
+    int rc = MPI_SUCCESS;
+    if (intercept(sendbuf, recvbuf, count, datatype, op, comm, &rc)) return rc;
+    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+// Fortran (mpif.h and `use mpi`): the four manglings, each forwarding what it
+// does not compress to the matching Fortran PMPI entry.
+#define CC_PRELOAD_F_ALLREDUCE(name, pname)                                                                       \
+    CC_PRELOAD_EXPORT void name(void *s, void *r, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,  \
+                                MPI_Fint *ierr)                                                                 \
+    {                                                                                                           \
+        static const FAllreduce real = next_symbol<FAllreduce>(#pname);                                         \
+        fortran_allreduce(real, s, r, count, dt, op, comm, ierr);                                               \
+    }
+#define CC_PRELOAD_F_INIT(name, pname)                                                                            \
+    CC_PRELOAD_EXPORT void name(MPI_Fint *ierr)                                                                 \
+    {                                                                                                           \
+        fortran_init(next_symbol<FInit>(#pname), ierr);                                                         \
+    }
+#define CC_PRELOAD_F_INIT_THREAD(name, pname)                                                                     \
+    CC_PRELOAD_EXPORT void name(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)                         \
+    {                                                                                                           \
+        fortran_init_thread(next_symbol<FInitThread>(#pname), required, provided, ierr);                        \
+    }
+#define CC_PRELOAD_F_FINALIZE(name, pname)                                                                        \
+    CC_PRELOAD_EXPORT void name(MPI_Fint *ierr)                                                                 \
+    {                                                                                                           \
+        fortran_finalize(next_symbol<FFinalize>(#pname), ierr);                                                 \
+    }
+#define CC_PRELOAD_F_ALL(macro, lower, upper) \
+    macro(lower, p##lower) macro(lower##_, p##lower##_) macro(lower##__, p##lower##__) macro(upper, P##upper)
+
+CC_PRELOAD_F_ALL(CC_PRELOAD_F_ALLREDUCE, mpi_allreduce, MPI_ALLREDUCE)
+CC_PRELOAD_F_ALL(CC_PRELOAD_F_INIT, mpi_init, MPI_INIT)
+CC_PRELOAD_F_ALL(CC_PRELOAD_F_INIT_THREAD, mpi_init_thread, MPI_INIT_THREAD)
+CC_PRELOAD_F_ALL(CC_PRELOAD_F_FINALIZE, mpi_finalize, MPI_FINALIZE)
+
+// Open MPI's mpi_f08 entries: handles are type(MPI_*) holding one integer
+// (MPI_VAL), passed by reference like the integer handles above; ierror is
+// optional, so it may be NULL.
+CC_PRELOAD_F_ALLREDUCE(mpi_allreduce_f08_, pmpi_allreduce_f08_)
+CC_PRELOAD_F_INIT(mpi_init_f08_, pmpi_init_f08_)
+CC_PRELOAD_F_INIT_THREAD(mpi_init_thread_f08_, pmpi_init_thread_f08_)
+CC_PRELOAD_F_FINALIZE(mpi_finalize_f08_, pmpi_finalize_f08_)
