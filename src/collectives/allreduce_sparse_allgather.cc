@@ -125,25 +125,36 @@ cc_coll_status_t sparse_allgather(Comm &comm, const AllreduceArgs &a, const Call
 
     // 3. Gather every rank's payload.
     ws.recv_bytes.resize(bytes * P);
+    // A failed call leaves the residual as it was: take this call's input
+    // back out of it (recvbuf, which may be the input, is untouched so far).
+    auto undo_input = [&] {
+        if (res != nullptr)
+            for (std::size_t i = 0; i < n; ++i) g[i] -= load_element<W>(a.send, i, a.dtype);
+    };
     cc_coll_status_t st = allgather_bytes(ws.send_bytes.data(), bytes, ws.recv_bytes.data(), comm.mpi());
     const double t2 = now_seconds();
     stats->time_communicate += t2 - t1;
-    if (st != CC_COLL_OK) return st;
+    if (st != CC_COLL_OK) {
+        undo_input();
+        return st;
+    }
 
     // Every rank sees the same headers, so every rank takes the same branch.
     bool overflow = false;
     for (std::size_t r = 0; r < P; ++r) {
         const topk::PayloadHeader h = topk::header_of(ws.recv_bytes.data() + r * bytes);
-        if (h.n != n || h.k != k)
+        if (h.n != n || h.k != k) {
+            undo_input();
             return fail(CC_COLL_ERR_MISMATCH,
                         "cc_coll_allreduce (topk): rank %zu sent count %llu / k %u but this rank has count %zu / "
                         "k %zu; every rank must pass the same count, dtype and density",
                         r, static_cast<unsigned long long>(h.n), h.k, n, k);
+        }
         overflow |= (h.flags & topk::kFlagNonFiniteOverflow) != 0;
     }
     if (overflow) {
         stats->bytes_wire += bytes;
-        return dense<W>(comm, a, g, p.ef, stats);
+        return dense<W>(comm, a, g, res != nullptr, stats);
     }
 
     // 4. Decode: scatter-add in rank order.
