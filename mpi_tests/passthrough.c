@@ -36,34 +36,12 @@
 #include <mpi.h>
 
 #include "cc_coll.h"
+#include "check.h"
 
 #define BIG_COUNT ((size_t)16 * 1024 * 1024 + 3)
 
-static int g_world_rank = 0;
 static long g_cases = 0;
 
-static void die(const char *fmt, const char *what, int status)
-{
-    fprintf(stderr, "[rank %d] FAIL: ", g_world_rank);
-    fprintf(stderr, fmt, what);
-    if (status != 0)
-        fprintf(stderr, " -> %s (%s)", cc_coll_status_string((cc_coll_status_t)status), cc_coll_last_error());
-    fprintf(stderr, "\n");
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
-
-#define CHECK_CC(call)                                                                                 \
-    do {                                                                                               \
-        cc_coll_status_t st_ = (call);                                                                 \
-        if (st_ != CC_COLL_OK) die("%s", #call, (int)st_);                                             \
-    } while (0)
-
-#define CHECK(cond, msg)                                                                               \
-    do {                                                                                               \
-        if (!(cond)) die("%s", msg, 0);                                                                \
-    } while (0)
 
 /* ---- 16-bit formats, written independently of the library ------------- */
 
@@ -212,7 +190,7 @@ static void report_mismatch(const char *what, const void *got, const void *want,
     default: g = decode16(((const uint16_t *)got)[i], 7, 8); w = decode16(((const uint16_t *)want)[i], 7, 8); break;
     }
     fprintf(stderr, "[rank %d] FAIL: %s: %s: first difference at index %zu: got %.9g (0x%llx), expected %.9g (0x%llx)\n",
-            g_world_rank, case_desc, what, i, g, gb, w, wb);
+            g_rank, case_desc, what, i, g, gb, w, wb);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
@@ -403,7 +381,7 @@ static void run_fint(Buffers *b)
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     for (int a = 1; a < argc; ++a)
         if (strcmp(argv[a], "--probe") == 0) {
             /* Only checks that MPI starts (used to see whether a transport works). */
@@ -434,16 +412,16 @@ int main(int argc, char **argv)
 
     /* Split by rank % 2 (keys in rank order). */
     MPI_Comm parity;
-    MPI_Comm_split(MPI_COMM_WORLD, g_world_rank % 2, g_world_rank, &parity);
+    MPI_Comm_split(MPI_COMM_WORLD, g_rank % 2, g_rank, &parity);
     run_comm(parity, "split(rank%2)", counts, ncounts, &b, 0);
     MPI_Comm_free(&parity);
 
     /* All ranks, keys in reverse order: rank i of WORLD is rank size-1-i. */
     MPI_Comm reversed;
-    MPI_Comm_split(MPI_COMM_WORLD, 0, wsize - g_world_rank, &reversed);
+    MPI_Comm_split(MPI_COMM_WORLD, 0, wsize - g_rank, &reversed);
     int rr = -1;
     MPI_Comm_rank(reversed, &rr);
-    CHECK(rr == wsize - 1 - g_world_rank, "reverse-key split did not reverse ranks");
+    CHECK(rr == wsize - 1 - g_rank, "reverse-key split did not reverse ranks");
     run_comm(reversed, "split(reverse keys)", counts, ncounts, &b, big);
     MPI_Comm_free(&reversed);
 
@@ -454,7 +432,7 @@ int main(int argc, char **argv)
     long total = 0;
     MPI_Reduce(&g_cases, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     const double t1 = MPI_Wtime();
-    if (g_world_rank == 0)
+    if (g_rank == 0)
         printf("passthrough: %d ranks: all %ld cases passed (%ld per rank; big count %zu) in %.1f s "
                "(WORLD incl. big count %.1f s)\n",
                wsize, total, g_cases, big, t1 - t0, t_world - t0);

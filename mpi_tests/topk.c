@@ -33,33 +33,10 @@
 #include <mpi.h>
 
 #include "cc_coll.h"
+#include "check.h"
 
-static int g_rank = 0;
 static int g_size = 1;
-static const char *g_test = "";
 
-static void die(const char *fmt, const char *what, int status)
-{
-    fprintf(stderr, "[rank %d] FAIL in %s: ", g_rank, g_test);
-    fprintf(stderr, fmt, what);
-    if (status != 0)
-        fprintf(stderr, " -> %s (%s)", cc_coll_status_string((cc_coll_status_t)status), cc_coll_last_error());
-    fprintf(stderr, "\n");
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
-
-#define CHECK_CC(call)                                                                                 \
-    do {                                                                                               \
-        cc_coll_status_t st_ = (call);                                                                 \
-        if (st_ != CC_COLL_OK) die("%s", #call, (int)st_);                                             \
-    } while (0)
-
-#define CHECK(cond, msg)                                                                               \
-    do {                                                                                               \
-        if (!(cond)) die("%s", msg, 0);                                                                \
-    } while (0)
 
 static void *xmalloc(size_t bytes)
 {
