@@ -1,6 +1,8 @@
 // The extern "C" boundary: argument checks, handle lookup, and the guard
 // that keeps C++ exceptions from crossing into C callers.
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -8,6 +10,7 @@
 
 #include "cc_coll.h"
 #include "collectives/allreduce.hpp"
+#include "collectives/reduce_scatter.hpp"
 #include "core/comm.hpp"
 #include "core/config.hpp"
 #include "core/dtype.hpp"
@@ -152,6 +155,7 @@ const char *cc_coll_method_name(cc_coll_method_t method)
     switch (method) {
     case CC_COLL_METHOD_NONE: return "none";
     case CC_COLL_METHOD_TOPK: return "topk";
+    case CC_COLL_METHOD_SKETCH: return "sketch";
     }
     return nullptr;
 }
@@ -232,6 +236,44 @@ cc_coll_status_t cc_coll_allreduce(const void *sendbuf, void *recvbuf, size_t co
             return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: %s is device memory, which this version does not support",
                         fn, is_device_memory(sendbuf) ? "sendbuf" : "recvbuf");
         return allreduce(*c, AllreduceArgs{sendbuf, recvbuf, count, dtype, op}, p);
+    });
+}
+
+cc_coll_status_t cc_coll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, cc_coll_dtype_t dtype,
+                                        cc_coll_op_t op, const cc_coll_params_t *params, cc_coll_comm_h comm,
+                                        void *stream)
+{
+    return guarded("cc_coll_reduce_scatter", [&] {
+        const char *fn = "cc_coll_reduce_scatter";
+        std::shared_ptr<Comm> c;
+        cc_coll_status_t st = lookup(fn, comm, &c);
+        if (st != CC_COLL_OK) return st;
+        if ((st = check_mpi_alive(fn)) != CC_COLL_OK) return st;
+        CallParams p;
+        if ((st = resolve_params(params, c->config(), &p)) != CC_COLL_OK) return st;
+        if ((st = validate_reduction_args(fn, sendbuf, recvbuf, recvcount, dtype, op)) != CC_COLL_OK) return st;
+        const std::size_t P = static_cast<std::size_t>(c->size());
+        if (recvcount > static_cast<std::size_t>(INT_MAX) / P)
+            return fail(CC_COLL_ERR_COUNT_OVERFLOW,
+                        "%s: recvcount = %zu times %zu ranks exceeds MPI's count type (int, at most %d elements)", fn,
+                        recvcount, P, INT_MAX);
+        if (recvcount > 0 && sendbuf != recvbuf) {
+            const std::size_t es = dtype_size(dtype);
+            const auto s = reinterpret_cast<std::uintptr_t>(sendbuf);
+            const auto r = reinterpret_cast<std::uintptr_t>(recvbuf);
+            if (s < r + recvcount * es && r < s + recvcount * P * es)
+                return fail(CC_COLL_ERR_INVALID_ARG,
+                            "%s: sendbuf (recvcount x %zu elements) and recvbuf overlap without being equal (pass "
+                            "the same pointer for in-place)",
+                            fn, P);
+        }
+        if (stream != nullptr)
+            return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: stream must be NULL (device buffers are not supported yet)",
+                        fn);
+        if (recvcount > 0 && (is_device_memory(sendbuf) || is_device_memory(recvbuf)))
+            return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: %s is device memory, which this version does not support",
+                        fn, is_device_memory(sendbuf) ? "sendbuf" : "recvbuf");
+        return reduce_scatter(*c, ReduceScatterArgs{sendbuf, recvbuf, recvcount, dtype, op}, p);
     });
 }
 

@@ -131,10 +131,22 @@ typedef enum cc_coll_op {
 typedef enum cc_coll_method {
     CC_COLL_METHOD_NONE = 0, /* no compression: MPI_Allreduce itself,
                                 bit-identical to calling it directly   */
-    CC_COLL_METHOD_TOPK = 1  /* top-k sparsification with error feedback,
+    CC_COLL_METHOD_TOPK = 1, /* top-k sparsification with error feedback,
                                 (index, value) pairs gathered from every
                                 rank and scatter-added                 */
+    CC_COLL_METHOD_SKETCH = 2 /* sparsification with error feedback, then a
+                                homomorphic count sketch summed by MPI and
+                                decoded by peeling: lossless when the
+                                sketch is not overloaded               */
 } cc_coll_method_t;
+
+/* How SKETCH chooses the elements it sends (cc_coll_params_t.sparsifier). */
+typedef enum cc_coll_sparsifier {
+    CC_COLL_SPARSIFY_TOPK      = 0, /* the k = ceil(density * count) largest */
+    CC_COLL_SPARSIFY_THRESHOLD = 1  /* TAGC's ladder: the largest threshold
+                                       (from 1e-20 to 0.5) that zeroes at most
+                                       zero_fraction of the elements        */
+} cc_coll_sparsifier_t;
 
 /* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
 CC_COLL_API size_t cc_coll_dtype_size(cc_coll_dtype_t dtype);
@@ -194,7 +206,11 @@ enum cc_coll_params_field {
     CC_COLL_PARAMS_FIELD_METHOD  = (1ULL << 0),
     CC_COLL_PARAMS_FIELD_DENSITY = (1ULL << 1),
     CC_COLL_PARAMS_FIELD_EF      = (1ULL << 2),
-    CC_COLL_PARAMS_FIELD_EF_KEY  = (1ULL << 3)
+    CC_COLL_PARAMS_FIELD_EF_KEY  = (1ULL << 3),
+    CC_COLL_PARAMS_FIELD_SPARSIFIER    = (1ULL << 4),
+    CC_COLL_PARAMS_FIELD_ZERO_FRACTION = (1ULL << 5),
+    CC_COLL_PARAMS_FIELD_LOAD_FACTOR   = (1ULL << 6),
+    CC_COLL_PARAMS_FIELD_SEED          = (1ULL << 7)
 };
 
 typedef struct cc_coll_params {
@@ -209,6 +225,16 @@ typedef struct cc_coll_params {
     uint64_t         ef_key;   /* CC_COLL_PARAMS_FIELD_EF_KEY: names the
                                   tensor's residual; without it the key is
                                   (recvbuf address, count, dtype)             */
+    cc_coll_sparsifier_t sparsifier; /* CC_COLL_PARAMS_FIELD_SPARSIFIER:
+                                  SKETCH's element choice                      */
+    double           zero_fraction; /* CC_COLL_PARAMS_FIELD_ZERO_FRACTION:
+                                  THRESHOLD's target zeroed fraction, [0, 1)  */
+    double           load_factor; /* CC_COLL_PARAMS_FIELD_LOAD_FACTOR: SKETCH
+                                  is sized so that support / cells stays at or
+                                  under this, in (0, 1]; peeling is complete
+                                  with high probability up to about 0.8      */
+    uint64_t         seed;     /* CC_COLL_PARAMS_FIELD_SEED: SKETCH's hash
+                                  seed; identical on every rank               */
 } cc_coll_params_t;
 
 /* ------------------------------------------------------------------------ */
@@ -225,6 +251,20 @@ CC_COLL_API cc_coll_status_t cc_coll_allreduce(const void *sendbuf, void *recvbu
                                                cc_coll_dtype_t dtype, cc_coll_op_t op,
                                                const cc_coll_params_t *params, cc_coll_comm_h comm,
                                                void *stream);
+
+/* Reduce-scatter of `recvcount` x P elements into `recvcount` per rank, like
+ * MPI_Reduce_scatter_block: rank r receives the reduction of every rank's
+ * elements [r * recvcount, (r + 1) * recvcount). sendbuf holds recvcount x P
+ * elements. In place when sendbuf == recvbuf: the buffer holds recvcount x P
+ * elements on entry and this rank's shard in its first recvcount elements on
+ * return. Methods: NONE (MPI_Reduce_scatter_block itself), TOPK (top k of
+ * each shard, one MPI_Alltoall of fixed-size payloads), SKETCH (per-shard
+ * bitmaps and sketches, one MPI_Reduce_scatter_block with BOR and one with
+ * SUM). recvcount x P must fit MPI's count type. */
+CC_COLL_API cc_coll_status_t cc_coll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                                    cc_coll_dtype_t dtype, cc_coll_op_t op,
+                                                    const cc_coll_params_t *params, cc_coll_comm_h comm,
+                                                    void *stream);
 
 /* ------------------------------------------------------------------------ */
 /* Error-feedback store                                                      */
@@ -265,7 +305,9 @@ enum cc_coll_stats_field {
     CC_COLL_STATS_FIELD_BYTES_WIRE         = (1ULL << 2),
     CC_COLL_STATS_FIELD_TIME_COMPRESS      = (1ULL << 3),
     CC_COLL_STATS_FIELD_TIME_COMMUNICATE   = (1ULL << 4),
-    CC_COLL_STATS_FIELD_TIME_DECOMPRESS    = (1ULL << 5)
+    CC_COLL_STATS_FIELD_TIME_DECOMPRESS    = (1ULL << 5),
+    CC_COLL_STATS_FIELD_SKETCH_ELEMENTS    = (1ULL << 6),
+    CC_COLL_STATS_FIELD_SKETCH_PEELED      = (1ULL << 7)
 };
 
 /* Per-communicator counters, summed over this rank's calls since creation or
@@ -281,6 +323,9 @@ typedef struct cc_coll_stats {
     double   time_compress;
     double   time_communicate;
     double   time_decompress;
+    uint64_t sketch_elements;      /* SKETCH: support elements decoded       */
+    uint64_t sketch_peeled;        /* SKETCH: of those, recovered exactly by
+                                      peeling (the rest are estimates)       */
 } cc_coll_stats_t;
 
 CC_COLL_API cc_coll_status_t cc_coll_comm_get_stats(cc_coll_comm_h comm, cc_coll_stats_t *stats);

@@ -17,6 +17,7 @@ cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallPara
     switch (params.method) {
     case CC_COLL_METHOD_NONE: st = allreduce_passthrough(comm, args, &call); break;
     case CC_COLL_METHOD_TOPK: st = allreduce_sparse_allgather(comm, args, params, &call); break;
+    case CC_COLL_METHOD_SKETCH: st = allreduce_sketch(comm, args, params, &call); break;
     default:
         return fail(CC_COLL_ERR_INVALID_METHOD, "cc_coll_allreduce: method %d has no allreduce algorithm",
                     static_cast<int>(params.method));

@@ -33,4 +33,9 @@ cc_coll_status_t allreduce_passthrough(Comm &comm, const AllreduceArgs &args, St
 cc_coll_status_t allreduce_sparse_allgather(Comm &comm, const AllreduceArgs &args, const CallParams &params,
                                             StatsSnapshot *stats);
 
+// Method SKETCH: error feedback, sparsification, global support by bitwise
+// OR, one MPI_Allreduce(SUM) of a count sketch, peeling decode.
+cc_coll_status_t allreduce_sketch(Comm &comm, const AllreduceArgs &args, const CallParams &params,
+                                  StatsSnapshot *stats);
+
 }  // namespace cc_coll::detail

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "collectives/allreduce.hpp"
+#include "collectives/lossy_common.hpp"
 #include "collectives/workspace.hpp"
 #include "compressors/topk/topk_payload.hpp"
 #include "compressors/topk/topk_select.hpp"
@@ -30,38 +31,6 @@
 namespace cc_coll::detail {
 
 namespace {
-
-template <typename W>
-bool finite(W v)
-{
-    return std::isfinite(v);
-}
-
-// Dense path: recv = sum over ranks of g' rounded to the dtype; the
-// residual keeps the rounding.
-template <typename W>
-cc_coll_status_t dense(Comm &comm, const AllreduceArgs &a, W *g, bool ef, StatsSnapshot *stats)
-{
-    const std::size_t n = a.count;
-    double t0 = now_seconds();
-    store_as<W>(g, n, a.dtype, a.recv);
-    if (ef) {
-        for (std::size_t i = 0; i < n; ++i) {
-            const W r = g[i] - load_element<W>(a.recv, i, a.dtype);
-            g[i] = finite(r) ? r : W(0);
-        }
-    }
-    double t1 = now_seconds();
-    stats->time_compress += t1 - t0;
-    const cc_coll_status_t st = allreduce_sum(a.recv, a.recv, n, a.dtype, comm.mpi());
-    double t2 = now_seconds();
-    stats->time_communicate += t2 - t1;
-    if (st != CC_COLL_OK) return st;
-    if (a.op == CC_COLL_AVG) divide_in_place(a.recv, n, a.dtype, comm.size());
-    stats->time_decompress += now_seconds() - t2;
-    stats->bytes_wire += n * dtype_size(a.dtype);
-    return CC_COLL_OK;
-}
 
 template <typename W>
 cc_coll_status_t sparse_allgather(Comm &comm, const AllreduceArgs &a, const CallParams &p, StatsSnapshot *stats)
@@ -76,33 +45,18 @@ cc_coll_status_t sparse_allgather(Comm &comm, const AllreduceArgs &a, const Call
     const std::size_t bytes = topk::payload_bytes(k, a.dtype);
     const bool dense_only = bytes * P > n * es || bytes * P > static_cast<std::size_t>(INT_MAX);
 
-    // 1. g' = g + e, in the residual itself when EF is on. A dense F32/F64
-    //    call leaves nothing behind, so it uses an existing residual but never
-    //    creates one (no memory, nothing counted against the cap).
+    // 1. g' = g + e. A dense F32/F64 call leaves nothing behind, so it uses
+    //    an existing residual but never creates one (no memory, nothing
+    //    counted against the cap).
+    const bool lossless_dense = dense_only && (a.dtype == CC_COLL_F32 || a.dtype == CC_COLL_F64);
     W *g = nullptr;
     Residual *res = nullptr;
-    if (p.ef) {
-        const EfKey key = EfKey::from(p.has_ef_key, p.ef_key, a.recv, n, a.dtype);
-        const bool lossless_dense = dense_only && (a.dtype == CC_COLL_F32 || a.dtype == CC_COLL_F64);
-        if (lossless_dense) {
-            cc_coll_status_t st = comm.ef().find_matching(key, n, a.dtype, &res);
-            if (st != CC_COLL_OK) return st;
-        } else {
-            cc_coll_status_t st = comm.ef().acquire(key, n, a.dtype, &res);
-            if (st != CC_COLL_OK) return st;
-        }
-    }
-    if (res != nullptr) {
-        g = res->data<W>();
-        load_as<W>(a.send, a.dtype, n, g, true);
-    } else {
-        g = ws.work<W>(n);
-        load_as<W>(a.send, a.dtype, n, g, false);
-    }
+    cc_coll_status_t st = load_input<W>(comm, p, a.send, a.recv, n, a.dtype, !lossless_dense, &g, &res);
+    if (st != CC_COLL_OK) return st;
 
     if (dense_only) {
         stats->time_compress += now_seconds() - t0;
-        return dense<W>(comm, a, g, res != nullptr, stats);
+        return dense_allreduce<W>(comm, a, g, res != nullptr, stats);
     }
 
     // 2. Select and encode.
@@ -127,15 +81,11 @@ cc_coll_status_t sparse_allgather(Comm &comm, const AllreduceArgs &a, const Call
     ws.recv_bytes.resize(bytes * P);
     // A failed call leaves the residual as it was: take this call's input
     // back out of it (recvbuf, which may be the input, is untouched so far).
-    auto undo_input = [&] {
-        if (res != nullptr)
-            for (std::size_t i = 0; i < n; ++i) g[i] -= load_element<W>(a.send, i, a.dtype);
-    };
-    cc_coll_status_t st = allgather_bytes(ws.send_bytes.data(), bytes, ws.recv_bytes.data(), comm.mpi());
+    st = allgather_bytes(ws.send_bytes.data(), bytes, ws.recv_bytes.data(), comm.mpi());
     const double t2 = now_seconds();
     stats->time_communicate += t2 - t1;
     if (st != CC_COLL_OK) {
-        undo_input();
+        undo_input<W>(g, res, a.send, n, a.dtype);
         return st;
     }
 
@@ -144,7 +94,7 @@ cc_coll_status_t sparse_allgather(Comm &comm, const AllreduceArgs &a, const Call
     for (std::size_t r = 0; r < P; ++r) {
         const topk::PayloadHeader h = topk::header_of(ws.recv_bytes.data() + r * bytes);
         if (h.n != n || h.k != k) {
-            undo_input();
+            undo_input<W>(g, res, a.send, n, a.dtype);
             return fail(CC_COLL_ERR_MISMATCH,
                         "cc_coll_allreduce (topk): rank %zu sent count %llu / k %u but this rank has count %zu / "
                         "k %zu; every rank must pass the same count, dtype and density",
@@ -154,7 +104,7 @@ cc_coll_status_t sparse_allgather(Comm &comm, const AllreduceArgs &a, const Call
     }
     if (overflow) {
         stats->bytes_wire += bytes;
-        return dense<W>(comm, a, g, res != nullptr, stats);
+        return dense_allreduce<W>(comm, a, g, res != nullptr, stats);
     }
 
     // 4. Decode: scatter-add in rank order.

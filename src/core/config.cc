@@ -23,7 +23,7 @@ std::string trim_lower(const std::string &text)
 bool apply_method(const std::string &text, Config *cfg, std::string *why)
 {
     if (parse_method(text, &cfg->method)) return true;
-    *why = "expected one of: none, topk";
+    *why = "expected one of: none, topk, sketch";
     return false;
 }
 
@@ -42,6 +42,49 @@ bool apply_ef(const std::string &text, Config *cfg, std::string *why)
 {
     if (parse_bool(text, &cfg->ef)) return true;
     *why = "expected 1/0, true/false, yes/no or on/off";
+    return false;
+}
+
+bool apply_sparsifier(const std::string &text, Config *cfg, std::string *why)
+{
+    if (parse_sparsifier(text, &cfg->sparsifier)) return true;
+    *why = "expected topk or threshold";
+    return false;
+}
+
+bool apply_zero_fraction(const std::string &text, Config *cfg, std::string *why)
+{
+    double f = 0;
+    if (parse_double(text, &f) && zero_fraction_valid(f)) {
+        cfg->zero_fraction = f;
+        return true;
+    }
+    *why = "expected a number in [0, 1)";
+    return false;
+}
+
+bool apply_load_factor(const std::string &text, Config *cfg, std::string *why)
+{
+    double f = 0;
+    if (parse_double(text, &f) && load_factor_valid(f)) {
+        cfg->load_factor = f;
+        return true;
+    }
+    *why = "expected a number in (0, 1]";
+    return false;
+}
+
+bool apply_seed(const std::string &text, Config *cfg, std::string *why)
+{
+    const std::string s = trim_lower(text);
+    errno = 0;
+    char *end = nullptr;
+    const unsigned long long v = s.empty() || s[0] == '-' ? 0 : std::strtoull(s.c_str(), &end, 0);
+    if (!s.empty() && s[0] != '-' && end == s.c_str() + s.size() && errno == 0) {
+        cfg->seed = v;
+        return true;
+    }
+    *why = "expected an unsigned 64-bit integer (decimal, or 0x hexadecimal)";
     return false;
 }
 
@@ -76,7 +119,8 @@ bool apply_log_level(const std::string &text, Config *cfg, std::string *why)
 const SettingDef kSettings[] = {
     {"METHOD", "CC_COLL_METHOD", "none",
      "Compression method used when a call's params do not set one. Values: none (plain "
-     "MPI_Allreduce, bit-identical to it); topk (top-k sparsification with error feedback).",
+     "MPI_Allreduce, bit-identical to it); topk (top-k sparsification with error feedback); sketch "
+     "(sparsification with error feedback, then a count sketch summed by MPI and decoded by peeling).",
      apply_method},
     {"DENSITY", "CC_COLL_DENSITY", "0.01",
      "TOPK: fraction of each rank's elements sent, k = ceil(density * count), in (0, 1]. When the "
@@ -84,6 +128,23 @@ const SettingDef kSettings[] = {
      "payload = 16 + k * (4 + element size) rounded up to 8 bytes) the call sends the buffer densely "
      "instead.",
      apply_density},
+    {"SPARSIFIER", "CC_COLL_SPARSIFIER", "topk",
+     "SKETCH: how each rank picks the elements it sends: topk (the k = ceil(density * count) largest "
+     "magnitudes) or threshold (TAGC's ladder: the largest threshold from 1e-20 to 0.5 that zeroes at "
+     "most ZERO_FRACTION of the elements).",
+     apply_sparsifier},
+    {"ZERO_FRACTION", "CC_COLL_ZERO_FRACTION", "0.8",
+     "SKETCH with the threshold sparsifier: target fraction of elements zeroed, in [0, 1).",
+     apply_zero_fraction},
+    {"LOAD_FACTOR", "CC_COLL_LOAD_FACTOR", "0.77",
+     "SKETCH: the sketch is sized so that the union support over its cells stays at or under this "
+     "load, in (0, 1]. Peeling recovers every element with high probability up to about 0.8; above, "
+     "more elements get count-sketch estimates.",
+     apply_load_factor},
+    {"SEED", "CC_COLL_SEED", "0x5eed5eed",
+     "SKETCH: seed of the block hashes; must be the same on every rank. Different seeds give "
+     "different layouts and the same result when decoding is lossless.",
+     apply_seed},
     {"EF", "CC_COLL_EF", "1",
      "Error feedback for lossy methods: what a call did not transmit is kept per tensor and added to "
      "that tensor's next input. 1 = on, 0 = off.",
@@ -150,6 +211,7 @@ bool parse_method(const std::string &text, cc_coll_method_t *out)
     const std::string s = trim_lower(text);
     if (s == "none") *out = CC_COLL_METHOD_NONE;
     else if (s == "topk") *out = CC_COLL_METHOD_TOPK;
+    else if (s == "sketch") *out = CC_COLL_METHOD_SKETCH;
     else return false;
     return true;
 }
@@ -202,6 +264,17 @@ bool parse_bool(const std::string &text, bool *out)
     const std::string s = trim_lower(text);
     if (s == "1" || s == "true" || s == "yes" || s == "on") *out = true;
     else if (s == "0" || s == "false" || s == "no" || s == "off") *out = false;
+    else return false;
+    return true;
+}
+
+bool zero_fraction_valid(double f) { return std::isfinite(f) && f >= 0.0 && f < 1.0; }
+
+bool parse_sparsifier(const std::string &text, cc_coll_sparsifier_t *out)
+{
+    const std::string s = trim_lower(text);
+    if (s == "topk") *out = CC_COLL_SPARSIFY_TOPK;
+    else if (s == "threshold") *out = CC_COLL_SPARSIFY_THRESHOLD;
     else return false;
     return true;
 }

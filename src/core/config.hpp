@@ -20,6 +20,10 @@ struct Config {
     double density = 0.01;              // TOPK: fraction of elements kept
     bool ef = true;                     // error feedback for lossy methods
     std::uint64_t ef_max_bytes = 0;     // cap on residual memory, 0 = none
+    cc_coll_sparsifier_t sparsifier = CC_COLL_SPARSIFY_TOPK;  // SKETCH
+    double zero_fraction = 0.80;        // SKETCH with THRESHOLD
+    double load_factor = 0.77;          // SKETCH sizing
+    std::uint64_t seed = 0x5eed5eedull; // SKETCH hash seed
     std::uint64_t min_bytes = 1 << 20;  // LD_PRELOAD: smallest call compressed
     bool stats = false;                 // LD_PRELOAD: summary at MPI_Finalize
 };
@@ -58,5 +62,10 @@ bool parse_bool(const std::string &text, bool *out);  // 1/0, true/false, yes/no
 bool parse_double(const std::string &text, double *out);  // finite values only
 // A density: a finite number in (0, 1].
 bool density_valid(double density);
+// A zeroed fraction: finite, in [0, 1).
+bool zero_fraction_valid(double f);
+// A load factor: finite, in (0, 1].
+inline bool load_factor_valid(double f) { return density_valid(f); }
+bool parse_sparsifier(const std::string &text, cc_coll_sparsifier_t *out);
 
 }  // namespace cc_coll::detail

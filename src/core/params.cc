@@ -14,6 +14,10 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
     p.method = config.method;
     p.density = config.density;
     p.ef = config.ef;
+    p.sparsifier = config.sparsifier;
+    p.zero_fraction = config.zero_fraction;
+    p.load_factor = config.load_factor;
+    p.seed = config.seed;
     if (params != nullptr) {
         const std::uint64_t unknown = params->mask & ~kKnownParamsFields;
         if (unknown != 0)
@@ -38,6 +42,26 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
                 return fail(CC_COLL_ERR_INVALID_ARG, "params->ef = %d must be 0 (off) or 1 (on)", params->ef);
             p.ef = params->ef == 1;
         }
+        if (params->mask & CC_COLL_PARAMS_FIELD_SPARSIFIER) {
+            const int s = static_cast<int>(params->sparsifier);
+            if (s != CC_COLL_SPARSIFY_TOPK && s != CC_COLL_SPARSIFY_THRESHOLD)
+                return fail(CC_COLL_ERR_INVALID_ARG,
+                            "params->sparsifier = %d is not a cc_coll_sparsifier_t value (TOPK, THRESHOLD)", s);
+            p.sparsifier = params->sparsifier;
+        }
+        if (params->mask & CC_COLL_PARAMS_FIELD_ZERO_FRACTION) {
+            if (!zero_fraction_valid(params->zero_fraction))
+                return fail(CC_COLL_ERR_INVALID_ARG, "params->zero_fraction = %g is outside [0, 1)",
+                            params->zero_fraction);
+            p.zero_fraction = params->zero_fraction;
+        }
+        if (params->mask & CC_COLL_PARAMS_FIELD_LOAD_FACTOR) {
+            if (!load_factor_valid(params->load_factor))
+                return fail(CC_COLL_ERR_INVALID_ARG, "params->load_factor = %g is outside (0, 1]",
+                            params->load_factor);
+            p.load_factor = params->load_factor;
+        }
+        if (params->mask & CC_COLL_PARAMS_FIELD_SEED) p.seed = params->seed;
         if (params->mask & CC_COLL_PARAMS_FIELD_EF_KEY) {
             p.has_ef_key = true;
             p.ef_key = params->ef_key;

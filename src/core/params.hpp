@@ -16,11 +16,17 @@ struct CallParams {
     bool ef = true;
     bool has_ef_key = false;
     std::uint64_t ef_key = 0;
+    cc_coll_sparsifier_t sparsifier = CC_COLL_SPARSIFY_TOPK;
+    double zero_fraction = 0.80;
+    double load_factor = 0.77;
+    std::uint64_t seed = 0;
 };
 
 // Fields a caller may set in cc_coll_params_t.mask.
 constexpr std::uint64_t kKnownParamsFields = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_DENSITY |
-                                             CC_COLL_PARAMS_FIELD_EF | CC_COLL_PARAMS_FIELD_EF_KEY;
+                                             CC_COLL_PARAMS_FIELD_EF | CC_COLL_PARAMS_FIELD_EF_KEY |
+                                             CC_COLL_PARAMS_FIELD_SPARSIFIER | CC_COLL_PARAMS_FIELD_ZERO_FRACTION |
+                                             CC_COLL_PARAMS_FIELD_LOAD_FACTOR | CC_COLL_PARAMS_FIELD_SEED;
 
 // params may be NULL. Errors: CC_COLL_ERR_INVALID_PARAMS (unknown mask bits),
 // CC_COLL_ERR_INVALID_METHOD, CC_COLL_ERR_INVALID_ARG (density outside

@@ -16,6 +16,8 @@ struct StatsSnapshot {
     double time_compress = 0;
     double time_communicate = 0;
     double time_decompress = 0;
+    std::uint64_t sketch_elements = 0;
+    std::uint64_t sketch_peeled = 0;
 };
 
 class Stats {

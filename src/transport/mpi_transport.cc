@@ -70,27 +70,86 @@ HalfOps &half_ops()
 
 }  // namespace
 
-cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, cc_coll_dtype_t dtype,
-                               MPI_Comm comm)
+namespace {
+
+// The MPI datatype and op that sum `dtype` (user ops for the 16-bit formats).
+cc_coll_status_t sum_type_op(cc_coll_dtype_t dtype, MPI_Datatype *type, MPI_Op *op)
 {
-    if (count > static_cast<std::size_t>(INT_MAX))
-        return fail(CC_COLL_ERR_COUNT_OVERFLOW, "allreduce_sum: count %zu exceeds INT_MAX", count);
-    MPI_Datatype type = MPI_DATATYPE_NULL;
-    MPI_Op op = MPI_SUM;
+    *op = MPI_SUM;
     switch (dtype) {
-    case CC_COLL_F32: type = MPI_FLOAT; break;
-    case CC_COLL_F64: type = MPI_DOUBLE; break;
+    case CC_COLL_F32: *type = MPI_FLOAT; break;
+    case CC_COLL_F64: *type = MPI_DOUBLE; break;
     case CC_COLL_F16:
     case CC_COLL_BF16: {
         HalfOps &ops = half_ops();
         if (ops.failed_call != nullptr) return check_mpi(ops.rc, ops.failed_call);
-        type = MPI_UINT16_T;
-        op = dtype == CC_COLL_F16 ? ops.f16 : ops.bf16;
+        *type = MPI_UINT16_T;
+        *op = dtype == CC_COLL_F16 ? ops.f16 : ops.bf16;
         break;
     }
     }
+    return CC_COLL_OK;
+}
+
+cc_coll_status_t check_int_count(std::size_t count, const char *what)
+{
+    if (count > static_cast<std::size_t>(INT_MAX))
+        return fail(CC_COLL_ERR_COUNT_OVERFLOW, "%s: count %zu exceeds INT_MAX", what, count);
+    return CC_COLL_OK;
+}
+
+}  // namespace
+
+cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, cc_coll_dtype_t dtype,
+                               MPI_Comm comm)
+{
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_SUM;
+    cc_coll_status_t st = check_int_count(count, "allreduce_sum");
+    if (st != CC_COLL_OK || (st = sum_type_op(dtype, &type, &op)) != CC_COLL_OK) return st;
     const void *sendarg = send == recv ? MPI_IN_PLACE : send;
     return check_mpi(MPI_Allreduce(sendarg, recv, static_cast<int>(count), type, op, comm), "MPI_Allreduce");
+}
+
+cc_coll_status_t reduce_scatter_sum(const void *send, void *recv, std::size_t recvcount, cc_coll_dtype_t dtype,
+                                    MPI_Comm comm)
+{
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_SUM;
+    cc_coll_status_t st = check_int_count(recvcount, "reduce_scatter_sum");
+    if (st != CC_COLL_OK || (st = sum_type_op(dtype, &type, &op)) != CC_COLL_OK) return st;
+    const void *sendarg = send == recv ? MPI_IN_PLACE : send;
+    return check_mpi(MPI_Reduce_scatter_block(sendarg, recv, static_cast<int>(recvcount), type, op, comm),
+                     "MPI_Reduce_scatter_block");
+}
+
+cc_coll_status_t allreduce_bor(void *buf, std::size_t bytes, MPI_Comm comm)
+{
+    cc_coll_status_t st = check_int_count(bytes, "allreduce_bor");
+    if (st != CC_COLL_OK) return st;
+    return check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(bytes), MPI_UINT8_T, MPI_BOR, comm),
+                     "MPI_Allreduce (MPI_BOR)");
+}
+
+cc_coll_status_t reduce_scatter_bor(const void *send, void *recv, std::size_t bytes_per_rank, MPI_Comm comm)
+{
+    cc_coll_status_t st = check_int_count(bytes_per_rank, "reduce_scatter_bor");
+    if (st != CC_COLL_OK) return st;
+    return check_mpi(MPI_Reduce_scatter_block(send, recv, static_cast<int>(bytes_per_rank), MPI_UINT8_T, MPI_BOR, comm),
+                     "MPI_Reduce_scatter_block (MPI_BOR)");
+}
+
+cc_coll_status_t allreduce_max_u64(std::uint64_t *value, MPI_Comm comm)
+{
+    return check_mpi(MPI_Allreduce(MPI_IN_PLACE, value, 1, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce (MPI_MAX)");
+}
+
+cc_coll_status_t alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv, MPI_Comm comm)
+{
+    cc_coll_status_t st = check_int_count(bytes_per_rank, "alltoall_bytes");
+    if (st != CC_COLL_OK) return st;
+    const int n = static_cast<int>(bytes_per_rank);
+    return check_mpi(MPI_Alltoall(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm), "MPI_Alltoall");
 }
 
 cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm)

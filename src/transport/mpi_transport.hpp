@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include <mpi.h>
 
@@ -21,6 +22,25 @@ cc_coll_status_t check_mpi(int rc, const char *call);
 // user-defined op that adds in binary32 and rounds to nearest even.
 cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, cc_coll_dtype_t dtype,
                                MPI_Comm comm);
+
+// Reduce-scatter of recvcount x P elements, like MPI_Reduce_scatter_block
+// with the element-wise sum of allreduce_sum(). In place when send == recv
+// (recv then holds recvcount x P elements on entry).
+cc_coll_status_t reduce_scatter_sum(const void *send, void *recv, std::size_t recvcount, cc_coll_dtype_t dtype,
+                                    MPI_Comm comm);
+
+// Bitwise OR of `bytes` bytes over the ranks, in place (MPI_UINT8_T, MPI_BOR).
+cc_coll_status_t allreduce_bor(void *buf, std::size_t bytes, MPI_Comm comm);
+
+// Reduce-scatter of bytes_per_rank x P bytes with MPI_BOR on MPI_UINT8_T.
+cc_coll_status_t reduce_scatter_bor(const void *send, void *recv, std::size_t bytes_per_rank, MPI_Comm comm);
+
+// The maximum of one unsigned 64-bit value over the ranks, in place.
+cc_coll_status_t allreduce_max_u64(std::uint64_t *value, MPI_Comm comm);
+
+// Every rank sends block r (bytes_per_rank bytes) of `send` to rank r and
+// receives rank r's block for it at block r of `recv` (MPI_Alltoall).
+cc_coll_status_t alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv, MPI_Comm comm);
 
 // Every rank's `bytes` bytes of `send`, in rank order, into `recv`
 // (P x bytes), with MPI_Allgather on MPI_BYTE. bytes must fit an int.

@@ -1,0 +1,39 @@
+// Reduce-scatter (block form, like MPI_Reduce_scatter_block): the
+// dispatcher and one algorithm per method.
+#pragma once
+
+#include <cstddef>
+
+#include "cc_coll.h"
+#include "core/comm.hpp"
+#include "core/params.hpp"
+#include "core/stats.hpp"
+
+namespace cc_coll::detail {
+
+// One reduce-scatter call, arguments already validated.
+struct ReduceScatterArgs {
+    const void *send;       // recvcount x P elements; == recv for in place
+    void *recv;             // recvcount elements (recvcount x P in place)
+    std::size_t recvcount;  // elements per shard
+    cc_coll_dtype_t dtype;
+    cc_coll_op_t op;
+};
+
+// Runs the algorithm for `params.method` and adds the call to comm's stats.
+cc_coll_status_t reduce_scatter(Comm &comm, const ReduceScatterArgs &args, const CallParams &params);
+
+// NONE: MPI_Reduce_scatter_block itself, then / P for AVG.
+cc_coll_status_t reduce_scatter_passthrough(Comm &comm, const ReduceScatterArgs &args, StatsSnapshot *stats);
+
+// TOPK: the top k of each shard as fixed-size (index, value) payloads, one
+// MPI_Alltoall, scatter-add of the P payloads for this rank's shard.
+cc_coll_status_t reduce_scatter_sparse_alltoall(Comm &comm, const ReduceScatterArgs &args, const CallParams &params,
+                                                StatsSnapshot *stats);
+
+// SKETCH: per-shard bitmaps (one MPI_Reduce_scatter_block with MPI_BOR) and
+// per-shard sketches (one with MPI_SUM), decoded shard by shard.
+cc_coll_status_t reduce_scatter_sketch(Comm &comm, const ReduceScatterArgs &args, const CallParams &params,
+                                       StatsSnapshot *stats);
+
+}  // namespace cc_coll::detail

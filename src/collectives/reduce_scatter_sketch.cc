@@ -1,0 +1,132 @@
+// Reduce-scatter method SKETCH (TAGC's sharded compression, with the
+// library's sketch): the buffer is P shards of recvcount elements.
+//
+//  1. g' = g + e; the kept elements are chosen over the whole buffer.
+//  2. Per-shard bitmaps (plus a flag byte "this rank has NaN/Inf" in every
+//     shard) laid out shard by shard: one MPI_Reduce_scatter_block(MPI_BOR)
+//     gives each rank the union support of its own shard.
+//  3. One MPI_Allreduce(MAX) of the rows each shard needs: every shard's
+//     sketch gets the same layout, as the block form requires.
+//  4. Per-shard sketches laid out shard by shard: one
+//     MPI_Reduce_scatter_block(MPI_SUM) gives each rank its shard's sketch.
+//  5. Each rank peels its shard.
+//
+// Shards of any length (not a multiple of 1024) are fine: a shard's last
+// block is short, and its bitmap is padded to whole bytes. Dense fallback
+// (MPI_Reduce_scatter_block of g') from values identical on every rank: a
+// NaN/Inf anywhere, or a sketch plus bitmap larger than a dense shard.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "collectives/lossy_common.hpp"
+#include "collectives/reduce_scatter.hpp"
+#include "collectives/workspace.hpp"
+#include "compressors/sketch/count_sketch.hpp"
+#include "core/dtype.hpp"
+#include "transport/mpi_transport.hpp"
+
+namespace cc_coll::detail {
+
+namespace {
+
+template <typename W>
+cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, const CallParams &p,
+                                       StatsSnapshot *stats)
+{
+    const std::size_t rc = a.recvcount;
+    const std::size_t P = static_cast<std::size_t>(comm.size());
+    const std::size_t n = rc * P;
+    const std::size_t es = dtype_size(a.dtype);
+    const cc_coll_dtype_t work_dtype = sizeof(W) == sizeof(double) ? CC_COLL_F64 : CC_COLL_F32;
+    Workspace &ws = workspace_of(comm);
+    const double t0 = now_seconds();
+
+    W *g = nullptr;
+    Residual *res = nullptr;
+    cc_coll_status_t st = load_input<W>(comm, p, a.send, a.recv, n, a.dtype, true, &g, &res);
+    if (st != CC_COLL_OK) return st;
+
+    // 1-2. Select; per-shard bitmaps with the non-finite flag.
+    sparsify<W>(g, n, p, &ws.select, &ws.indices);
+    const std::vector<std::uint32_t> &idx = ws.indices;
+    std::vector<std::size_t> first(P + 1);  // idx[first[s] .. first[s+1]) lie in shard s
+    for (std::size_t s = 0; s <= P; ++s)
+        first[s] = static_cast<std::size_t>(
+            std::lower_bound(idx.begin(), idx.end(), static_cast<std::uint32_t>(std::min(s * rc, n))) - idx.begin());
+    std::vector<std::uint32_t> local(idx.size());
+    for (std::size_t s = 0; s < P; ++s)
+        for (std::size_t j = first[s]; j < first[s + 1]; ++j) local[j] = idx[j] - static_cast<std::uint32_t>(s * rc);
+
+    const std::size_t bb = sketch::bitmap_bytes(rc) + 1;
+    const std::uint8_t nonfinite = any_nonfinite(g, n) ? 1 : 0;
+    ws.send_bytes.assign(bb * P, 0);
+    for (std::size_t s = 0; s < P; ++s) {
+        std::uint8_t *bitmap = ws.send_bytes.data() + s * bb;
+        sketch::bitmap_set(bitmap, local.data() + first[s], first[s + 1] - first[s]);
+        bitmap[bb - 1] = nonfinite;
+    }
+    const double t1 = now_seconds();
+    stats->time_compress += t1 - t0;
+    ws.recv_bytes.assign(bb, 0);
+    st = reduce_scatter_bor(ws.send_bytes.data(), ws.recv_bytes.data(), bb, comm.mpi());
+    std::uint64_t m = 0;
+    if (st == CC_COLL_OK) {
+        // 3. The same layout for every shard: the most rows any shard needs.
+        m = sketch::rows_per_table(ws.recv_bytes.data(), rc, p.load_factor);
+        st = allreduce_max_u64(&m, comm.mpi());
+    }
+    stats->time_communicate += now_seconds() - t1;
+    stats->bytes_wire += bb * P + sizeof m;
+    if (st != CC_COLL_OK) {
+        undo_input<W>(g, res, a.send, n, a.dtype);
+        return st;
+    }
+    const std::uint8_t *support = ws.recv_bytes.data();
+    sketch::Layout layout;
+    layout.n = rc;
+    layout.m = static_cast<std::uint32_t>(m);
+    layout.seed = p.seed;
+    if (support[bb - 1] != 0 || layout.cells() * sizeof(W) + bb > rc * es)
+        return dense_reduce_scatter<W>(comm, a, g, res != nullptr, stats);
+
+    // 4. Per-shard sketches, shard by shard, summed and scattered at once.
+    const double t2 = now_seconds();
+    const std::size_t cells = layout.cells();
+    std::vector<W> sketches(cells * P, W(0));
+    for (std::size_t s = 0; s < P; ++s)
+        sketch::encode<W>(layout, g + s * rc, local.data() + first[s], first[s + 1] - first[s],
+                          sketches.data() + s * cells);
+    if (res != nullptr)
+        for (std::uint32_t i : idx) g[i] = W(0);  // sent exactly
+    W *mine = ws.work_other<W>(cells);
+    const double t3 = now_seconds();
+    stats->time_compress += t3 - t2;
+    st = reduce_scatter_sum(sketches.data(), mine, cells, work_dtype, comm.mpi());
+    const double t4 = now_seconds();
+    stats->time_communicate += t4 - t3;
+    stats->bytes_wire += cells * P * sizeof(W);
+    if (st != CC_COLL_OK) return st;
+
+    // 5. Decode this rank's shard.
+    std::vector<W> out(rc);
+    const sketch::DecodeInfo info = sketch::decode<W>(layout, support, mine, out.data(), &ws.decode);
+    store_as<W>(out.data(), rc, a.dtype, a.recv);
+    if (a.op == CC_COLL_AVG) divide_in_place(a.recv, rc, a.dtype, comm.size());
+    stats->time_decompress += now_seconds() - t4;
+    stats->sketch_elements += info.support;
+    stats->sketch_peeled += info.peeled;
+    return CC_COLL_OK;
+}
+
+}  // namespace
+
+cc_coll_status_t reduce_scatter_sketch(Comm &comm, const ReduceScatterArgs &args, const CallParams &params,
+                                       StatsSnapshot *stats)
+{
+    if (args.recvcount == 0) return CC_COLL_OK;
+    if (args.dtype == CC_COLL_F64) return sketch_reduce_scatter<double>(comm, args, params, stats);
+    return sketch_reduce_scatter<float>(comm, args, params, stats);
+}
+
+}  // namespace cc_coll::detail
