@@ -48,7 +48,7 @@ module cc_coll
   integer(c_int), parameter, public :: CC_COLL_ERR_EF_LIMIT            = -16
   integer(c_int), parameter, public :: CC_COLL_ERR_MISMATCH            = -17
 
-  ! --- cc_coll_dtype_t, cc_coll_op_t, cc_coll_method_t ------------------------
+  ! --- cc_coll_dtype_t, cc_coll_op_t, cc_coll_method_t, cc_coll_sparsifier_t ---
   integer(c_int), parameter, public :: CC_COLL_F32  = 0
   integer(c_int), parameter, public :: CC_COLL_F64  = 1
   integer(c_int), parameter, public :: CC_COLL_F16  = 2
@@ -57,19 +57,28 @@ module cc_coll
   integer(c_int), parameter, public :: CC_COLL_AVG = 1
   integer(c_int), parameter, public :: CC_COLL_METHOD_NONE = 0
   integer(c_int), parameter, public :: CC_COLL_METHOD_TOPK = 1
+  integer(c_int), parameter, public :: CC_COLL_METHOD_SKETCH = 2
+  integer(c_int), parameter, public :: CC_COLL_SPARSIFY_TOPK      = 0
+  integer(c_int), parameter, public :: CC_COLL_SPARSIFY_THRESHOLD = 1
 
   ! --- bits of cc_coll_params%mask and cc_coll_stats%mask ---------------------
   integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_METHOD  = 1_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_DENSITY = 2_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_EF      = 4_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_EF_KEY  = 8_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_SPARSIFIER    = 16_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_ZERO_FRACTION = 32_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_LOAD_FACTOR   = 64_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_SEED          = 128_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_CALLS              = 1_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED = 2_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_BYTES_WIRE         = 4_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_TIME_COMPRESS      = 8_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_TIME_COMMUNICATE   = 16_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_TIME_DECOMPRESS    = 32_c_int64_t
-  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_ALL                = 63_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_SKETCH_ELEMENTS    = 64_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_SKETCH_PEELED      = 128_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_ALL                = 255_c_int64_t
 
   ! --- bits of cc_coll_build_flags() -----------------------------------------
   integer(c_int), parameter, public :: CC_COLL_BUILD_CUDA    = 1
@@ -80,11 +89,15 @@ module cc_coll
   ! default-initialised value (mask = 0) means "all defaults". uint64_t fields
   ! are integer(c_int64_t) (same bits).
   type, bind(C), public :: cc_coll_params
-    integer(c_int64_t) :: mask    = 0    ! OR (ior) of CC_COLL_PARAMS_FIELD_* bits
-    integer(c_int)     :: method  = 0    ! CC_COLL_METHOD_*
-    real(c_double)     :: density = 0    ! TOPK: 0 < density <= 1
-    integer(c_int)     :: ef      = 0    ! 1 = error feedback on, 0 = off
-    integer(c_int64_t) :: ef_key  = 0    ! names the tensor's residual
+    integer(c_int64_t) :: mask          = 0  ! OR (ior) of CC_COLL_PARAMS_FIELD_* bits
+    integer(c_int)     :: method        = 0  ! CC_COLL_METHOD_*
+    real(c_double)     :: density       = 0  ! TOPK, SKETCH: 0 < density <= 1
+    integer(c_int)     :: ef            = 0  ! 1 = error feedback on, 0 = off
+    integer(c_int64_t) :: ef_key        = 0  ! names the tensor's residual
+    integer(c_int)     :: sparsifier    = 0  ! SKETCH: CC_COLL_SPARSIFY_*
+    real(c_double)     :: zero_fraction = 0  ! THRESHOLD: target zeroed fraction, [0, 1)
+    real(c_double)     :: load_factor   = 0  ! SKETCH: support / cells, (0, 1]
+    integer(c_int64_t) :: seed          = 0  ! SKETCH: hash seed, the same on every rank
   end type cc_coll_params
 
   ! cc_coll_stats_t. Set `mask` to the fields wanted (CC_COLL_STATS_FIELD_ALL).
@@ -96,6 +109,8 @@ module cc_coll
     real(c_double)     :: time_compress      = 0
     real(c_double)     :: time_communicate   = 0
     real(c_double)     :: time_decompress    = 0
+    integer(c_int64_t) :: sketch_elements    = 0  ! SKETCH: support elements decoded
+    integer(c_int64_t) :: sketch_peeled      = 0  ! SKETCH: of those, recovered exactly
   end type cc_coll_stats
 
   ! A libcc_coll communicator: the C cc_coll_comm_h. `ptr` is that handle, for
@@ -107,6 +122,7 @@ module cc_coll
   ! --- procedures ---------------------------------------------------------------
   public :: cc_coll_comm_create, cc_coll_comm_destroy, cc_coll_comm_rank, cc_coll_comm_size
   public :: cc_coll_allreduce, cc_coll_allreduce_inplace, cc_coll_allreduce_raw
+  public :: cc_coll_reduce_scatter, cc_coll_reduce_scatter_inplace, cc_coll_reduce_scatter_raw
   public :: cc_coll_status_string, cc_coll_last_error, cc_coll_version_string, cc_coll_check_version
   public :: cc_coll_ef_bytes, cc_coll_ef_reset_all
   public :: cc_coll_comm_get_stats, cc_coll_comm_reset_stats, cc_coll_build_flags
@@ -120,6 +136,16 @@ module cc_coll
   interface cc_coll_allreduce_inplace
     module procedure cc_coll_allreduce_inplace_f32, cc_coll_allreduce_inplace_f64
   end interface cc_coll_allreduce_inplace
+
+  ! cc_coll_reduce_scatter(sendbuf, recvbuf, recvcount, op, handle, ierr [, params])
+  interface cc_coll_reduce_scatter
+    module procedure cc_coll_reduce_scatter_f32, cc_coll_reduce_scatter_f64
+  end interface cc_coll_reduce_scatter
+
+  ! cc_coll_reduce_scatter_inplace(buf, recvcount, op, handle, ierr [, params])
+  interface cc_coll_reduce_scatter_inplace
+    module procedure cc_coll_reduce_scatter_inplace_f32, cc_coll_reduce_scatter_inplace_f64
+  end interface cc_coll_reduce_scatter_inplace
 
   ! --- the C functions (include/cc_coll.h) --------------------------------------
   interface
@@ -184,6 +210,16 @@ module cc_coll
       type(c_ptr), value :: params, comm, stream
       integer(c_int) :: status
     end function c_allreduce
+
+    function c_reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, params, comm, stream) &
+        bind(C, name="cc_coll_reduce_scatter") result(status)
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: sendbuf, recvbuf
+      integer(c_size_t), value :: recvcount
+      integer(c_int), value :: dtype, op
+      type(c_ptr), value :: params, comm, stream
+      integer(c_int) :: status
+    end function c_reduce_scatter
 
     function c_ef_bytes(comm, bytes) bind(C, name="cc_coll_ef_bytes") result(status)
       import :: c_int, c_int64_t, c_ptr
@@ -435,6 +471,133 @@ contains
     type(cc_coll_params), intent(in), optional :: params
     ierr = allreduce_c(sendbuf, recvbuf, count, int(dtype, c_int), op, handle, params)
   end subroutine cc_coll_allreduce_raw
+
+  ! --- reduce-scatter ------------------------------------------------------------------
+
+  ! The one place the C reduce-scatter is called; a negative recvcount is
+  ! CC_COLL_ERR_INVALID_ARG from the Fortran layer.
+  function reduce_scatter_c(sendbuf, recvbuf, recvcount, dtype, op, handle, params) result(status)
+    type(c_ptr), intent(in) :: sendbuf, recvbuf
+    integer, intent(in) :: recvcount
+    integer(c_int), intent(in) :: dtype
+    integer, intent(in) :: op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_params), intent(in), optional, target :: params
+    integer :: status
+    type(c_ptr) :: p
+
+    if (recvcount < 0) then
+      status = fortran_arg_error()
+      return
+    end if
+    p = c_null_ptr
+    if (present(params)) p = c_loc(params)
+    status = c_reduce_scatter(sendbuf, recvbuf, int(recvcount, c_size_t), dtype, int(op, c_int), p, &
+                              handle%ptr, c_null_ptr)
+  end function reduce_scatter_c
+
+  ! Whether `recvcount` times the communicator size fits in `nsend` elements
+  ! and `recvcount` in `nrecv`. An invalid handle passes (the C call then
+  ! reports it, with its message).
+  function reduce_scatter_fits(handle, recvcount, nsend, nrecv) result(ok)
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(in) :: recvcount
+    integer(c_int64_t), intent(in) :: nsend, nrecv
+    logical :: ok
+    integer(c_int) :: nranks
+
+    ok = .true.
+    if (recvcount <= 0) return
+    nranks = -1
+    if (c_comm_size(handle%ptr, nranks) /= CC_COLL_OK) return
+    ok = int(recvcount, c_int64_t) * int(nranks, c_int64_t) <= nsend .and. int(recvcount, c_int64_t) <= nrecv
+  end function reduce_scatter_fits
+
+  ! Like MPI_Reduce_scatter_block: sendbuf holds recvcount x P elements (P =
+  ! the communicator size), P blocks of recvcount in array element order;
+  ! rank r gets the reduction of every rank's block r in the first recvcount
+  ! elements of recvbuf. Buffers are assumed-rank and contiguous as for
+  ! cc_coll_allreduce; a sendbuf shorter than recvcount x P or a recvbuf
+  ! shorter than recvcount is CC_COLL_ERR_INVALID_ARG.
+  subroutine cc_coll_reduce_scatter_f32(sendbuf, recvbuf, recvcount, op, handle, ierr, params)
+    real(c_float), intent(in), target, contiguous :: sendbuf(..)
+    real(c_float), intent(inout), target, contiguous :: recvbuf(..)
+    integer, intent(in) :: recvcount, op
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (.not. reduce_scatter_fits(handle, recvcount, size(sendbuf, kind=c_int64_t), &
+                                  size(recvbuf, kind=c_int64_t))) then
+      ierr = fortran_arg_error()
+    else if (recvcount <= 0) then
+      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F32, op, handle, params)
+    else
+      ierr = reduce_scatter_c(c_loc(sendbuf), c_loc(recvbuf), recvcount, CC_COLL_F32, op, handle, params)
+    end if
+  end subroutine cc_coll_reduce_scatter_f32
+
+  subroutine cc_coll_reduce_scatter_f64(sendbuf, recvbuf, recvcount, op, handle, ierr, params)
+    real(c_double), intent(in), target, contiguous :: sendbuf(..)
+    real(c_double), intent(inout), target, contiguous :: recvbuf(..)
+    integer, intent(in) :: recvcount, op
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (.not. reduce_scatter_fits(handle, recvcount, size(sendbuf, kind=c_int64_t), &
+                                  size(recvbuf, kind=c_int64_t))) then
+      ierr = fortran_arg_error()
+    else if (recvcount <= 0) then
+      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F64, op, handle, params)
+    else
+      ierr = reduce_scatter_c(c_loc(sendbuf), c_loc(recvbuf), recvcount, CC_COLL_F64, op, handle, params)
+    end if
+  end subroutine cc_coll_reduce_scatter_f64
+
+  ! In place: buf holds recvcount x P elements on entry and this rank's
+  ! reduced block in its first recvcount elements on return (sendbuf ==
+  ! recvbuf in C); the rest of buf is unspecified.
+  subroutine cc_coll_reduce_scatter_inplace_f32(buf, recvcount, op, handle, ierr, params)
+    real(c_float), intent(inout), target, contiguous :: buf(..)
+    integer, intent(in) :: recvcount, op
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (.not. reduce_scatter_fits(handle, recvcount, size(buf, kind=c_int64_t), size(buf, kind=c_int64_t))) then
+      ierr = fortran_arg_error()
+    else if (recvcount <= 0) then
+      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F32, op, handle, params)
+    else
+      ierr = reduce_scatter_c(c_loc(buf), c_loc(buf), recvcount, CC_COLL_F32, op, handle, params)
+    end if
+  end subroutine cc_coll_reduce_scatter_inplace_f32
+
+  subroutine cc_coll_reduce_scatter_inplace_f64(buf, recvcount, op, handle, ierr, params)
+    real(c_double), intent(inout), target, contiguous :: buf(..)
+    integer, intent(in) :: recvcount, op
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (.not. reduce_scatter_fits(handle, recvcount, size(buf, kind=c_int64_t), size(buf, kind=c_int64_t))) then
+      ierr = fortran_arg_error()
+    else if (recvcount <= 0) then
+      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F64, op, handle, params)
+    else
+      ierr = reduce_scatter_c(c_loc(buf), c_loc(buf), recvcount, CC_COLL_F64, op, handle, params)
+    end if
+  end subroutine cc_coll_reduce_scatter_inplace_f64
+
+  ! The C call with explicit dtype and C addresses (c_loc), as
+  ! cc_coll_allreduce_raw: for CC_COLL_F16 / CC_COLL_BF16 data in
+  ! integer(c_int16_t) arrays. sendbuf == recvbuf reduces in place. No size
+  ! checks: sendbuf must hold recvcount x P elements, recvbuf recvcount.
+  subroutine cc_coll_reduce_scatter_raw(sendbuf, recvbuf, recvcount, dtype, op, handle, ierr, params)
+    type(c_ptr), intent(in) :: sendbuf, recvbuf
+    integer, intent(in) :: recvcount, dtype, op
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    ierr = reduce_scatter_c(sendbuf, recvbuf, recvcount, int(dtype, c_int), op, handle, params)
+  end subroutine cc_coll_reduce_scatter_raw
 
   ! --- error-feedback store and statistics ---------------------------------------------
 

@@ -12,7 +12,7 @@ from ._lib import lib
 from ._version import ABI_MAJOR, ABI_MINOR
 
 __all__ = [
-    "Status", "Dtype", "Op", "Method", "Error", "Comm",
+    "Status", "Dtype", "Op", "Method", "Sparsifier", "Error", "Comm",
     "version", "version_info", "check_version", "settings", "build_info",
     "to_bfloat16", "from_bfloat16",
 ]
@@ -64,6 +64,14 @@ class Method(enum.IntEnum):
     """cc_coll_method_t."""
     NONE = 0
     TOPK = 1
+    SKETCH = 2
+
+
+class Sparsifier(enum.IntEnum):
+    """cc_coll_sparsifier_t (CC_COLL_SPARSIFY_*): how SKETCH picks the
+    elements it sends."""
+    TOPK = 0
+    THRESHOLD = 1
 
 
 # numpy element type of each Dtype. bfloat16 has no numpy type: its arrays
@@ -221,15 +229,31 @@ def _enum_arg(cls, value, what):
         return value  # the library returns the matching CC_COLL_ERR_INVALID_*
 
 
-def _params(method, density, ef, ef_key):
+def _real_arg(value, what):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError("%s must be a real number, not %r" % (what, value))
+    return float(value)
+
+
+def _u64_arg(value, what):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError("%s must be an int, not %r" % (what, value))
+    if not 0 <= int(value) < (1 << 64):
+        raise ValueError("%s = %d is outside [0, 2**64)" % (what, int(value)))
+    return int(value)
+
+
+def _params(method=None, density=None, ef=None, ef_key=None, sparsifier=None, zero_fraction=None,
+            load_factor=None, seed=None):
+    """A cc_coll_params_t with a mask bit for every argument that is not None.
+    The Python layer checks types; the library judges the values (ranges,
+    unknown enumeration values) and reports them as Error."""
     p = _lib.ParamsStruct()
     if method is not None:
         p.method = _enum_arg(Method, method, "method")
         p.mask |= _lib.PARAMS_FIELD_METHOD
     if density is not None:
-        if isinstance(density, bool) or not isinstance(density, numbers.Real):
-            raise TypeError("density must be a real number, not %r" % (density,))
-        p.density = float(density)  # the library checks 0 < density <= 1
+        p.density = _real_arg(density, "density")  # the library checks 0 < density <= 1
         p.mask |= _lib.PARAMS_FIELD_DENSITY
     if ef is not None:
         if not isinstance(ef, (numbers.Integral, np.bool_)) or not _INT_MIN <= int(ef) <= _INT_MAX:
@@ -237,12 +261,20 @@ def _params(method, density, ef, ef_key):
         p.ef = int(ef)  # the library rejects values other than 0 and 1
         p.mask |= _lib.PARAMS_FIELD_EF
     if ef_key is not None:
-        if isinstance(ef_key, bool) or not isinstance(ef_key, numbers.Integral):
-            raise TypeError("ef_key must be an int, not %r" % (ef_key,))
-        if not 0 <= int(ef_key) < (1 << 64):
-            raise ValueError("ef_key = %d is outside [0, 2**64)" % int(ef_key))
-        p.ef_key = int(ef_key)
+        p.ef_key = _u64_arg(ef_key, "ef_key")
         p.mask |= _lib.PARAMS_FIELD_EF_KEY
+    if sparsifier is not None:
+        p.sparsifier = _enum_arg(Sparsifier, sparsifier, "sparsifier")
+        p.mask |= _lib.PARAMS_FIELD_SPARSIFIER
+    if zero_fraction is not None:
+        p.zero_fraction = _real_arg(zero_fraction, "zero_fraction")  # library: [0, 1)
+        p.mask |= _lib.PARAMS_FIELD_ZERO_FRACTION
+    if load_factor is not None:
+        p.load_factor = _real_arg(load_factor, "load_factor")  # library: (0, 1]
+        p.mask |= _lib.PARAMS_FIELD_LOAD_FACTOR
+    if seed is not None:
+        p.seed = _u64_arg(seed, "seed")
+        p.mask |= _lib.PARAMS_FIELD_SEED
     return p
 
 
@@ -371,7 +403,8 @@ class Comm:
     # -- collectives -------------------------------------------------------
 
     def allreduce(self, sendbuf, recvbuf=None, op=Op.SUM, method=None, density=None,
-                  ef=None, ef_key=None, dtype=None):
+                  ef=None, ef_key=None, dtype=None, sparsifier=None, zero_fraction=None,
+                  load_factor=None, seed=None):
         """Allreduce numpy arrays over the communicator (cc_coll_allreduce).
 
         sendbuf -- C-contiguous numpy array of float32, float64 or float16
@@ -379,10 +412,15 @@ class Comm:
         recvbuf -- array of the same shape and dtype for the result; None or
                    sendbuf itself reduces in place
         op      -- Op.SUM / Op.AVG or "sum" / "avg"
-        method, density, ef, ef_key -- per-call parameters; None leaves a field
-                   unset, so it comes from the CC_COLL_* environment or the
-                   default. method: Method or "none" / "topk"; density in
-                   (0, 1]; ef: True/False; ef_key: int in [0, 2**64)
+        method, density, ef, ef_key, sparsifier, zero_fraction, load_factor,
+        seed    -- per-call parameters; None leaves a field unset, so it comes
+                   from the CC_COLL_* environment or the default.
+                   method: Method or "none" / "topk" / "sketch"; density in
+                   (0, 1]; ef: True/False; ef_key: int in [0, 2**64);
+                   sparsifier (SKETCH): Sparsifier or "topk" / "threshold";
+                   zero_fraction (THRESHOLD) in [0, 1); load_factor (SKETCH)
+                   in (0, 1]; seed (SKETCH): int in [0, 2**64), the same on
+                   every rank
         dtype   -- None (from the array) or a Dtype; required for BF16
 
         Every rank must pass the same shape, dtype, op and parameters.
@@ -402,9 +440,59 @@ class Comm:
                 raise ValueError("recvbuf has shape %s but sendbuf has %s"
                                  % (recvbuf.shape, sendbuf.shape))
         op = _enum_arg(Op, op, "op")
-        params = _params(method, density, ef, ef_key)
+        params = _params(method, density, ef, ef_key, sparsifier, zero_fraction, load_factor, seed)
         _check(lib.cc_coll_allreduce(sendbuf.ctypes.data, recvbuf.ctypes.data, sendbuf.size,
                                      int(d), int(op), ctypes.byref(params), self._handle, None))
+        return recvbuf
+
+    def reduce_scatter(self, sendbuf, recvbuf=None, op=Op.SUM, method=None, density=None,
+                       ef=None, ef_key=None, dtype=None, sparsifier=None, zero_fraction=None,
+                       load_factor=None, seed=None):
+        """Reduce-scatter numpy arrays over the communicator, like
+        MPI_Reduce_scatter_block (cc_coll_reduce_scatter).
+
+        sendbuf -- C-contiguous numpy array as for allreduce, of any shape
+                   whose size is recvcount * P (P = self.size): in C order,
+                   P shards of recvcount elements; this rank receives the
+                   reduction of every rank's shard number `rank`
+        recvbuf -- C-contiguous array of the same dtype and size recvcount
+                   (any shape) for this rank's shard; None or sendbuf itself
+                   reduces in place, and the result is the first recvcount
+                   elements of sendbuf
+        op, method, density, ef, ef_key, dtype, sparsifier, zero_fraction,
+        load_factor, seed -- as for allreduce (method NONE, TOPK or SKETCH)
+
+        Every rank must pass the same size, dtype, op and parameters.
+        Returns recvbuf, or in place a 1-D view of sendbuf's first recvcount
+        elements (sendbuf.reshape(-1)[:recvcount]). The error-feedback
+        residual covers the whole sendbuf: without ef_key it is named by
+        (recvbuf address, recvcount * P, dtype), and ef_residual(sendbuf,
+        ef_key=...) reads it back.
+        """
+        in_place = recvbuf is None or recvbuf is sendbuf
+        _array(sendbuf, "sendbuf", writable=in_place)
+        d = _dtype_of(sendbuf, dtype, "sendbuf")
+        nranks = self.size
+        if sendbuf.size % nranks != 0:
+            raise ValueError("sendbuf has %d elements, not a multiple of the communicator size %d"
+                             % (sendbuf.size, nranks))
+        recvcount = sendbuf.size // nranks
+        if in_place:
+            recvbuf = sendbuf
+        else:
+            _array(recvbuf, "recvbuf", writable=True)
+            if recvbuf.dtype != sendbuf.dtype:
+                raise TypeError("recvbuf has dtype %s but sendbuf has %s"
+                                % (recvbuf.dtype, sendbuf.dtype))
+            if recvbuf.size != recvcount:
+                raise ValueError("recvbuf has %d elements but sendbuf has %d = %d x %d ranks; recvbuf "
+                                 "needs %d" % (recvbuf.size, sendbuf.size, recvcount, nranks, recvcount))
+        op = _enum_arg(Op, op, "op")
+        params = _params(method, density, ef, ef_key, sparsifier, zero_fraction, load_factor, seed)
+        _check(lib.cc_coll_reduce_scatter(sendbuf.ctypes.data, recvbuf.ctypes.data, recvcount,
+                                          int(d), int(op), ctypes.byref(params), self._handle, None))
+        if in_place:
+            return sendbuf.reshape(-1)[:recvcount]
         return recvbuf
 
     # -- error feedback ----------------------------------------------------
@@ -422,7 +510,7 @@ class Comm:
         size and dtype."""
         _array(recvbuf, "recvbuf", writable=False)
         d = _dtype_of(recvbuf, dtype, "recvbuf")
-        params = _params(None, None, None, ef_key)
+        params = _params(ef_key=ef_key)
         out = np.zeros(recvbuf.shape, dtype=np.float64)
         _check(lib.cc_coll_ef_get_residual(self._handle, ctypes.byref(params), recvbuf.ctypes.data,
                                            recvbuf.size, int(d), out.ctypes.data))
@@ -432,7 +520,7 @@ class Comm:
         """Drop the residual of one tensor, named as in ef_residual()."""
         _array(recvbuf, "recvbuf", writable=False)
         d = _dtype_of(recvbuf, dtype, "recvbuf")
-        params = _params(None, None, None, ef_key)
+        params = _params(ef_key=ef_key)
         _check(lib.cc_coll_ef_reset(self._handle, ctypes.byref(params), recvbuf.ctypes.data,
                                     recvbuf.size, int(d)))
 
@@ -444,8 +532,10 @@ class Comm:
 
     def stats(self):
         """This rank's counters since creation or reset_stats(): a dict with
-        calls, bytes_uncompressed, bytes_wire (ints) and time_compress,
-        time_communicate, time_decompress (seconds)."""
+        calls, bytes_uncompressed, bytes_wire (ints), time_compress,
+        time_communicate, time_decompress (seconds), sketch_elements and
+        sketch_peeled (ints: SKETCH's decoded support elements, and how many
+        of them peeling recovered exactly)."""
         s = _lib.StatsStruct(mask=_lib.STATS_FIELD_ALL)
         _check(lib.cc_coll_comm_get_stats(self._handle, ctypes.byref(s)))
         return {name: getattr(s, name) for name, _ in _lib.StatsStruct._fields_ if name != "mask"}

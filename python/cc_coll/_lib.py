@@ -30,6 +30,10 @@ class ParamsStruct(ctypes.Structure):
         ("density", ctypes.c_double),
         ("ef", ctypes.c_int),
         ("ef_key", ctypes.c_uint64),
+        ("sparsifier", ctypes.c_int),  # cc_coll_sparsifier_t
+        ("zero_fraction", ctypes.c_double),
+        ("load_factor", ctypes.c_double),
+        ("seed", ctypes.c_uint64),
     ]
 
 
@@ -43,6 +47,8 @@ class StatsStruct(ctypes.Structure):
         ("time_compress", ctypes.c_double),
         ("time_communicate", ctypes.c_double),
         ("time_decompress", ctypes.c_double),
+        ("sketch_elements", ctypes.c_uint64),
+        ("sketch_peeled", ctypes.c_uint64),
     ]
 
 
@@ -63,8 +69,12 @@ PARAMS_FIELD_METHOD = 1 << 0
 PARAMS_FIELD_DENSITY = 1 << 1
 PARAMS_FIELD_EF = 1 << 2
 PARAMS_FIELD_EF_KEY = 1 << 3
+PARAMS_FIELD_SPARSIFIER = 1 << 4
+PARAMS_FIELD_ZERO_FRACTION = 1 << 5
+PARAMS_FIELD_LOAD_FACTOR = 1 << 6
+PARAMS_FIELD_SEED = 1 << 7
 
-STATS_FIELD_ALL = (1 << 6) - 1  # CALLS .. TIME_DECOMPRESS
+STATS_FIELD_ALL = (1 << 8) - 1  # CALLS .. TIME_DECOMPRESS, SKETCH_ELEMENTS, SKETCH_PEELED
 
 BUILD_CUDA = 1 << 0
 BUILD_FORTRAN = 1 << 1
@@ -146,6 +156,8 @@ _proto("cc_coll_comm_destroy", _status, _handle)
 _proto("cc_coll_comm_rank", _status, _handle, _P(ctypes.c_int))
 _proto("cc_coll_comm_size", _status, _handle, _P(ctypes.c_int))
 _proto("cc_coll_allreduce", _status, ctypes.c_void_p, ctypes.c_void_p, _size_t, ctypes.c_int,
+       ctypes.c_int, _P(ParamsStruct), _handle, ctypes.c_void_p)
+_proto("cc_coll_reduce_scatter", _status, ctypes.c_void_p, ctypes.c_void_p, _size_t, ctypes.c_int,
        ctypes.c_int, _P(ParamsStruct), _handle, ctypes.c_void_p)
 _proto("cc_coll_ef_bytes", _status, _handle, _P(ctypes.c_uint64))
 _proto("cc_coll_ef_get_residual", _status, _handle, _P(ParamsStruct), ctypes.c_void_p, _size_t,

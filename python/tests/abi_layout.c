@@ -20,6 +20,10 @@ int main(void)
     OFF(cc_coll_params_t, density);
     OFF(cc_coll_params_t, ef);
     OFF(cc_coll_params_t, ef_key);
+    OFF(cc_coll_params_t, sparsifier);
+    OFF(cc_coll_params_t, zero_fraction);
+    OFF(cc_coll_params_t, load_factor);
+    OFF(cc_coll_params_t, seed);
     SIZE(cc_coll_stats_t);
     OFF(cc_coll_stats_t, mask);
     OFF(cc_coll_stats_t, calls);
@@ -28,6 +32,8 @@ int main(void)
     OFF(cc_coll_stats_t, time_compress);
     OFF(cc_coll_stats_t, time_communicate);
     OFF(cc_coll_stats_t, time_decompress);
+    OFF(cc_coll_stats_t, sketch_elements);
+    OFF(cc_coll_stats_t, sketch_peeled);
     SIZE(cc_coll_setting_t);
     OFF(cc_coll_setting_t, name);
     OFF(cc_coll_setting_t, env_var);
@@ -36,6 +42,7 @@ int main(void)
     OFF(cc_coll_setting_t, doc);
     OFF(cc_coll_setting_t, from_env);
     SIZE(cc_coll_method_t);
+    SIZE(cc_coll_sparsifier_t);
     SIZE(cc_coll_dtype_t);
     SIZE(cc_coll_op_t);
     SIZE(cc_coll_status_t);

@@ -16,7 +16,7 @@ import numpy as np
 from mpi4py import MPI
 
 import cc_coll
-from cc_coll import Dtype, Method, Op, Status
+from cc_coll import Dtype, Method, Op, Sparsifier, Status
 
 WORLD = MPI.COMM_WORLD
 RANK, SIZE = WORLD.rank, WORLD.size
@@ -53,6 +53,81 @@ def mpi_reference(x, op, dtype=None):
     if dtype == Dtype.BF16:
         return cc_coll.to_bfloat16(out).reshape(x.shape)
     return out.astype(x.dtype)
+
+
+def mpi_reduce_scatter_reference(x, op, dtype=None):
+    """mpi4py's Reduce_scatter_block of x (recvcount * SIZE elements) into
+    recvcount, with the 16-bit rule of mpi_reference."""
+    if dtype == Dtype.BF16:
+        x32 = cc_coll.from_bfloat16(x)
+    elif x.dtype == np.float16:
+        x32 = x.astype(np.float32)
+    else:
+        x32 = np.ascontiguousarray(x)
+    x32 = x32.reshape(-1)
+    out = np.empty(x32.size // SIZE, dtype=x32.dtype)
+    WORLD.Reduce_scatter_block(x32, out, op=MPI.SUM)
+    if op == Op.AVG:
+        out = out / out.dtype.type(SIZE)
+    if dtype == Dtype.BF16:
+        return cc_coll.to_bfloat16(out)
+    return out.astype(x.dtype)
+
+
+def distinct_magnitudes(n, dtype, seed):
+    """A random permutation of 1..n with random signs: no two magnitudes tie,
+    so each rank's top k is unique whatever the tie rule, and the sums over
+    the ranks are exact in float32/float64 (n * SIZE < 2**24)."""
+    rng = np.random.default_rng(seed)
+    return (rng.permutation(n) + 1).astype(dtype) * rng.choice(np.array([-1, 1], dtype=dtype), size=n)
+
+
+# SKETCH lays a buffer (or a reduce-scatter shard) out in blocks of 1024
+# elements; element i lands in column i % 1024 of its three sub-tables.
+SKETCH_BLOCK = 1024
+
+
+def sketch_data(blocks, dtype, shards=1, shared=64, own=128):
+    """Integer data for exact SKETCH checks: `shards` shards of `blocks`
+    blocks each, with distinct magnitudes (as distinct_magnitudes), whose
+    k = shared + own largest magnitudes lie at `shared` indices common to all
+    ranks and `own` indices of this rank alone. Every one of them has a
+    column (index within its shard, mod 1024) that no other of them, on any
+    rank, has: the union support has at most one element per sketch column,
+    so peeling decodes it exactly whatever the sketch's size and seed.
+    Returns (x, k, density) with ceil(density * x.size) == k."""
+    rc = blocks * SKETCH_BLOCK
+    n = shards * rc
+    k = shared + own
+    assert shared + SIZE * own <= SKETCH_BLOCK
+    x = distinct_magnitudes(n, dtype, seed=1000 + RANK)
+    common, mine = np.random.default_rng(1), np.random.default_rng(2000 + RANK)
+
+    def place(rng, columns):
+        return rng.integers(0, shards, len(columns)) * rc + rng.integers(0, blocks, len(columns)) * SKETCH_BLOCK \
+            + np.asarray(columns)
+
+    idx = np.concatenate([place(common, range(shared)),
+                          place(mine, [shared + RANK + SIZE * j for j in range(own)])])
+    big = n + 1 + mine.permutation(k)
+    x[idx] = big.astype(dtype) * np.sign(x[idx])
+    return x, k, (k - 0.5) / n
+
+
+def top_k(x, k):
+    """x with all but its k largest magnitudes set to zero."""
+    out = np.zeros_like(x)
+    keep = np.argsort(-np.abs(x), kind="stable")[:k]
+    out[keep] = x[keep]
+    return out
+
+
+def same_sketch_result(a, b):
+    """Equal values (then bit-identical, but for the sign of a zero): a sum
+    that cancels to zero can be decoded from a sketch cell of sign -1 as
+    -0.0 where MPI and TOPK give +0.0."""
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b) \
+        and np.array_equal(bits(a[a != 0]), bits(b[b != 0]))
 
 
 def same_on_all_ranks(a):
@@ -206,6 +281,200 @@ class Topk(Base):
         self.assertEqual(self.comm.ef_bytes(), n * 8)
 
 
+class Sketch(Base):
+    """Method SKETCH through Comm.allreduce and its parameters."""
+
+    def test_density_one_equals_mpi(self):
+        # Every element kept: the sketch would outweigh the buffer, so the
+        # call is the dense allreduce, exactly MPI's.
+        for dtype in NUMPY_DTYPES:
+            x = integer_valued((2, 500), dtype, seed=RANK + 5)
+            for op in (Op.SUM, Op.AVG):
+                ref = mpi_reference(x, op)
+                out = np.empty_like(x)
+                for _ in range(2):
+                    r = self.comm.allreduce(x, out, op=op, method=Method.SKETCH, density=1.0, ef=True)
+                    self.assertIs(r, out)
+                    self.assertTrue(np.array_equal(bits(out), bits(ref)), (dtype, op))
+                self.assertFalse(self.comm.ef_residual(out).any())
+                y = x.copy()
+                self.comm.allreduce(y, op=op, method="sketch", density=1.0, ef=False)
+                self.assertTrue(np.array_equal(bits(y), bits(ref)), (dtype, op, "in place"))
+
+    def test_lossless_equals_topk(self):
+        # SKETCH (load factor 0.75) and TOPK both compute the exact sum of the
+        # same per-rank top-k selections when the sketch decodes losslessly.
+        for dtype in (np.float32, np.float64):
+            x, k, density = sketch_data(12, dtype)
+            selected = top_k(x, k)
+            expected = np.empty_like(x)
+            WORLD.Allreduce(selected, expected, op=MPI.SUM)
+            kept = (selected != 0).astype(np.int32)
+            WORLD.Allreduce(MPI.IN_PLACE, kept, op=MPI.MAX)
+            support = int(np.count_nonzero(kept))  # the union of the selections
+            self.comm.reset_stats()
+            sk = self.comm.allreduce(x, np.empty_like(x), method="sketch", density=density, ef=False,
+                                     sparsifier="topk", load_factor=0.75, seed=12345)
+            s = self.comm.stats()
+            tk = self.comm.allreduce(x, np.empty_like(x), method="topk", density=density, ef=False)
+            self.assertTrue(np.array_equal(bits(tk), bits(expected)), dtype)
+            self.assertTrue(same_sketch_result(sk, tk), dtype)
+            self.assertTrue(same_on_all_ranks(sk))
+            # the sketch path ran, and peeling recovered every support element
+            self.assertEqual(s["calls"], 1)
+            self.assertEqual(s["sketch_elements"], support)
+            self.assertEqual(s["sketch_peeled"], support)
+            self.assertLess(s["bytes_wire"], s["bytes_uncompressed"] / 2)
+            # AVG divides the same sum
+            sk = self.comm.allreduce(x, np.empty_like(x), op="avg", method=Method.SKETCH, density=density,
+                                     ef=False, load_factor=0.75)
+            tk = self.comm.allreduce(x, np.empty_like(x), op="avg", method="topk", density=density, ef=False)
+            self.assertTrue(same_sketch_result(sk, tk), (dtype, "avg"))
+
+    def test_error_feedback_and_seed(self):
+        # EF keeps exactly what was not sent; the seed changes the layout but
+        # not a lossless result.
+        x, k, density = sketch_data(12, np.float32)
+        selected = top_k(x, k)
+        expected = mpi_reference(selected, Op.SUM)
+        for key, seed in enumerate((0, 1, (1 << 64) - 1), start=300):
+            self.comm.reset_stats()
+            out = self.comm.allreduce(x, np.empty_like(x), method="sketch", density=density, ef=True,
+                                      ef_key=key, load_factor=0.5, seed=seed)
+            self.assertTrue(same_sketch_result(out, expected), seed)
+            s = self.comm.stats()
+            self.assertEqual(s["sketch_peeled"], s["sketch_elements"])
+            np.testing.assert_array_equal(self.comm.ef_residual(out, ef_key=key), x - selected)
+
+    def test_threshold_sparsifier(self):
+        # 90% of the elements (the same positions on every rank) are tiny;
+        # zero_fraction 0.95 lets the ladder's top rung, 0.5, zero exactly
+        # those, so the result is the exact sum of the others: one per
+        # sketch column (peeling is exact).
+        blocks = 10
+        n = blocks * SKETCH_BLOCK
+        kept = np.zeros(n, dtype=bool)
+        kept[[((c * 7) % blocks) * SKETCH_BLOCK + c for c in range(SKETCH_BLOCK)]] = True
+        x = integer_valued((n,), np.float32, seed=90 + RANK, bound=50)
+        x[x == 0] = 1
+        x[~kept] = np.float32(2.0 ** -10)
+        expected = mpi_reference(np.where(kept, x, np.float32(0)), Op.SUM)
+        self.comm.reset_stats()
+        out = self.comm.allreduce(x, np.empty_like(x), method="sketch", sparsifier=Sparsifier.THRESHOLD,
+                                  zero_fraction=0.95, load_factor=0.5, ef=True, ef_key=77)
+        self.assertTrue(same_sketch_result(out, expected))
+        s = self.comm.stats()
+        self.assertEqual((s["sketch_elements"], s["sketch_peeled"]), (SKETCH_BLOCK, SKETCH_BLOCK))
+        # error feedback keeps exactly what was not sent
+        residual = self.comm.ef_residual(out, ef_key=77)
+        np.testing.assert_array_equal(residual, np.where(kept, 0.0, 2.0 ** -10))
+        # zero_fraction 0 keeps everything (no element is below 0.5): the
+        # dense path, exactly MPI's sum
+        y = x.copy()
+        y[~kept] = 3
+        out = self.comm.allreduce(y, np.empty_like(y), method="sketch", sparsifier="threshold",
+                                  zero_fraction=0.0, ef=False)
+        self.assertTrue(np.array_equal(bits(out), bits(mpi_reference(y, Op.SUM))))
+
+    def test_parameters_from_environment_defaults(self):
+        # Fields left at None take the communicator's configuration: these
+        # calls must simply succeed with method SKETCH and the defaults.
+        x = distinct_magnitudes(4096, np.float64, seed=RANK)
+        out = self.comm.allreduce(x, np.empty_like(x), method="sketch", ef=False)
+        self.assertTrue(same_on_all_ranks(out))
+
+
+class ReduceScatter(Base):
+    """Comm.reduce_scatter against mpi4py's Reduce_scatter_block."""
+
+    def check(self, x, op, recv_shape=None, dtype=None, **kw):
+        rc = x.size // SIZE
+        ref = mpi_reduce_scatter_reference(x, op, Dtype[dtype.upper()] if isinstance(dtype, str) else dtype)
+        before = x.copy()
+        # out of place
+        out = np.full(recv_shape if recv_shape is not None else (rc,), 7, dtype=x.dtype)
+        r = self.comm.reduce_scatter(x, out, op=op, dtype=dtype, **kw)
+        self.assertIs(r, out)
+        self.assertTrue(np.array_equal(bits(out.reshape(-1)), bits(ref)), (x.dtype, x.shape, op, kw))
+        self.assertTrue(np.array_equal(bits(x), bits(before)), "sendbuf changed")
+        # in place, recvbuf omitted: a view of the first rc elements
+        y = x.copy()
+        r = self.comm.reduce_scatter(y, op=op, dtype=dtype, **kw)
+        self.assertEqual(r.shape, (rc,))
+        self.assertTrue(rc == 0 or np.shares_memory(r, y))
+        self.assertTrue(np.array_equal(bits(r), bits(ref)), (x.dtype, x.shape, op, kw, "in place"))
+        self.assertTrue(np.array_equal(bits(y.reshape(-1)[:rc]), bits(ref)))
+        # in place, recvbuf is sendbuf
+        z = x.copy()
+        r = self.comm.reduce_scatter(z, z, op=op, dtype=dtype, **kw)
+        self.assertTrue(np.array_equal(bits(r), bits(ref)))
+
+    def test_none_equals_mpi(self):
+        for dtype in NUMPY_DTYPES:
+            for shape, recv_shape in (((SIZE * 1000,), None), ((SIZE, 7, 3), (7, 3)), ((SIZE * 5, 2), (10,)),
+                                      ((0,), None), ((SIZE, 0), (0,))):
+                for op in (Op.SUM, Op.AVG, "avg"):
+                    with self.subTest(dtype=dtype, shape=shape, op=op):
+                        x = integer_valued(shape, dtype, seed=RANK + 20)
+                        self.check(x, Op[op.upper()] if isinstance(op, str) else op, recv_shape, method="none")
+
+    def test_none_bfloat16(self):
+        x = cc_coll.to_bfloat16(integer_valued((SIZE * 300,), np.float32, seed=RANK, bound=30))
+        for op in (Op.SUM, Op.AVG):
+            self.check(x, op, dtype=Dtype.BF16, method=Method.NONE)
+            self.check(x, op, dtype="bf16", method=0)
+
+    def test_topk_and_sketch_density_one_equal_mpi(self):
+        for method in (Method.TOPK, "sketch"):
+            for key, dtype in enumerate(NUMPY_DTYPES, start=500):  # a residual per dtype
+                for op in (Op.SUM, Op.AVG):
+                    with self.subTest(method=method, dtype=dtype, op=op):
+                        x = integer_valued((SIZE, 257), dtype, seed=RANK + 30)
+                        self.check(x, op, method=method, density=1.0, ef=True, ef_key=key)
+                        # every element was sent: the residual stays zero
+                        self.assertFalse(self.comm.ef_residual(x, ef_key=key).any())
+
+    def test_sketch_lossless(self):
+        # SKETCH picks each rank's top k over the whole buffer; with peeling
+        # complete every rank gets the exact sum of those selections in its
+        # shard.
+        for dtype in (np.float32, np.float64):
+            x, k, density = sketch_data(4, dtype, shards=SIZE)
+            rc = x.size // SIZE
+            ref = mpi_reduce_scatter_reference(top_k(x, k), Op.SUM)
+            self.comm.reset_stats()
+            out = self.comm.reduce_scatter(x, np.empty(rc, dtype=dtype), method="sketch", density=density,
+                                           ef=False, load_factor=0.75)
+            self.assertTrue(same_sketch_result(out, ref), dtype)
+            s = self.comm.stats()
+            self.assertEqual(s["calls"], 1)
+            self.assertEqual(s["bytes_uncompressed"], x.size * x.itemsize)
+            self.assertLess(s["bytes_wire"], s["bytes_uncompressed"])
+            self.assertEqual(s["sketch_peeled"], s["sketch_elements"])
+            # each rank decoded its shard of the union of the selections
+            kept = (top_k(x, k) != 0).astype(np.int32)
+            WORLD.Allreduce(MPI.IN_PLACE, kept, op=MPI.MAX)
+            self.assertEqual(s["sketch_elements"], int(np.count_nonzero(kept[RANK * rc:(RANK + 1) * rc])))
+
+    def test_topk_error_feedback(self):
+        # TOPK sends a top k of each shard and keeps the rest in the residual:
+        # summed over the calls, the results are the exact reduce-scatter of
+        # (steps * sendbuf - final residual).
+        rc = 2000
+        x = distinct_magnitudes(rc * SIZE, np.float32, seed=60 + RANK)
+        total = np.zeros(rc, dtype=np.float64)
+        steps = 200
+        for _ in range(steps):
+            out = self.comm.reduce_scatter(x, np.empty(rc, dtype=np.float32), method="topk", density=0.05,
+                                           ef=True, ef_key=600)
+            total += out
+        exact = mpi_reduce_scatter_reference(x.astype(np.float64), Op.SUM)
+        residual = self.comm.ef_residual(x, ef_key=600)
+        # sum of the results = steps * exact - (reduce-scatter of the residuals)
+        np.testing.assert_allclose(total, steps * exact - mpi_reduce_scatter_reference(residual, Op.SUM),
+                                   rtol=0, atol=1e-3 * steps * np.abs(exact).max())
+
+
 class Errors(Base):
     def assertStatus(self, status, fn, *args, **kwargs):
         with self.assertRaises(cc_coll.Error) as cm:
@@ -273,6 +542,52 @@ class Errors(Base):
         with self.assertRaisesRegex(ValueError, "method = 'zip'"):
             self.comm.allreduce(x, method="zip")
 
+    def test_sketch_parameters(self):
+        x = np.ones(100, dtype=np.float32)
+        for load_factor in (0.0, -1.0, 1.5, math.nan):
+            e = self.assertStatus(Status.INVALID_ARG, self.comm.allreduce, x, method="sketch",
+                                  load_factor=load_factor)
+            self.assertIn("load_factor", e.message)
+        for zero_fraction in (1.0, -0.1, math.nan):
+            e = self.assertStatus(Status.INVALID_ARG, self.comm.allreduce, x, method="sketch",
+                                  sparsifier="threshold", zero_fraction=zero_fraction)
+            self.assertIn("zero_fraction", e.message)
+        e = self.assertStatus(Status.INVALID_ARG, self.comm.allreduce, x, method="sketch", sparsifier=5)
+        self.assertIn("sparsifier", e.message)
+        with self.assertRaisesRegex(ValueError, "sparsifier = 'bloom'"):
+            self.comm.allreduce(x, method="sketch", sparsifier="bloom")
+        with self.assertRaises(TypeError):
+            self.comm.allreduce(x, method="sketch", seed=1.5)
+        self.assertStatus(Status.INVALID_ARG, self.comm.reduce_scatter, np.ones(SIZE * 10, dtype=np.float32),
+                          method="sketch", load_factor=2.0)
+        self.assertTrue(np.all(x == 1), "a failed call changed the buffer")
+
+    def test_reduce_scatter_arguments(self):
+        x = np.zeros(SIZE * 10, dtype=np.float32)
+        if SIZE > 1:
+            with self.assertRaisesRegex(ValueError, "not a multiple of the communicator size"):
+                self.comm.reduce_scatter(np.zeros(SIZE * 10 + 1, dtype=np.float32))
+        with self.assertRaisesRegex(ValueError, "recvbuf has 11 elements"):
+            self.comm.reduce_scatter(x, np.zeros(11, dtype=np.float32))
+        with self.assertRaisesRegex(TypeError, "recvbuf has dtype float64 but sendbuf has float32"):
+            self.comm.reduce_scatter(x, np.zeros(10, dtype=np.float64))
+        with self.assertRaisesRegex(ValueError, "sendbuf is not C-contiguous"):
+            self.comm.reduce_scatter(np.zeros(SIZE * 20, dtype=np.float32)[::2])
+        with self.assertRaisesRegex(ValueError, "recvbuf is not C-contiguous"):
+            self.comm.reduce_scatter(x, np.zeros(20, dtype=np.float32)[::2])
+        ro = np.zeros(10, dtype=np.float32)
+        ro.flags.writeable = False
+        with self.assertRaisesRegex(ValueError, "recvbuf is read-only"):
+            self.comm.reduce_scatter(x, ro)
+        with self.assertRaises(TypeError):
+            self.comm.reduce_scatter(list(x))
+        if SIZE > 1:
+            # a recvbuf inside sendbuf but not at its start overlaps: the library says so
+            e = self.assertStatus(Status.INVALID_ARG, self.comm.reduce_scatter, x, x[1:11])
+            self.assertIn("overlap", e.message)
+        self.assertStatus(Status.INVALID_OP, self.comm.reduce_scatter, x, op=3)
+        self.assertStatus(Status.INVALID_METHOD, self.comm.reduce_scatter, x, method=9)
+
     def test_closed_comm(self):
         c = cc_coll.Comm(WORLD)
         self.assertFalse(c.closed)
@@ -283,6 +598,7 @@ class Errors(Base):
         e = self.assertStatus(Status.INVALID_COMM, c.allreduce, x)
         self.assertIn("not a live communicator", e.message)
         self.assertTrue(np.all(x == 1))
+        self.assertStatus(Status.INVALID_COMM, c.reduce_scatter, x)
         for fn in (c.stats, c.reset_stats, c.ef_bytes, c.ef_reset_all, lambda: c.rank, lambda: c.size):
             self.assertStatus(Status.INVALID_COMM, fn)
         self.assertEqual(repr(c), "<cc_coll.Comm closed>")
@@ -306,7 +622,8 @@ class Stats(Base):
     def test_counts_calls(self):
         s = self.comm.stats()
         self.assertEqual(set(s), {"calls", "bytes_uncompressed", "bytes_wire",
-                                  "time_compress", "time_communicate", "time_decompress"})
+                                  "time_compress", "time_communicate", "time_decompress",
+                                  "sketch_elements", "sketch_peeled"})
         self.assertEqual(s["calls"], 0)
         x = np.ones(1000, dtype=np.float32)
         for _ in range(3):
@@ -323,6 +640,13 @@ class Stats(Base):
         self.comm.allreduce(x.astype(np.float64))
         self.assertEqual(self.comm.stats()["calls"], 4)
         self.assertEqual(self.comm.stats()["bytes_uncompressed"], 3 * 4000 + 8000)
+        # a reduce-scatter counts recvcount * size elements
+        self.comm.reduce_scatter(np.ones(SIZE * 100, dtype=np.float32), np.empty(100, dtype=np.float32),
+                                 method="none")
+        s = self.comm.stats()
+        self.assertEqual(s["calls"], 5)
+        self.assertEqual(s["bytes_uncompressed"], 3 * 4000 + 8000 + SIZE * 400)
+        self.assertEqual((s["sketch_elements"], s["sketch_peeled"]), (0, 0))
         self.comm.reset_stats()
         self.assertEqual(self.comm.stats()["calls"], 0)
 

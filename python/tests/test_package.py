@@ -32,19 +32,29 @@ if __name__ == "__main__" and len(sys.argv) > 1 and not sys.argv[1].startswith("
 
 # The C layouts on an LP64 ABI (x86-64, aarch64), worked out by hand:
 #   cc_coll_params_t: mask u64 @0, method enum(int) @8 + 4 padding,
-#     density double @16, ef int @24 + 4 padding, ef_key u64 @32 -> 40 bytes
-#   cc_coll_stats_t: 7 eight-byte fields -> 56 bytes
+#     density double @16, ef int @24 + 4 padding, ef_key u64 @32,
+#     sparsifier enum(int) @40 + 4 padding, zero_fraction double @48,
+#     load_factor double @56, seed u64 @64 -> 72 bytes
+#   cc_coll_stats_t: 9 eight-byte fields, sketch_elements @56,
+#     sketch_peeled @64 -> 72 bytes
 #   cc_coll_setting_t: 5 pointers @0..32, from_env int @40 + 4 padding -> 48
 LP64_LAYOUT = {
-    "sizeof.cc_coll_params_t": 40,
+    "sizeof.cc_coll_params_t": 72,
     "offsetof.cc_coll_params_t.mask": 0,
     "offsetof.cc_coll_params_t.method": 8,
     "offsetof.cc_coll_params_t.density": 16,
     "offsetof.cc_coll_params_t.ef": 24,
     "offsetof.cc_coll_params_t.ef_key": 32,
+    "offsetof.cc_coll_params_t.sparsifier": 40,
+    "offsetof.cc_coll_params_t.zero_fraction": 48,
+    "offsetof.cc_coll_params_t.load_factor": 56,
+    "offsetof.cc_coll_params_t.seed": 64,
     "sizeof.cc_coll_params_t.method": 4,
     "sizeof.cc_coll_params_t.ef": 4,
-    "sizeof.cc_coll_stats_t": 56,
+    "sizeof.cc_coll_params_t.sparsifier": 4,
+    "sizeof.cc_coll_stats_t": 72,
+    "offsetof.cc_coll_stats_t.sketch_elements": 56,
+    "offsetof.cc_coll_stats_t.sketch_peeled": 64,
     "sizeof.cc_coll_setting_t": 48,
     "offsetof.cc_coll_setting_t.from_env": 40,
 }
@@ -78,7 +88,8 @@ class AbiLayout(unittest.TestCase):
             for fname, _ in cls._fields_:
                 out["offsetof.%s.%s" % (cname, fname)] = getattr(cls, fname).offset
                 out["sizeof.%s.%s" % (cname, fname)] = getattr(cls, fname).size
-        for enum_type in ("cc_coll_method_t", "cc_coll_dtype_t", "cc_coll_op_t", "cc_coll_status_t"):
+        for enum_type in ("cc_coll_method_t", "cc_coll_sparsifier_t", "cc_coll_dtype_t", "cc_coll_op_t",
+                          "cc_coll_status_t"):
             out["sizeof.%s" % enum_type] = ctypes.sizeof(ctypes.c_int)
         out["sizeof.MPI_Fint"] = ctypes.sizeof(ctypes.c_int)
         return out
@@ -88,7 +99,7 @@ class AbiLayout(unittest.TestCase):
         text = subprocess.run([LAYOUT_EXE], stdout=subprocess.PIPE, check=True,
                               universal_newlines=True).stdout
         c_layout = {k: int(v) for k, v in (line.split() for line in text.splitlines())}
-        self.assertEqual(len(c_layout), 44)
+        self.assertEqual(len(c_layout), 57)
         self.assertEqual(self.ctypes_layout(), c_layout)
 
     @unittest.skipUnless(ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(ctypes.c_long) == 8,
@@ -160,13 +171,24 @@ class Enums(unittest.TestCase):
             self.assertEqual(_lib.lib.cc_coll_method_name(int(m)).decode(), m.name.lower())
         self.assertIsNone(_lib.lib.cc_coll_method_name(len(cc_coll.Method)))
 
+    def test_sparsifier(self):
+        self.assertEqual({m.name: int(m) for m in cc_coll.Sparsifier}, self.header_enum("CC_COLL_SPARSIFY_"))
+        self.assertEqual(set(cc_coll.Sparsifier.__members__), {"TOPK", "THRESHOLD"})
+
     def test_params_bits(self):
         bits = {m.group(1): 1 << int(m.group(2)) for m in re.finditer(
             r"CC_COLL_PARAMS_FIELD_(\w+)\s*=\s*\(1ULL << (\d+)\)", header_text())}
         self.assertEqual(bits, {"METHOD": _lib.PARAMS_FIELD_METHOD, "DENSITY": _lib.PARAMS_FIELD_DENSITY,
-                                "EF": _lib.PARAMS_FIELD_EF, "EF_KEY": _lib.PARAMS_FIELD_EF_KEY})
-        stats = re.findall(r"CC_COLL_STATS_FIELD_\w+\s*=\s*\(1ULL << (\d+)\)", header_text())
-        self.assertEqual(sum(1 << int(b) for b in stats), _lib.STATS_FIELD_ALL)
+                                "EF": _lib.PARAMS_FIELD_EF, "EF_KEY": _lib.PARAMS_FIELD_EF_KEY,
+                                "SPARSIFIER": _lib.PARAMS_FIELD_SPARSIFIER,
+                                "ZERO_FRACTION": _lib.PARAMS_FIELD_ZERO_FRACTION,
+                                "LOAD_FACTOR": _lib.PARAMS_FIELD_LOAD_FACTOR,
+                                "SEED": _lib.PARAMS_FIELD_SEED})
+        stats = re.findall(r"CC_COLL_STATS_FIELD_(\w+)\s*=\s*\(1ULL << (\d+)\)", header_text())
+        self.assertEqual(sum(1 << int(b) for _, b in stats), _lib.STATS_FIELD_ALL)
+        # every stats bit has its field in StatsStruct (same name, lower case)
+        self.assertEqual({name.lower() for name, _ in stats},
+                         {name for name, _ in _lib.StatsStruct._fields_ if name != "mask"})
 
 
 class Loading(unittest.TestCase):
@@ -198,7 +220,8 @@ class Settings(unittest.TestCase):
     def test_settings(self):
         s = {x["name"]: x for x in cc_coll.settings()}
         self.assertEqual(len(s), _lib.lib.cc_coll_setting_count())
-        for name in ("METHOD", "DENSITY", "EF", "EF_MAX_BYTES", "LOG_LEVEL"):
+        for name in ("METHOD", "DENSITY", "SPARSIFIER", "ZERO_FRACTION", "LOAD_FACTOR", "SEED", "EF",
+                     "EF_MAX_BYTES", "LOG_LEVEL"):
             self.assertIn(name, s)
             self.assertEqual(s[name]["env_var"], "CC_COLL_" + name)
             self.assertTrue(s[name]["doc"])
@@ -269,6 +292,30 @@ class NoMpi(unittest.TestCase):
             _params(None, "0.5", None, None)
         with self.assertRaises(TypeError):
             _params(None, None, "yes", None)
+
+    def test_sketch_params(self):
+        from cc_coll._api import _params
+        p = _params("sketch", 0.25, False, None, "threshold", 0.9, 0.75, (1 << 64) - 1)
+        self.assertEqual(p.mask, 0xF7)  # all but EF_KEY
+        self.assertEqual((p.method, p.density, p.ef, p.sparsifier, p.zero_fraction, p.load_factor, p.seed),
+                         (2, 0.25, 0, 1, 0.9, 0.75, (1 << 64) - 1))
+        p = _params(method=cc_coll.Method.SKETCH, sparsifier=cc_coll.Sparsifier.TOPK, seed=0)
+        self.assertEqual(p.mask, _lib.PARAMS_FIELD_METHOD | _lib.PARAMS_FIELD_SPARSIFIER | _lib.PARAMS_FIELD_SEED)
+        self.assertEqual((p.method, p.sparsifier, p.seed), (2, 0, 0))
+        self.assertEqual(_params(zero_fraction=0).mask, _lib.PARAMS_FIELD_ZERO_FRACTION)
+        self.assertEqual(_params(load_factor=1).mask, _lib.PARAMS_FIELD_LOAD_FACTOR)
+        # unknown integer values are left for the library to reject
+        self.assertEqual(_params(sparsifier=7).sparsifier, 7)
+        with self.assertRaisesRegex(ValueError, "sparsifier = 'bloom' is not one of 'topk', 'threshold'"):
+            _params(sparsifier="bloom")
+        with self.assertRaises(ValueError):
+            _params(seed=1 << 64)
+        with self.assertRaises(ValueError):
+            _params(seed=-1)
+        for bad in ({"seed": 1.0}, {"seed": True}, {"zero_fraction": "0.5"}, {"load_factor": "x"},
+                    {"sparsifier": 1.5}):
+            with self.assertRaises(TypeError, msg=str(bad)):
+                _params(**bad)
 
     def test_bfloat16(self):
         x = np.array([0.0, -0.0, 1.0, -2.5, 3.140625, np.inf, -np.inf, 2.0 ** 100], dtype=np.float32)

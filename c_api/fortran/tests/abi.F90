@@ -32,7 +32,12 @@ program fortran_abi
   call add('offset(params%density)', offset_of(c_loc(p%density), c_loc(p)))
   call add('offset(params%ef)', offset_of(c_loc(p%ef), c_loc(p)))
   call add('offset(params%ef_key)', offset_of(c_loc(p%ef_key), c_loc(p)))
+  call add('offset(params%sparsifier)', offset_of(c_loc(p%sparsifier), c_loc(p)))
+  call add('offset(params%zero_fraction)', offset_of(c_loc(p%zero_fraction), c_loc(p)))
+  call add('offset(params%load_factor)', offset_of(c_loc(p%load_factor), c_loc(p)))
+  call add('offset(params%seed)', offset_of(c_loc(p%seed), c_loc(p)))
   call add('sizeof(params%method)', int(c_sizeof(p%method), c_int64_t))
+  call add('sizeof(params%sparsifier)', int(c_sizeof(p%sparsifier), c_int64_t))
   call add('sizeof(cc_coll_stats)', int(c_sizeof(s), c_int64_t))
   call add('offset(stats%mask)', offset_of(c_loc(s%mask), c_loc(s)))
   call add('offset(stats%calls)', offset_of(c_loc(s%calls), c_loc(s)))
@@ -41,6 +46,8 @@ program fortran_abi
   call add('offset(stats%time_compress)', offset_of(c_loc(s%time_compress), c_loc(s)))
   call add('offset(stats%time_communicate)', offset_of(c_loc(s%time_communicate), c_loc(s)))
   call add('offset(stats%time_decompress)', offset_of(c_loc(s%time_decompress), c_loc(s)))
+  call add('offset(stats%sketch_elements)', offset_of(c_loc(s%sketch_elements), c_loc(s)))
+  call add('offset(stats%sketch_peeled)', offset_of(c_loc(s%sketch_peeled), c_loc(s)))
   first_status = n + 1
   call add('CC_COLL_OK', int(CC_COLL_OK, c_int64_t))
   call add('CC_COLL_ERR_NULL_BUFFER', int(CC_COLL_ERR_NULL_BUFFER, c_int64_t))
@@ -69,16 +76,25 @@ program fortran_abi
   call add('CC_COLL_AVG', int(CC_COLL_AVG, c_int64_t))
   call add('CC_COLL_METHOD_NONE', int(CC_COLL_METHOD_NONE, c_int64_t))
   call add('CC_COLL_METHOD_TOPK', int(CC_COLL_METHOD_TOPK, c_int64_t))
+  call add('CC_COLL_METHOD_SKETCH', int(CC_COLL_METHOD_SKETCH, c_int64_t))
+  call add('CC_COLL_SPARSIFY_TOPK', int(CC_COLL_SPARSIFY_TOPK, c_int64_t))
+  call add('CC_COLL_SPARSIFY_THRESHOLD', int(CC_COLL_SPARSIFY_THRESHOLD, c_int64_t))
   call add('CC_COLL_PARAMS_FIELD_METHOD', CC_COLL_PARAMS_FIELD_METHOD)
   call add('CC_COLL_PARAMS_FIELD_DENSITY', CC_COLL_PARAMS_FIELD_DENSITY)
   call add('CC_COLL_PARAMS_FIELD_EF', CC_COLL_PARAMS_FIELD_EF)
   call add('CC_COLL_PARAMS_FIELD_EF_KEY', CC_COLL_PARAMS_FIELD_EF_KEY)
+  call add('CC_COLL_PARAMS_FIELD_SPARSIFIER', CC_COLL_PARAMS_FIELD_SPARSIFIER)
+  call add('CC_COLL_PARAMS_FIELD_ZERO_FRACTION', CC_COLL_PARAMS_FIELD_ZERO_FRACTION)
+  call add('CC_COLL_PARAMS_FIELD_LOAD_FACTOR', CC_COLL_PARAMS_FIELD_LOAD_FACTOR)
+  call add('CC_COLL_PARAMS_FIELD_SEED', CC_COLL_PARAMS_FIELD_SEED)
   call add('CC_COLL_STATS_FIELD_CALLS', CC_COLL_STATS_FIELD_CALLS)
   call add('CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED', CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED)
   call add('CC_COLL_STATS_FIELD_BYTES_WIRE', CC_COLL_STATS_FIELD_BYTES_WIRE)
   call add('CC_COLL_STATS_FIELD_TIME_COMPRESS', CC_COLL_STATS_FIELD_TIME_COMPRESS)
   call add('CC_COLL_STATS_FIELD_TIME_COMMUNICATE', CC_COLL_STATS_FIELD_TIME_COMMUNICATE)
   call add('CC_COLL_STATS_FIELD_TIME_DECOMPRESS', CC_COLL_STATS_FIELD_TIME_DECOMPRESS)
+  call add('CC_COLL_STATS_FIELD_SKETCH_ELEMENTS', CC_COLL_STATS_FIELD_SKETCH_ELEMENTS)
+  call add('CC_COLL_STATS_FIELD_SKETCH_PEELED', CC_COLL_STATS_FIELD_SKETCH_PEELED)
   call add('CC_COLL_BUILD_CUDA', int(CC_COLL_BUILD_CUDA, c_int64_t))
   call add('CC_COLL_BUILD_FORTRAN', int(CC_COLL_BUILD_FORTRAN, c_int64_t))
   call add('CC_COLL_VERSION_MAJOR', int(CC_COLL_VERSION_MAJOR, c_int64_t))
@@ -101,13 +117,15 @@ program fortran_abi
   ! The stats mask convenience covers exactly the C bits.
   if (CC_COLL_STATS_FIELD_ALL /= ior(ior(ior(CC_COLL_STATS_FIELD_CALLS, CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED), &
                                          ior(CC_COLL_STATS_FIELD_BYTES_WIRE, CC_COLL_STATS_FIELD_TIME_COMPRESS)), &
-                                     ior(CC_COLL_STATS_FIELD_TIME_COMMUNICATE, CC_COLL_STATS_FIELD_TIME_DECOMPRESS))) then
+                                     ior(ior(CC_COLL_STATS_FIELD_TIME_COMMUNICATE, CC_COLL_STATS_FIELD_TIME_DECOMPRESS), &
+                                         ior(CC_COLL_STATS_FIELD_SKETCH_ELEMENTS, CC_COLL_STATS_FIELD_SKETCH_PEELED)))) then
     print '(a)', 'FAIL: CC_COLL_STATS_FIELD_ALL is not the OR of the stats bits'
     nfail = nfail + 1
   end if
 
   ! Default-initialised params mean "all defaults".
-  if (p%mask /= 0 .or. p%method /= CC_COLL_METHOD_NONE .or. p%ef /= 0 .or. p%ef_key /= 0) then
+  if (p%mask /= 0 .or. p%method /= CC_COLL_METHOD_NONE .or. p%ef /= 0 .or. p%ef_key /= 0 .or. &
+      p%sparsifier /= CC_COLL_SPARSIFY_TOPK .or. p%seed /= 0) then
     print '(a)', 'FAIL: type(cc_coll_params) is not zero-initialised'
     nfail = nfail + 1
   end if

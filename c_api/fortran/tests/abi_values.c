@@ -19,7 +19,12 @@ int cc_coll_ftest_abi_values(int64_t *out, int capacity)
         (int64_t)offsetof(cc_coll_params_t, density),
         (int64_t)offsetof(cc_coll_params_t, ef),
         (int64_t)offsetof(cc_coll_params_t, ef_key),
+        (int64_t)offsetof(cc_coll_params_t, sparsifier),
+        (int64_t)offsetof(cc_coll_params_t, zero_fraction),
+        (int64_t)offsetof(cc_coll_params_t, load_factor),
+        (int64_t)offsetof(cc_coll_params_t, seed),
         (int64_t)sizeof(((cc_coll_params_t *)0)->method),
+        (int64_t)sizeof(((cc_coll_params_t *)0)->sparsifier),
         /* cc_coll_stats_t */
         (int64_t)sizeof(cc_coll_stats_t),
         (int64_t)offsetof(cc_coll_stats_t, mask),
@@ -29,21 +34,26 @@ int cc_coll_ftest_abi_values(int64_t *out, int capacity)
         (int64_t)offsetof(cc_coll_stats_t, time_compress),
         (int64_t)offsetof(cc_coll_stats_t, time_communicate),
         (int64_t)offsetof(cc_coll_stats_t, time_decompress),
+        (int64_t)offsetof(cc_coll_stats_t, sketch_elements),
+        (int64_t)offsetof(cc_coll_stats_t, sketch_peeled),
         /* cc_coll_status_t */
         CC_COLL_OK, CC_COLL_ERR_NULL_BUFFER, CC_COLL_ERR_INVALID_DTYPE, CC_COLL_ERR_INVALID_OP,
         CC_COLL_ERR_INVALID_METHOD, CC_COLL_ERR_COUNT_OVERFLOW, CC_COLL_ERR_INVALID_COMM,
         CC_COLL_ERR_INVALID_PARAMS, CC_COLL_ERR_INVALID_ARG, CC_COLL_ERR_MPI, CC_COLL_ERR_MPI_NOT_INITIALIZED,
         CC_COLL_ERR_VERSION_MISMATCH, CC_COLL_ERR_CONFIG, CC_COLL_ERR_NOT_SUPPORTED, CC_COLL_ERR_NO_MEMORY,
         CC_COLL_ERR_INTERNAL, CC_COLL_ERR_EF_LIMIT, CC_COLL_ERR_MISMATCH,
-        /* dtype, op, method */
+        /* dtype, op, method, sparsifier */
         CC_COLL_F32, CC_COLL_F64, CC_COLL_F16, CC_COLL_BF16, CC_COLL_SUM, CC_COLL_AVG, CC_COLL_METHOD_NONE,
-        CC_COLL_METHOD_TOPK,
+        CC_COLL_METHOD_TOPK, CC_COLL_METHOD_SKETCH, CC_COLL_SPARSIFY_TOPK, CC_COLL_SPARSIFY_THRESHOLD,
         /* mask bits */
         (int64_t)CC_COLL_PARAMS_FIELD_METHOD, (int64_t)CC_COLL_PARAMS_FIELD_DENSITY,
         (int64_t)CC_COLL_PARAMS_FIELD_EF, (int64_t)CC_COLL_PARAMS_FIELD_EF_KEY,
+        (int64_t)CC_COLL_PARAMS_FIELD_SPARSIFIER, (int64_t)CC_COLL_PARAMS_FIELD_ZERO_FRACTION,
+        (int64_t)CC_COLL_PARAMS_FIELD_LOAD_FACTOR, (int64_t)CC_COLL_PARAMS_FIELD_SEED,
         (int64_t)CC_COLL_STATS_FIELD_CALLS, (int64_t)CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED,
         (int64_t)CC_COLL_STATS_FIELD_BYTES_WIRE, (int64_t)CC_COLL_STATS_FIELD_TIME_COMPRESS,
         (int64_t)CC_COLL_STATS_FIELD_TIME_COMMUNICATE, (int64_t)CC_COLL_STATS_FIELD_TIME_DECOMPRESS,
+        (int64_t)CC_COLL_STATS_FIELD_SKETCH_ELEMENTS, (int64_t)CC_COLL_STATS_FIELD_SKETCH_PEELED,
         (int64_t)CC_COLL_BUILD_CUDA, (int64_t)CC_COLL_BUILD_FORTRAN,
         /* version of the header */
         CC_COLL_VERSION_MAJOR, CC_COLL_VERSION_MINOR, CC_COLL_VERSION_PATCH,

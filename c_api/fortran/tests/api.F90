@@ -1,7 +1,9 @@
 ! The cc_coll module's procedures with real ranks: arrays of several ranks
 ! through the generic interfaces, in place and out of place, partial counts,
 ! non-contiguous sections, params, the raw (c_ptr) form with F16, error
-! codes and messages, the error-feedback store, statistics and destroy.
+! codes and messages, the error-feedback store, statistics and destroy;
+! method SKETCH and its params fields; the reduce-scatter generics against
+! MPI_Reduce_scatter_block.
 program fortran_api
   use mpi
   use, intrinsic :: iso_c_binding, only: c_int16_t, c_int64_t, c_loc, c_null_ptr
@@ -19,6 +21,10 @@ program fortran_api
   integer(c_int16_t), target :: h(8)
   integer(c_int64_t) :: ef_bytes
   integer :: ierr, mpierr, rank, nranks, crank, csize, i, j, k, q, nfail
+  real(4), allocatable :: rs(:, :), rs_in(:, :), rs_out(:), rs_exp(:), sk(:), sk_topk(:), sk_exp(:)
+  real(8), allocatable :: rd(:, :, :), rd_exp(:), dense(:), dense_exp(:)
+  real(4), target, allocatable :: rr(:), rr_exp(:)
+  integer, parameter :: rc = 37, nsk = 8 * 1024, ksk = 100
   integer(c_int16_t), parameter :: half_of(4) = [int(z'3C00', c_int16_t), int(z'4000', c_int16_t), &
                                                  int(z'4200', c_int16_t), int(z'4400', c_int16_t)]
 
@@ -173,6 +179,157 @@ program fortran_api
   call cc_coll_ef_bytes(cc, ef_bytes, ierr)
   call check('no residual after cc_coll_ef_reset_all', ierr == CC_COLL_OK .and. ef_bytes == 0)
 
+  ! --- method SKETCH ---------------------------------------------------------------
+  ! Density 1 keeps every element: the sketch would outweigh the buffer, so
+  ! the call is the dense allreduce, bit-identical to MPI_Allreduce.
+  p = cc_coll_params()
+  p%mask = ior(ior(CC_COLL_PARAMS_FIELD_METHOD, CC_COLL_PARAMS_FIELD_DENSITY), CC_COLL_PARAMS_FIELD_EF)
+  p%method = CC_COLL_METHOD_SKETCH
+  p%density = 1
+  p%ef = 0
+  allocate(dense(3000), dense_exp(3000))
+  dense = [(sin(real(3 * i + 7 * rank, 8)), i = 1, size(dense))]
+  call MPI_Allreduce(dense, dense_exp, size(dense), MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, mpierr)
+  call cc_coll_allreduce_inplace(dense, size(dense), CC_COLL_SUM, cc, ierr, p)
+  call expect('SKETCH density 1', ierr, CC_COLL_OK)
+  call check('SKETCH density 1 equals MPI_Allreduce', all(dense == dense_exp))
+
+  ! Density ksk/nsk on integer data: every rank's ksk largest magnitudes lie
+  ! at the same ksk indices, one per column of the sketch's 1024-element
+  ! blocks, so peeling decodes the exact sums; TOPK gives the same values.
+  allocate(sk(nsk), sk_topk(nsk), sk_exp(nsk))
+  do i = 1, nsk
+    sk(i) = real(mod(7 * i + rank, 97) - 48, 4)
+  end do
+  sk_exp = 0
+  do j = 0, ksk - 1
+    i = 1 + j + 1024 * mod(5 * j, 8)
+    sk(i) = real((1 - 2 * mod(j + rank, 2)) * (1000 + 10 * j + rank), 4)
+    sk_exp(i) = real(sum([((1 - 2 * mod(j + q, 2)) * (1000 + 10 * j + q), q = 0, nranks - 1)]), 4)
+  end do
+  p%mask = ior(ior(ior(CC_COLL_PARAMS_FIELD_METHOD, CC_COLL_PARAMS_FIELD_DENSITY), CC_COLL_PARAMS_FIELD_EF), &
+               ior(ior(CC_COLL_PARAMS_FIELD_SPARSIFIER, CC_COLL_PARAMS_FIELD_LOAD_FACTOR), CC_COLL_PARAMS_FIELD_SEED))
+  p%density = (ksk - 0.5d0) / nsk
+  p%sparsifier = CC_COLL_SPARSIFY_TOPK
+  p%load_factor = 0.75d0
+  p%seed = 12345
+  call cc_coll_comm_reset_stats(cc, ierr)
+  call cc_coll_allreduce(sk, sk_topk, nsk, CC_COLL_SUM, cc, ierr, p)
+  call expect('SKETCH density 100/8192', ierr, CC_COLL_OK)
+  call check('SKETCH density 100/8192: exact sums of the top k', all(sk_topk == sk_exp))
+  st = cc_coll_stats(mask=CC_COLL_STATS_FIELD_ALL)
+  call cc_coll_comm_get_stats(cc, st, ierr)
+  call expect('cc_coll_comm_get_stats after SKETCH', ierr, CC_COLL_OK)
+  call check('stats: SKETCH decoded 100 elements, all by peeling', st%sketch_elements == ksk .and. &
+             st%sketch_peeled == ksk)
+  call check('stats: SKETCH sent less than the buffer', st%bytes_wire < st%bytes_uncompressed)
+  p%mask = ior(ior(CC_COLL_PARAMS_FIELD_METHOD, CC_COLL_PARAMS_FIELD_DENSITY), CC_COLL_PARAMS_FIELD_EF)
+  p%method = CC_COLL_METHOD_TOPK
+  call cc_coll_allreduce(sk, sk_topk, nsk, CC_COLL_SUM, cc, ierr, p)
+  call expect('TOPK density 100/8192', ierr, CC_COLL_OK)
+  call check('TOPK equals SKETCH', all(sk_topk == sk_exp))
+
+  ! The threshold sparsifier: elements below 0.5 (here the ones of
+  ! magnitude 1/1024 off the big positions) are zeroed when zero_fraction
+  ! allows it.
+  where (sk_exp == 0) sk = 2.0**(-10)
+  p%mask = ior(ior(CC_COLL_PARAMS_FIELD_METHOD, CC_COLL_PARAMS_FIELD_EF), &
+               ior(CC_COLL_PARAMS_FIELD_SPARSIFIER, CC_COLL_PARAMS_FIELD_ZERO_FRACTION))
+  p%method = CC_COLL_METHOD_SKETCH
+  p%sparsifier = CC_COLL_SPARSIFY_THRESHOLD
+  p%zero_fraction = 0.99d0
+  sk_topk = -1
+  call cc_coll_allreduce(sk, sk_topk, nsk, CC_COLL_SUM, cc, ierr, p)
+  call expect('SKETCH threshold', ierr, CC_COLL_OK)
+  call check('SKETCH threshold: exact sums of the kept elements', all(sk_topk == sk_exp))
+
+  ! Out-of-domain SKETCH fields.
+  p%mask = ior(CC_COLL_PARAMS_FIELD_METHOD, CC_COLL_PARAMS_FIELD_LOAD_FACTOR)
+  p%load_factor = 1.5d0
+  call cc_coll_allreduce(sk, sk_topk, nsk, CC_COLL_SUM, cc, ierr, p)
+  call expect('load_factor 1.5', ierr, CC_COLL_ERR_INVALID_ARG)
+  call check('load_factor 1.5: the message names it', index(cc_coll_last_error(), 'load_factor') > 0)
+  p%mask = ior(CC_COLL_PARAMS_FIELD_METHOD, CC_COLL_PARAMS_FIELD_SPARSIFIER)
+  p%sparsifier = 2
+  call cc_coll_allreduce(sk, sk_topk, nsk, CC_COLL_SUM, cc, ierr, p)
+  call expect('sparsifier 2', ierr, CC_COLL_ERR_INVALID_ARG)
+  p%mask = ior(CC_COLL_PARAMS_FIELD_METHOD, CC_COLL_PARAMS_FIELD_ZERO_FRACTION)
+  p%zero_fraction = 1
+  call cc_coll_allreduce(sk, sk_topk, nsk, CC_COLL_SUM, cc, ierr, p)
+  call expect('zero_fraction 1', ierr, CC_COLL_ERR_INVALID_ARG)
+
+  ! --- reduce-scatter ---------------------------------------------------------------
+  ! Method NONE against MPI_Reduce_scatter_block on integer data: real(4)
+  ! out of place (a rank-2 sendbuf, one column per rank), real(8) in place
+  ! (a rank-3 buffer), SUM and AVG.
+  p = cc_coll_params(mask=CC_COLL_PARAMS_FIELD_METHOD, method=CC_COLL_METHOD_NONE)
+  allocate(rs(rc, nranks), rs_in(rc, nranks), rs_out(rc + 3), rs_exp(rc))
+  do j = 1, nranks
+    do i = 1, rc
+      rs(i, j) = real(mod(3 * i + 5 * j + 7 * rank, 23) - 11, 4)
+    end do
+  end do
+  rs_in = rs
+  call MPI_Reduce_scatter_block(rs, rs_exp, rc, MPI_REAL, MPI_SUM, MPI_COMM_WORLD, mpierr)
+  rs_out = -99
+  call cc_coll_reduce_scatter(rs, rs_out, rc, CC_COLL_SUM, cc, ierr, p)
+  call expect('reduce_scatter real(4) NONE', ierr, CC_COLL_OK)
+  call check('reduce_scatter real(4) NONE equals MPI_Reduce_scatter_block', all(rs_out(1:rc) == rs_exp))
+  call check('reduce_scatter real(4): recvbuf past recvcount untouched', all(rs_out(rc + 1:) == -99))
+  call check('reduce_scatter real(4): sendbuf untouched', all(rs == rs_in))
+  call cc_coll_reduce_scatter(rs, rs_out, rc, CC_COLL_AVG, cc, ierr, p)
+  call expect('reduce_scatter real(4) NONE AVG', ierr, CC_COLL_OK)
+  call check('reduce_scatter real(4) NONE AVG', all(rs_out(1:rc) == rs_exp / nranks))
+
+  ! TOPK and SKETCH at density 1 send everything: the same result.
+  p%mask = ior(ior(CC_COLL_PARAMS_FIELD_METHOD, CC_COLL_PARAMS_FIELD_DENSITY), CC_COLL_PARAMS_FIELD_EF)
+  p%density = 1
+  p%ef = 1
+  do q = 1, 2
+    p%method = merge(CC_COLL_METHOD_TOPK, CC_COLL_METHOD_SKETCH, q == 1)
+    rs_out = -99
+    call cc_coll_reduce_scatter(rs, rs_out, rc, CC_COLL_SUM, cc, ierr, p)
+    call expect('reduce_scatter real(4) TOPK/SKETCH density 1', ierr, CC_COLL_OK)
+    call check('reduce_scatter TOPK/SKETCH density 1 equals MPI_Reduce_scatter_block', all(rs_out(1:rc) == rs_exp))
+  end do
+
+  p = cc_coll_params(mask=CC_COLL_PARAMS_FIELD_METHOD, method=CC_COLL_METHOD_NONE)
+  allocate(rd(rc, 2, nranks), rd_exp(2 * rc))
+  do k = 1, nranks
+    do j = 1, 2
+      do i = 1, rc
+        rd(i, j, k) = real(i * j - 3 * k + 2 * rank, 8)
+      end do
+    end do
+  end do
+  call MPI_Reduce_scatter_block(rd, rd_exp, 2 * rc, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, mpierr)
+  call cc_coll_reduce_scatter_inplace(rd, 2 * rc, CC_COLL_SUM, cc, ierr, p)
+  call expect('reduce_scatter_inplace real(8) NONE', ierr, CC_COLL_OK)
+  call check('reduce_scatter_inplace real(8) equals MPI_Reduce_scatter_block', &
+             all(reshape(rd(:, :, 1), [2 * rc]) == rd_exp))
+
+  ! The raw form, in place on real(4) through c_loc.
+  allocate(rr(rc * nranks), rr_exp(rc))
+  rr = [(real(mod(i + rank, 17), 4), i = 1, rc * nranks)]
+  call MPI_Reduce_scatter_block(rr, rr_exp, rc, MPI_REAL, MPI_SUM, MPI_COMM_WORLD, mpierr)
+  call cc_coll_reduce_scatter_raw(c_loc(rr), c_loc(rr), rc, CC_COLL_F32, CC_COLL_SUM, cc, ierr, p)
+  call expect('reduce_scatter_raw F32 in place', ierr, CC_COLL_OK)
+  call check('reduce_scatter_raw F32 in place', all(rr(1:rc) == rr_exp))
+
+  ! recvcount 0 succeeds; sizes the buffers cannot hold are Fortran-side errors.
+  call cc_coll_reduce_scatter(rs, rs_out, 0, CC_COLL_SUM, cc, ierr, p)
+  call expect('reduce_scatter recvcount 0', ierr, CC_COLL_OK)
+  call cc_coll_reduce_scatter(rs, rs_out, -1, CC_COLL_SUM, cc, ierr, p)
+  call expect('reduce_scatter recvcount -1', ierr, CC_COLL_ERR_INVALID_ARG)
+  call cc_coll_reduce_scatter(rs, rs_out, rc + 1, CC_COLL_SUM, cc, ierr, p)
+  call expect('reduce_scatter recvcount x P > size(sendbuf)', ierr, CC_COLL_ERR_INVALID_ARG)
+  call cc_coll_reduce_scatter(rs, rs_out(1:rc - 1), rc, CC_COLL_SUM, cc, ierr, p)
+  call expect('reduce_scatter recvcount > size(recvbuf)', ierr, CC_COLL_ERR_INVALID_ARG)
+  call cc_coll_reduce_scatter_inplace(rd, 2 * rc + 1, CC_COLL_SUM, cc, ierr, p)
+  call expect('reduce_scatter_inplace recvcount x P > size(buf)', ierr, CC_COLL_ERR_INVALID_ARG)
+  call cc_coll_reduce_scatter(rs, rs_out, rc, 7, cc, ierr, p)
+  call expect('reduce_scatter op 7', ierr, CC_COLL_ERR_INVALID_OP)
+
   ! Destroy: the handle is nulled; using it again is CC_COLL_ERR_INVALID_COMM.
   dead = cc
   call cc_coll_comm_destroy(cc, ierr)
@@ -183,6 +340,10 @@ program fortran_api
   call expect('cc_coll_comm_rank on a destroyed handle', ierr, CC_COLL_ERR_INVALID_COMM)
   call cc_coll_allreduce(part_in, part, 10, CC_COLL_SUM, dead, ierr)
   call expect('allreduce on a destroyed handle', ierr, CC_COLL_ERR_INVALID_COMM)
+  call cc_coll_reduce_scatter(rs, rs_out, rc, CC_COLL_SUM, dead, ierr)
+  call expect('reduce_scatter on a destroyed handle', ierr, CC_COLL_ERR_INVALID_COMM)
+  call check('reduce_scatter on a destroyed handle: the message says so', &
+             index(cc_coll_last_error(), 'cc_coll_reduce_scatter') > 0)
   call cc_coll_comm_create(MPI_COMM_NULL, cc, ierr)
   call expect('cc_coll_comm_create(MPI_COMM_NULL)', ierr, CC_COLL_ERR_INVALID_ARG)
 
