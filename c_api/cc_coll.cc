@@ -251,12 +251,12 @@ cc_coll_status_t cc_coll_reduce_scatter(const void *sendbuf, void *recvbuf, size
         if ((st = check_mpi_alive(fn)) != CC_COLL_OK) return st;
         CallParams p;
         if ((st = resolve_params(params, c->config(), &p)) != CC_COLL_OK) return st;
-        if ((st = validate_reduction_args(fn, sendbuf, recvbuf, recvcount, dtype, op)) != CC_COLL_OK) return st;
         const std::size_t P = static_cast<std::size_t>(c->size());
-        if (recvcount > static_cast<std::size_t>(INT_MAX) / P)
+        if (dtype_valid(dtype) && op_valid(op) && recvcount > static_cast<std::size_t>(INT_MAX) / P)
             return fail(CC_COLL_ERR_COUNT_OVERFLOW,
                         "%s: recvcount = %zu times %zu ranks exceeds MPI's count type (int, at most %d elements)", fn,
                         recvcount, P, INT_MAX);
+        if ((st = validate_reduction_args(fn, sendbuf, recvbuf, recvcount, dtype, op)) != CC_COLL_OK) return st;
         if (recvcount > 0 && sendbuf != recvbuf) {
             const std::size_t es = dtype_size(dtype);
             const auto s = reinterpret_cast<std::uintptr_t>(sendbuf);

@@ -231,8 +231,9 @@ typedef struct cc_coll_params {
                                   THRESHOLD's target zeroed fraction, [0, 1)  */
     double           load_factor; /* CC_COLL_PARAMS_FIELD_LOAD_FACTOR: SKETCH
                                   is sized so that support / cells stays at or
-                                  under this, in (0, 1]; peeling is complete
-                                  with high probability up to about 0.8      */
+                                  under this, in (0, 16]; peeling is complete
+                                  with high probability up to about 0.8, and
+                                  more is left to estimates above           */
     uint64_t         seed;     /* CC_COLL_PARAMS_FIELD_SEED: SKETCH's hash
                                   seed; identical on every rank               */
 } cc_coll_params_t;

@@ -96,7 +96,7 @@ module cc_coll
     integer(c_int64_t) :: ef_key        = 0  ! names the tensor's residual
     integer(c_int)     :: sparsifier    = 0  ! SKETCH: CC_COLL_SPARSIFY_*
     real(c_double)     :: zero_fraction = 0  ! THRESHOLD: target zeroed fraction, [0, 1)
-    real(c_double)     :: load_factor   = 0  ! SKETCH: support / cells, (0, 1]
+    real(c_double)     :: load_factor   = 0  ! SKETCH: support / cells, (0, 16]
     integer(c_int64_t) :: seed          = 0  ! SKETCH: hash seed, the same on every rank
   end type cc_coll_params
 

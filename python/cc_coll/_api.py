@@ -270,7 +270,7 @@ def _params(method=None, density=None, ef=None, ef_key=None, sparsifier=None, ze
         p.zero_fraction = _real_arg(zero_fraction, "zero_fraction")  # library: [0, 1)
         p.mask |= _lib.PARAMS_FIELD_ZERO_FRACTION
     if load_factor is not None:
-        p.load_factor = _real_arg(load_factor, "load_factor")  # library: (0, 1]
+        p.load_factor = _real_arg(load_factor, "load_factor")  # library: (0, 16]
         p.mask |= _lib.PARAMS_FIELD_LOAD_FACTOR
     if seed is not None:
         p.seed = _u64_arg(seed, "seed")

@@ -70,7 +70,7 @@ bool apply_load_factor(const std::string &text, Config *cfg, std::string *why)
         cfg->load_factor = f;
         return true;
     }
-    *why = "expected a number in (0, 1]";
+    *why = "expected a number in (0, 16]";
     return false;
 }
 
@@ -138,8 +138,9 @@ const SettingDef kSettings[] = {
      apply_zero_fraction},
     {"LOAD_FACTOR", "CC_COLL_LOAD_FACTOR", "0.77",
      "SKETCH: the sketch is sized so that the union support over its cells stays at or under this "
-     "load, in (0, 1]. Peeling recovers every element with high probability up to about 0.8; above, "
-     "more elements get count-sketch estimates.",
+     "load, in (0, 16]. Peeling recovers every element with high probability up to about 0.8; above "
+     "(and beyond 1, where the sketch has fewer cells than elements) more elements get count-sketch "
+     "estimates.",
      apply_load_factor},
     {"SEED", "CC_COLL_SEED", "0x5eed5eed",
      "SKETCH: seed of the block hashes; must be the same on every rank. Different seeds give "

@@ -3,6 +3,7 @@
 // Precedence: default < environment < what the caller sets in params.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -64,8 +65,11 @@ bool parse_double(const std::string &text, double *out);  // finite values only
 bool density_valid(double density);
 // A zeroed fraction: finite, in [0, 1).
 bool zero_fraction_valid(double f);
-// A load factor: finite, in (0, 1].
-inline bool load_factor_valid(double f) { return density_valid(f); }
+// A load factor: finite, in (0, kMaxLoadFactor]. Above ~0.8 peeling stops
+// being complete; values above 1 deliberately overload the sketch (more
+// support elements than cells) and trade exactness for size.
+constexpr double kMaxLoadFactor = 16.0;
+inline bool load_factor_valid(double f) { return std::isfinite(f) && f > 0.0 && f <= kMaxLoadFactor; }
 bool parse_sparsifier(const std::string &text, cc_coll_sparsifier_t *out);
 
 }  // namespace cc_coll::detail

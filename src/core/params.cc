@@ -57,7 +57,7 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
         }
         if (params->mask & CC_COLL_PARAMS_FIELD_LOAD_FACTOR) {
             if (!load_factor_valid(params->load_factor))
-                return fail(CC_COLL_ERR_INVALID_ARG, "params->load_factor = %g is outside (0, 1]",
+                return fail(CC_COLL_ERR_INVALID_ARG, "params->load_factor = %g is outside (0, 16]",
                             params->load_factor);
             p.load_factor = params->load_factor;
         }

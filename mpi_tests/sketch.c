@@ -1,0 +1,1122 @@
+/*
+ * Method SKETCH (cc_coll_allreduce) with real ranks (run with 1, 2, 3 and 4
+ * ranks).
+ *
+ * References are built in this file from the documented rules only:
+ *   - top-k sparsifier: each rank keeps k = ceil(density * count) elements,
+ *     largest |x| first, equal magnitudes: lower index first;
+ *   - the sketch is lossless when it is not overloaded (load_factor <= ~0.8):
+ *     the result is then the sum over ranks of every rank's kept values, up
+ *     to the rounding of that sum in the work type (binary32 for F32/F16/BF16,
+ *     binary64 for F64), and exactly that sum on small-integer data;
+ *   - when the call goes dense (NaN/Inf on a rank, or a sketch that would
+ *     outweigh the buffer, e.g. density 1 or tiny counts) the result is
+ *     MPI_Allreduce(MPI_SUM) of the inputs, bit for bit;
+ *   - error feedback: sum_t result_t + sum_ranks e_T == sum_t sum_ranks g_t.
+ * Which path a call took is read from the statistics: the sketch path adds
+ * its support to sketch_elements, the dense path adds nothing.
+ *
+ * Cases: lossless top-k (f32/f64, counts 1 .. 1 Mi); small-integer data bit
+ * for bit; hash seeds; the threshold sparsifier; an overloaded sketch; zeros;
+ * density 1 (dense); NaN/Inf; the EF invariant; convergence with and without
+ * EF; F16/BF16; count 0; parameter errors.
+ *
+ * Any failure prints the case and calls MPI_Abort (exit status non-zero).
+ *
+ *   mpi_sketch [TEST...]   run all tests, or only the named ones
+ */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "cc_coll.h"
+#include "check.h"
+
+static int g_size = 1;
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (p == NULL) die("%s", "malloc failed", 0);
+    return p;
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (p == NULL) die("%s", "calloc failed", 0);
+    return p;
+}
+
+/* ---- random numbers ----------------------------------------------------- */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1). */
+static double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+static uint64_t seed_for(int rank, int test_case)
+{
+    return 0x5ce7c4ull + (uint64_t)rank * 1000003ull + (uint64_t)test_case * 7919ull;
+}
+
+/* ---- 16-bit formats, written independently of the library ------------- */
+
+static uint16_t encode16(float f, int mbits, int ebits)
+{
+    const int bias = (1 << (ebits - 1)) - 1;
+    const int emin = 1 - bias;
+    const uint16_t sign = signbit(f) ? (uint16_t)0x8000u : (uint16_t)0;
+    const uint16_t expmask = (uint16_t)(((1u << ebits) - 1u) << mbits);
+    if (isnan(f)) return (uint16_t)(sign | expmask | (1u << (mbits - 1)));
+    double a = fabs((double)f);
+    if (a == 0.0) return sign;
+    if (isinf(f)) return (uint16_t)(sign | expmask);
+    int e2 = 0;
+    (void)frexp(a, &e2);
+    int e = e2 - 1;
+    if (e < emin) e = emin;
+    double m = rint(ldexp(a, mbits - e));
+    if (m >= ldexp(1.0, mbits + 1)) {
+        m = ldexp(m, -1);
+        ++e;
+    }
+    if (e > bias) return (uint16_t)(sign | expmask);
+    const uint32_t mi = (uint32_t)m;
+    if (mi < (1u << mbits)) return (uint16_t)(sign | mi);
+    return (uint16_t)(sign | ((uint32_t)(e + bias) << mbits) | (mi - (1u << mbits)));
+}
+
+static double decode16(uint16_t h, int mbits, int ebits)
+{
+    const int bias = (1 << (ebits - 1)) - 1;
+    const uint32_t emax_field = (1u << ebits) - 1u;
+    const double s = (h & 0x8000u) ? -1.0 : 1.0;
+    const uint32_t ef = (h >> mbits) & emax_field;
+    const uint32_t mf = h & ((1u << mbits) - 1u);
+    if (ef == emax_field) return mf ? NAN : s * INFINITY;
+    if (ef == 0) return s * ldexp((double)mf, 1 - bias - mbits);
+    return s * ldexp((double)(mf | (1u << mbits)), (int)ef - bias - mbits);
+}
+
+/* ---- element types ------------------------------------------------------ */
+
+static const char *dtype_name(cc_coll_dtype_t d)
+{
+    switch (d) {
+    case CC_COLL_F32: return "F32";
+    case CC_COLL_F64: return "F64";
+    case CC_COLL_F16: return "F16";
+    default: return "BF16";
+    }
+}
+
+static double round_to(cc_coll_dtype_t d, double v)
+{
+    switch (d) {
+    case CC_COLL_F32: return (double)(float)v;
+    case CC_COLL_F64: return v;
+    case CC_COLL_F16: return decode16(encode16((float)v, 10, 5), 10, 5);
+    default: return decode16(encode16((float)v, 7, 8), 7, 8);
+    }
+}
+
+static void pack(cc_coll_dtype_t d, const double *x, size_t n, void *buf)
+{
+    for (size_t i = 0; i < n; ++i) {
+        switch (d) {
+        case CC_COLL_F32: ((float *)buf)[i] = (float)x[i]; break;
+        case CC_COLL_F64: ((double *)buf)[i] = x[i]; break;
+        case CC_COLL_F16: ((uint16_t *)buf)[i] = encode16((float)x[i], 10, 5); break;
+        default: ((uint16_t *)buf)[i] = encode16((float)x[i], 7, 8); break;
+        }
+    }
+}
+
+static double element(cc_coll_dtype_t d, const void *buf, size_t i)
+{
+    switch (d) {
+    case CC_COLL_F32: return ((const float *)buf)[i];
+    case CC_COLL_F64: return ((const double *)buf)[i];
+    case CC_COLL_F16: return decode16(((const uint16_t *)buf)[i], 10, 5);
+    default: return decode16(((const uint16_t *)buf)[i], 7, 8);
+    }
+}
+
+/* acc / p in the element type (binary32 for the 16-bit formats, then rounded). */
+static double div_in(cc_coll_dtype_t d, double acc, int p)
+{
+    if (d == CC_COLL_F64) return acc / (double)p;
+    return round_to(d, (double)((float)acc / (float)p));
+}
+
+static MPI_Datatype mpi_type(cc_coll_dtype_t d) { return d == CC_COLL_F64 ? MPI_DOUBLE : MPI_FLOAT; }
+
+/* ---- the documented rules ------------------------------------------------ */
+
+static size_t k_for(double density, size_t n)
+{
+    if (n == 0) return 0;
+    const double k = ceil(density * (double)n);
+    return k >= (double)n ? n : (size_t)k;
+}
+
+/* Magnitude order: class (NaN 2, inf 1, finite 0), then |x|, then index. */
+static const double *g_sort_x;
+
+static int cmp_magnitude(const void *pa, const void *pb)
+{
+    const uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+    const double xa = g_sort_x[a], xb = g_sort_x[b];
+    const int ca = isnan(xa) ? 2 : isinf(xa) ? 1 : 0;
+    const int cb = isnan(xb) ? 2 : isinf(xb) ? 1 : 0;
+    if (ca != cb) return ca > cb ? -1 : 1;
+    if (ca == 0 && fabs(xa) != fabs(xb)) return fabs(xa) > fabs(xb) ? -1 : 1;
+    return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/* kept[i] = 1 for the k largest-magnitude elements of x. */
+static void reference_topk(const double *x, size_t n, size_t k, unsigned char *kept)
+{
+    uint32_t *order = xmalloc(n * sizeof *order);
+    for (size_t i = 0; i < n; ++i) order[i] = (uint32_t)i;
+    g_sort_x = x;
+    qsort(order, n, sizeof *order, cmp_magnitude);
+    memset(kept, 0, n);
+    for (size_t j = 0; j < k && j < n; ++j) kept[order[j]] = 1;
+    free(order);
+}
+
+/* ---- checks ---------------------------------------------------------------- */
+
+/* Element-wise: equal bits, or both NaN. */
+static void expect_equal(cc_coll_dtype_t d, const void *got, const void *want, size_t n, const char *desc)
+{
+    const size_t es = cc_coll_dtype_size(d);
+    for (size_t i = 0; i < n; ++i) {
+        const double g = element(d, got, i), w = element(d, want, i);
+        if (isnan(g) && isnan(w)) continue;
+        if (memcmp((const char *)got + i * es, (const char *)want + i * es, es) != 0) {
+            fprintf(stderr, "[rank %d] FAIL in %s: %s: element %zu of %zu: got %.17g, expected %.17g (bits differ)\n",
+                    g_rank, g_test, desc, i, n, g, w);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+}
+
+/* Exact sums: equal values first (the decoding is right), then equal bits
+ * (an exact sum of zero is +0.0, as MPI_SUM and IEEE x + (-x) give). */
+static void expect_exact(cc_coll_dtype_t d, const void *got, const void *want, size_t n, const char *desc)
+{
+    for (size_t i = 0; i < n; ++i) {
+        const double g = element(d, got, i), w = element(d, want, i);
+        if (g != w) {
+            fprintf(stderr, "[rank %d] FAIL in %s: %s: element %zu of %zu: got %.17g, expected %.17g\n", g_rank, g_test,
+                    desc, i, n, g, w);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    size_t negzero = 0, first = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (element(d, got, i) == 0.0 && signbit(element(d, got, i)) != signbit(element(d, want, i)))
+            if (negzero++ == 0) first = i;
+    if (negzero > 0) {
+        fprintf(stderr,
+                "[rank %d] FAIL in %s: %s: %zu exact sums of zero have the wrong sign (first: element %zu is %g, "
+                "expected %g)\n",
+                g_rank, g_test, desc, negzero, first, element(d, got, first), element(d, want, first));
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    expect_equal(d, got, want, n, desc);
+}
+
+/* |got - want| <= tol * (|want| + scale) element-wise; want in double. */
+static void expect_close(cc_coll_dtype_t d, const void *got, const double *want, size_t n, double tol, double scale,
+                         const char *desc)
+{
+    for (size_t i = 0; i < n; ++i) {
+        const double g = element(d, got, i);
+        const double bound = tol * (fabs(want[i]) + scale);
+        if (!(fabs(g - want[i]) <= bound)) {
+            fprintf(stderr,
+                    "[rank %d] FAIL in %s: %s: element %zu of %zu: got %.17g, expected %.17g (|diff| %.3g > %.3g)\n",
+                    g_rank, g_test, desc, i, n, g, want[i], fabs(g - want[i]), bound);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+}
+
+/* The buffer is byte-identical to rank 0's. */
+static void expect_same_on_all_ranks(const void *buf, size_t bytes, const char *desc)
+{
+    if (bytes == 0) return;
+    unsigned char *root = xmalloc(bytes);
+    memcpy(root, buf, bytes);
+    MPI_Bcast(root, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (memcmp(root, buf, bytes) != 0) die("%s: result differs from rank 0's", desc, 0);
+    free(root);
+}
+
+static cc_coll_params_t sketch_params(double density, int ef, double load_factor)
+{
+    cc_coll_params_t p;
+    memset(&p, 0, sizeof p);
+    p.mask = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_DENSITY | CC_COLL_PARAMS_FIELD_EF |
+             CC_COLL_PARAMS_FIELD_SPARSIFIER | CC_COLL_PARAMS_FIELD_LOAD_FACTOR;
+    p.method = CC_COLL_METHOD_SKETCH;
+    p.density = density;
+    p.ef = ef;
+    p.sparsifier = CC_COLL_SPARSIFY_TOPK;
+    p.load_factor = load_factor;
+    return p;
+}
+
+static cc_coll_params_t keyed(cc_coll_params_t p, uint64_t key)
+{
+    p.mask |= CC_COLL_PARAMS_FIELD_EF_KEY;
+    p.ef_key = key;
+    return p;
+}
+
+static cc_coll_params_t seeded(cc_coll_params_t p, uint64_t seed)
+{
+    p.mask |= CC_COLL_PARAMS_FIELD_SEED;
+    p.seed = seed;
+    return p;
+}
+
+static cc_coll_stats_t get_stats(cc_coll_comm_h h)
+{
+    cc_coll_stats_t s;
+    memset(&s, 0, sizeof s);
+    s.mask = CC_COLL_STATS_FIELD_CALLS | CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED | CC_COLL_STATS_FIELD_BYTES_WIRE |
+             CC_COLL_STATS_FIELD_TIME_COMPRESS | CC_COLL_STATS_FIELD_TIME_COMMUNICATE |
+             CC_COLL_STATS_FIELD_TIME_DECOMPRESS | CC_COLL_STATS_FIELD_SKETCH_ELEMENTS |
+             CC_COLL_STATS_FIELD_SKETCH_PEELED;
+    CHECK_CC(cc_coll_comm_get_stats(h, &s));
+    return s;
+}
+
+/* Random values with spread exponents, exactly representable in d. */
+static void random_values(cc_coll_dtype_t d, double *x, size_t n, uint64_t seed, int e_span)
+{
+    for (size_t i = 0; i < n; ++i) {
+        const double u = rng_uniform(&seed);
+        const int e = (int)(rng_next(&seed) % (uint64_t)(2 * e_span + 1)) - e_span;
+        const double s = (rng_next(&seed) & 1) ? -1.0 : 1.0;
+        x[i] = round_to(d, s * ldexp(1.0 + u, e));
+    }
+}
+
+/* Small integers in [-8, 8]: every sum over <= 4 ranks is exact. */
+static void integer_values(double *x, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; ++i) x[i] = (double)((int)(rng_next(&seed) % 17u) - 8);
+}
+
+static double global_max_abs(const double *x, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (fabs(x[i]) > m) m = fabs(x[i]);
+    MPI_Allreduce(MPI_IN_PLACE, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return m;
+}
+
+/* Relative tolerance of the sketch's rounding in the work type. */
+static double work_tol(cc_coll_dtype_t d) { return d == CC_COLL_F64 ? 1e-13 : 1e-5; }
+
+/* ---- one lossless call, checked ------------------------------------------- */
+
+/* Runs one SKETCH call (top-k, EF off) on this rank's x and checks it:
+ *  - sketch path: every support element peeled, the support is the union of
+ *    the ranks' kept sets, result == sum over ranks of the kept values (bit
+ *    for bit when `exact`, else within the work type's rounding);
+ *  - dense path: result == MPI_Allreduce of the inputs, bit for bit.
+ * Returns 1 when the sketch path ran. */
+static int run_lossless(cc_coll_comm_h h, cc_coll_dtype_t d, cc_coll_op_t op, const double *x, size_t n,
+                        double density, double load_factor, int has_seed, uint64_t seed, int inplace, int exact,
+                        const char *what, void *result_out)
+{
+    const size_t es = cc_coll_dtype_size(d);
+    char desc[320];
+    snprintf(desc, sizeof desc, "%s: %s %s n=%zu density=%g load=%g %s%s (P=%d)", what, dtype_name(d),
+             op == CC_COLL_SUM ? "SUM" : "AVG", n, density, load_factor, inplace ? "in-place" : "out-of-place",
+             has_seed ? " seeded" : "", g_size);
+
+    /* Reference: this rank's kept values, their sum over ranks (double) and
+     * the union support. */
+    unsigned char *kept = xmalloc(n), *uni = xmalloc(n);
+    reference_topk(x, n, k_for(density, n), kept);
+    double *mine = xmalloc(n * sizeof *mine), *ref = xmalloc(n * sizeof *ref);
+    for (size_t i = 0; i < n; ++i) mine[i] = kept[i] ? x[i] : 0.0;
+    CHECK(MPI_Allreduce(mine, ref, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS, "reference sum");
+    CHECK(MPI_Allreduce(kept, uni, (int)n, MPI_UNSIGNED_CHAR, MPI_BOR, MPI_COMM_WORLD) == MPI_SUCCESS,
+          "reference support");
+    size_t support = 0;
+    for (size_t i = 0; i < n; ++i) support += uni[i] != 0;
+    const double maxabs = global_max_abs(x, n);
+
+    unsigned char *send = xmalloc(n * es + 16), *recv = xmalloc(n * es + 16), *orig = xmalloc(n * es + 1);
+    unsigned char *dense = xmalloc(n * es + 1);
+    pack(d, x, n, send);
+    memcpy(orig, send, n * es);
+    if (inplace) memcpy(recv, send, n * es);
+    else memset(recv, 0x5A, n * es);
+    memset(recv + n * es, 0xC3, 16);
+    /* Dense reference (F32/F64 only; 16-bit data here is exact). */
+    if (d == CC_COLL_F32 || d == CC_COLL_F64)
+        CHECK(MPI_Allreduce(send, dense, (int)n, mpi_type(d), MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS,
+              "reference MPI_Allreduce");
+
+    cc_coll_params_t p = sketch_params(density, 0, load_factor);
+    if (has_seed) p = seeded(p, seed);
+    const cc_coll_stats_t before = get_stats(h);
+    const cc_coll_status_t st = cc_coll_allreduce(inplace ? recv : send, recv, n, d, op, &p, h, NULL);
+    if (st != CC_COLL_OK) die("%s", desc, (int)st);
+    const cc_coll_stats_t after = get_stats(h);
+    const uint64_t elements = after.sketch_elements - before.sketch_elements;
+    const uint64_t peeled = after.sketch_peeled - before.sketch_peeled;
+    const int sketch_path = elements > 0;
+
+    for (int i = 0; i < 16; ++i) CHECK(recv[n * es + (size_t)i] == 0xC3, "recvbuf written past count");
+    if (!inplace) CHECK(memcmp(send, orig, n * es) == 0, "out-of-place call modified sendbuf");
+    CHECK(after.calls == before.calls + 1 && after.bytes_uncompressed == before.bytes_uncompressed + n * es,
+          "stats: calls / bytes_uncompressed");
+
+    if (sketch_path) {
+        if (elements != support) {
+            fprintf(stderr, "[rank %d] %s: sketch_elements +%llu, union support %zu\n", g_rank, desc,
+                    (unsigned long long)elements, support);
+            die("%s: sketch_elements is not the union support", desc, 0);
+        }
+        if (peeled != elements) {
+            fprintf(stderr, "[rank %d] %s: only %llu of %llu support elements peeled (%llu estimated)\n", g_rank,
+                    desc, (unsigned long long)peeled, (unsigned long long)elements,
+                    (unsigned long long)(elements - peeled));
+            die("%s: the sketch must be lossless (sketch_peeled == sketch_elements) at this load factor", desc, 0);
+        }
+        CHECK(after.bytes_wire - before.bytes_wire < n * es, "sketch path: wire bytes must be under the buffer");
+        double *want = xmalloc(n * sizeof *want);
+        for (size_t i = 0; i < n; ++i) want[i] = op == CC_COLL_AVG ? div_in(d, round_to(d, ref[i]), g_size) : ref[i];
+        if (exact) {
+            unsigned char *wbuf = xmalloc(n * es + 1);
+            pack(d, want, n, wbuf);
+            expect_exact(d, recv, wbuf, n, desc);
+            free(wbuf);
+        } else {
+            expect_close(d, recv, want, n, work_tol(d), op == CC_COLL_AVG ? maxabs / g_size : maxabs, desc);
+        }
+        free(want);
+    } else {
+        CHECK(peeled == 0, "dense path must not count peeled elements");
+        CHECK(after.bytes_wire - before.bytes_wire >= n * es, "dense path: wire bytes include the whole buffer");
+        if (d == CC_COLL_F32 || d == CC_COLL_F64) {
+            if (op == CC_COLL_AVG)
+                for (size_t i = 0; i < n; ++i) {
+                    if (d == CC_COLL_F32) ((float *)dense)[i] = ((float *)dense)[i] / (float)g_size;
+                    else ((double *)dense)[i] = ((double *)dense)[i] / (double)g_size;
+                }
+            expect_equal(d, recv, dense, n, desc);
+        } else {
+            die("%s: 16-bit case unexpectedly dense", desc, 0);
+        }
+    }
+    expect_same_on_all_ranks(recv, n * es, desc);
+    if (result_out != NULL) memcpy(result_out, recv, n * es);
+    free(kept);
+    free(uni);
+    free(mine);
+    free(ref);
+    free(send);
+    free(recv);
+    free(orig);
+    free(dense);
+    return sketch_path;
+}
+
+/* ---- 1. lossless top-k ------------------------------------------------------- */
+
+static void test_lossless(cc_coll_comm_h h)
+{
+    static const size_t ns[] = {1, 3, 1000, 1023, 1024, 1025, 65536 + 17, (size_t)1 << 20};
+    int c = 0;
+    for (int di = 0; di < 2; ++di)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ++ni) {
+            const cc_coll_dtype_t d = di ? CC_COLL_F64 : CC_COLL_F32;
+            const size_t n = ns[ni];
+            double *x = xmalloc(n * sizeof *x);
+            random_values(d, x, n, seed_for(g_rank, 100 + c), 8);
+            const int inplace = c & 1;
+            ++c;
+            const int sk = run_lossless(h, d, CC_COLL_SUM, x, n, 0.01, 0.75, 0, 0, inplace, 0, "lossless", NULL);
+            if (n >= 65536) CHECK(sk, "test setup: counts >= 64 Ki at density 0.01 must take the sketch path");
+            if (n <= 1025) CHECK(!sk, "counts <= 1025 must go dense (the sketch would outweigh the buffer)");
+            if (n == 65536 + 17) {
+                run_lossless(h, d, CC_COLL_AVG, x, n, 0.01, 0.75, 0, 0, !inplace, 0, "lossless AVG", NULL);
+                run_lossless(h, d, CC_COLL_SUM, x, n, 0.05, 0.75, 0, 0, inplace, 0, "lossless", NULL);
+            }
+            free(x);
+        }
+}
+
+/* ---- 2. small-integer data: bit for bit ------------------------------------- */
+
+static void test_integers(cc_coll_comm_h h)
+{
+    static const size_t ns[] = {65536 + 17, (size_t)1 << 20};
+    int c = 0;
+    for (int di = 0; di < 2; ++di)
+        for (size_t ni = 0; ni < 2; ++ni) {
+            const cc_coll_dtype_t d = di ? CC_COLL_F64 : CC_COLL_F32;
+            const size_t n = ns[ni];
+            double *x = xmalloc(n * sizeof *x);
+            integer_values(x, n, seed_for(g_rank, 200 + c++));
+            for (int op = 0; op < 2; ++op)
+                CHECK(run_lossless(h, d, (cc_coll_op_t)op, x, n, 0.01, 0.75, 0, 0, op, 1, "integers", NULL),
+                      "test setup: integer case must take the sketch path");
+            free(x);
+        }
+}
+
+/* ---- 3. seeds ------------------------------------------------------------------ */
+
+static void test_seeds(cc_coll_comm_h h)
+{
+    static const uint64_t seeds[] = {1, 2, 0xdeadbeefcafef00dull, 0};
+    const size_t n = 65536 + 17;
+    double *x = xmalloc(n * sizeof *x);
+    unsigned char *first = xmalloc(n * 8), *other = xmalloc(n * 8);
+    for (int di = 0; di < 2; ++di) {
+        const cc_coll_dtype_t d = di ? CC_COLL_F64 : CC_COLL_F32;
+        const size_t es = cc_coll_dtype_size(d);
+        integer_values(x, n, seed_for(g_rank, 300 + di));
+        for (size_t s = 0; s < sizeof seeds / sizeof seeds[0]; ++s) {
+            CHECK(run_lossless(h, d, CC_COLL_SUM, x, n, 0.01, 0.75, 1, seeds[s], 0, 1, "seeds, integers",
+                               s == 0 ? first : other),
+                  "test setup: seeds case must take the sketch path");
+            if (s > 0 && memcmp(first, other, n * es) != 0)
+                die("%s: integer data: another seed gave another result", dtype_name(d), 0);
+        }
+        /* Random data: each seed within rounding of the exact sum. */
+        random_values(d, x, n, seed_for(g_rank, 310 + di), 8);
+        for (size_t s = 0; s < sizeof seeds / sizeof seeds[0]; ++s)
+            run_lossless(h, d, CC_COLL_SUM, x, n, 0.01, 0.75, 1, seeds[s], 1, 0, "seeds, random", NULL);
+    }
+    free(x);
+    free(first);
+    free(other);
+}
+
+/* ---- 4. threshold sparsifier ------------------------------------------------- */
+
+/* Every rank's magnitudes follow one log-uniform pattern over [1e-6, 1e-2]
+ * (4 decades, so one ladder rung, ~2x, holds ~8% of the elements) with
+ * per-rank signs and a 0.1% per-rank jitter: the ranks keep nearly the same
+ * elements and the union support stays small enough for the sketch. */
+static void threshold_data(double *x, size_t n, int step)
+{
+    uint64_t shared = 0xabcdefull + (uint64_t)step * 31ull, own = seed_for(g_rank, 400 + step);
+    for (size_t i = 0; i < n; ++i) {
+        const double mag = pow(10.0, -6.0 + 4.0 * rng_uniform(&shared));
+        const double s = (rng_next(&own) & 1) ? -1.0 : 1.0;
+        x[i] = (double)(float)(s * mag * (1.0 + 0.001 * rng_uniform(&own)));
+    }
+}
+
+static void test_threshold(cc_coll_comm_h h)
+{
+    const size_t n = (size_t)1 << 17;
+    const int T = 20;
+    double *x = xmalloc(n * sizeof *x), *e = xmalloc(n * sizeof *e), *mine = xmalloc(n * sizeof *mine);
+    double *ref = xmalloc(n * sizeof *ref), *sum_g = xcalloc(n, sizeof(double)), *sum_r = xcalloc(n, sizeof(double));
+    double *G = xmalloc(n * sizeof *G), *E = xmalloc(n * sizeof *E);
+    float *send = xmalloc(n * 4), *recv = xmalloc(n * 4);
+    cc_coll_params_t p = keyed(sketch_params(0.01, 1, 0.75), 0x7e5);
+    p.mask |= CC_COLL_PARAMS_FIELD_ZERO_FRACTION;
+    p.sparsifier = CC_COLL_SPARSIFY_THRESHOLD;
+    p.zero_fraction = 0.8;
+    CHECK_CC(cc_coll_ef_reset_all(h));
+    double gmax = 0, rmax_sum = 0;
+    for (int t = 0; t < T; ++t) {
+        threshold_data(x, n, t);
+        for (size_t i = 0; i < n; ++i) {
+            sum_g[i] += x[i];
+            if (fabs(x[i]) > gmax) gmax = fabs(x[i]);
+        }
+        pack(CC_COLL_F32, x, n, send);
+        const cc_coll_stats_t before = get_stats(h);
+        CHECK_CC(cc_coll_allreduce(send, recv, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL));
+        const cc_coll_stats_t after = get_stats(h);
+        const uint64_t elements = after.sketch_elements - before.sketch_elements;
+        const uint64_t peeled = after.sketch_peeled - before.sketch_peeled;
+        CHECK(elements > 0, "test setup: the threshold case must take the sketch path");
+        if (peeled != elements) {
+            fprintf(stderr, "[rank %d] threshold step %d: %llu of %llu support elements peeled\n", g_rank, t,
+                    (unsigned long long)peeled, (unsigned long long)elements);
+            die("%s", "threshold: the sketch must be lossless at load factor 0.75", 0);
+        }
+        expect_same_on_all_ranks(recv, n * 4, "threshold");
+        double rmax = 0;
+        for (size_t i = 0; i < n; ++i) {
+            sum_r[i] += recv[i];
+            if (fabs(recv[i]) > rmax) rmax = fabs(recv[i]);
+        }
+        rmax_sum += rmax;
+        CHECK_CC(cc_coll_ef_get_residual(h, &p, recv, n, CC_COLL_F32, e));
+        /* The elements sent are those whose residual is now zero. */
+        size_t sent = 0;
+        for (size_t i = 0; i < n; ++i) sent += e[i] == 0.0;
+        const double frac = (double)sent / (double)n;
+        if (frac < 0.2 - 1e-12 || (t == 0 && frac > 0.30)) {
+            fprintf(stderr, "[rank %d] threshold step %d: sent fraction %.4f\n", g_rank, t, frac);
+            die("%s", "threshold: zeroed fraction must be <= 0.8 and (step 0) within one rung of it", 0);
+        }
+        if (t == 0) {
+            /* Fresh residual: g' = x. The kept set is {|x| >= tau}; the
+             * residual keeps the rest exactly; the result is the sum over
+             * ranks of the kept values. */
+            double min_sent = INFINITY, max_unsent = 0;
+            for (size_t i = 0; i < n; ++i) {
+                if (e[i] == 0.0) {
+                    if (fabs(x[i]) < min_sent) min_sent = fabs(x[i]);
+                    mine[i] = x[i];
+                } else {
+                    CHECK(e[i] == x[i], "threshold: an unsent element's residual must be its input");
+                    if (fabs(x[i]) > max_unsent) max_unsent = fabs(x[i]);
+                    mine[i] = 0.0;
+                }
+            }
+            CHECK(min_sent > max_unsent, "threshold: the kept set must be every |x| at or above one threshold");
+            MPI_Allreduce(mine, ref, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            expect_close(CC_COLL_F32, recv, ref, n, 1e-5, global_max_abs(x, n), "threshold: result == sum of kept");
+            if (g_rank == 0) printf("  threshold: step 0 sends %.1f%% of the elements (rank 0)\n", 100 * frac);
+        }
+    }
+    /* EF invariant over the T steps. */
+    CHECK_CC(cc_coll_ef_get_residual(h, &p, recv, n, CC_COLL_F32, e));
+    MPI_Allreduce(sum_g, G, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(e, E, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &gmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    const double tol = 64.0 * FLT_EPSILON * ((double)g_size * gmax * T + rmax_sum);
+    double worst = 0, carried = 0;
+    for (size_t i = 0; i < n; ++i) {
+        CHECK(isfinite(e[i]), "threshold: residual not finite");
+        const double err = fabs(sum_r[i] + E[i] - G[i]);
+        if (err > worst) worst = err;
+        if (fabs(E[i]) > carried) carried = fabs(E[i]);
+    }
+    if (worst > tol) {
+        fprintf(stderr, "[rank %d] threshold EF invariant: worst |diff| %.3g > tol %.3g\n", g_rank, worst, tol);
+        die("%s", "threshold: sum_t result + sum_ranks e_T != sum_t sum_ranks g_t", 0);
+    }
+    CHECK(carried > 100 * tol, "threshold EF: the residual should carry far more than the tolerance");
+    CHECK_CC(cc_coll_ef_reset_all(h));
+    free(x);
+    free(e);
+    free(mine);
+    free(ref);
+    free(sum_g);
+    free(sum_r);
+    free(G);
+    free(E);
+    free(send);
+    free(recv);
+}
+
+/* ---- 5. overloaded sketch ---------------------------------------------------- */
+
+static void test_overloaded(cc_coll_comm_h h)
+{
+    static const size_t ns[] = {(size_t)1 << 16, (size_t)1 << 18};
+    int overloaded_seen = 0, sketch_seen = 0, c = 0;
+    for (int di = 0; di < 2; ++di)
+        for (size_t ni = 0; ni < 2; ++ni) {
+            const cc_coll_dtype_t d = di ? CC_COLL_F64 : CC_COLL_F32;
+            const size_t n = ns[ni], es = cc_coll_dtype_size(d);
+            double *x = xmalloc(n * sizeof *x), *mine = xmalloc(n * sizeof *mine), *ref = xmalloc(n * sizeof *ref);
+            unsigned char *kept = xmalloc(n), *buf = xmalloc(n * es);
+            random_values(d, x, n, seed_for(g_rank, 500 + c++), 4);
+            reference_topk(x, n, k_for(0.3, n), kept);
+            for (size_t i = 0; i < n; ++i) mine[i] = kept[i] ? x[i] : 0.0;
+            MPI_Allreduce(mine, ref, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            pack(d, x, n, buf);
+            const cc_coll_params_t p = sketch_params(0.3, 0, 1.2);
+            const cc_coll_stats_t before = get_stats(h);
+            CHECK_CC(cc_coll_allreduce(buf, buf, n, d, CC_COLL_SUM, &p, h, NULL));
+            const cc_coll_stats_t after = get_stats(h);
+            const uint64_t elements = after.sketch_elements - before.sketch_elements;
+            const uint64_t peeled = after.sketch_peeled - before.sketch_peeled;
+            expect_same_on_all_ranks(buf, n * es, "overloaded");
+            double num = 0, den = 0;
+            for (size_t i = 0; i < n; ++i) {
+                const double v = element(d, buf, i);
+                if (!isfinite(v)) die("%s: overloaded sketch gave a non-finite element", dtype_name(d), 0);
+                num += (v - ref[i]) * (v - ref[i]);
+                den += ref[i] * ref[i];
+            }
+            const double rel = sqrt(num / den);
+            if (g_rank == 0)
+                printf("  overloaded %s n=%zu: %s, peeled %llu of %llu, relative L2 error %.3g\n", dtype_name(d), n,
+                       elements ? "sketch" : "dense", (unsigned long long)peeled, (unsigned long long)elements, rel);
+            if (elements) {
+                ++sketch_seen;
+                if (peeled < elements) ++overloaded_seen;
+                CHECK(rel < 1.5, "overloaded: relative L2 error must stay below 1.5");
+            }
+            free(x);
+            free(mine);
+            free(ref);
+            free(kept);
+            free(buf);
+        }
+    CHECK(sketch_seen > 0, "test setup: an overloaded case must take the sketch path");
+    CHECK(overloaded_seen > 0, "load factor 1.2 at density 0.3: no configuration left elements unpeeled");
+}
+
+/* ---- 6. zeros, density 1, NaN/Inf, count 0 ---------------------------------------- */
+
+static void test_zeros(cc_coll_comm_h h)
+{
+    const size_t n = 65536 + 17;
+    for (int di = 0; di < 2; ++di) {
+        const cc_coll_dtype_t d = di ? CC_COLL_F64 : CC_COLL_F32;
+        const size_t es = cc_coll_dtype_size(d);
+        unsigned char *buf = xmalloc(n * es);
+        double *e = xmalloc(n * sizeof *e);
+        for (int ef = 0; ef < 2; ++ef) {
+            const cc_coll_params_t p = keyed(sketch_params(0.01, ef, 0.75), 600 + (uint64_t)di);
+            for (int step = 0; step < 3; ++step)
+                for (int op = 0; op < 2; ++op) {
+                    memset(buf, 0, n * es);
+                    if (step == 1)
+                        for (size_t i = 0; i < n; i += 2) buf[i * es + es - 1] = 0x80; /* -0.0 */
+                    CHECK_CC(cc_coll_allreduce(buf, buf, n, d, (cc_coll_op_t)op, &p, h, NULL));
+                    for (size_t i = 0; i < n; ++i)
+                        if (!(element(d, buf, i) == 0.0))
+                            die("%s: all-zero input gave a non-zero or NaN element", dtype_name(d), 0);
+                }
+            CHECK_CC(cc_coll_ef_get_residual(h, &p, buf, n, d, e));
+            for (size_t i = 0; i < n; ++i) CHECK(e[i] == 0.0, "all-zero input left a non-zero residual");
+        }
+        free(buf);
+        free(e);
+    }
+    CHECK_CC(cc_coll_ef_reset_all(h));
+}
+
+/* Density 1: the support is everything, the sketch cannot pay, the call is
+ * MPI_Allreduce(SUM) of the inputs: bit-identical on random data. */
+static void test_density_one(cc_coll_comm_h h)
+{
+    static const size_t ns[] = {1000, 65536 + 17};
+    int c = 0;
+    for (int di = 0; di < 2; ++di)
+        for (size_t ni = 0; ni < 2; ++ni) {
+            const cc_coll_dtype_t d = di ? CC_COLL_F64 : CC_COLL_F32;
+            const size_t n = ns[ni], es = cc_coll_dtype_size(d);
+            double *x = xmalloc(n * sizeof *x), *e = xmalloc(n * sizeof *e);
+            unsigned char *send = xmalloc(n * es), *recv = xmalloc(n * es), *want = xmalloc(n * es);
+            random_values(d, x, n, seed_for(g_rank, 700 + c++), 20);
+            pack(d, x, n, send);
+            for (int op = 0; op < 2; ++op)
+                for (int inplace = 0; inplace < 2; ++inplace)
+                    for (int ef = 0; ef < 2; ++ef) {
+                        char desc[160];
+                        snprintf(desc, sizeof desc, "density 1: %s %s n=%zu %s ef=%d", dtype_name(d),
+                                 op ? "AVG" : "SUM", n, inplace ? "in-place" : "out-of-place", ef);
+                        CHECK(MPI_Allreduce(send, want, (int)n, mpi_type(d), MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS,
+                              "MPI_Allreduce");
+                        if (op == CC_COLL_AVG)
+                            for (size_t i = 0; i < n; ++i) {
+                                if (d == CC_COLL_F32) ((float *)want)[i] = ((float *)want)[i] / (float)g_size;
+                                else ((double *)want)[i] = ((double *)want)[i] / (double)g_size;
+                            }
+                        if (inplace) memcpy(recv, send, n * es);
+                        const uint64_t key = 710 + (uint64_t)(2 * di) + (uint64_t)ni;
+                        const cc_coll_params_t p = keyed(sketch_params(1.0, ef, 0.75), key);
+                        const cc_coll_stats_t before = get_stats(h);
+                        cc_coll_status_t st = cc_coll_allreduce(inplace ? recv : send, recv, n, d, (cc_coll_op_t)op,
+                                                                &p, h, NULL);
+                        if (st != CC_COLL_OK) die("%s", desc, (int)st);
+                        const cc_coll_stats_t after = get_stats(h);
+                        CHECK(after.sketch_elements == before.sketch_elements, "density 1 must take the dense path");
+                        expect_equal(d, recv, want, n, desc);
+                        expect_same_on_all_ranks(recv, n * es, desc);
+                        if (ef) {
+                            CHECK_CC(cc_coll_ef_get_residual(h, &p, recv, n, d, e));
+                            for (size_t i = 0; i < n; ++i) CHECK(e[i] == 0.0, "density 1 (dense) left a residual");
+                        }
+                    }
+            free(x);
+            free(e);
+            free(send);
+            free(recv);
+            free(want);
+        }
+    CHECK_CC(cc_coll_ef_reset_all(h));
+}
+
+static void expect_nonfinite_pattern(cc_coll_dtype_t d, const void *got, const void *mpi_sum, size_t n,
+                                     const char *desc)
+{
+    for (size_t i = 0; i < n; ++i) {
+        const double g = element(d, got, i), w = element(d, mpi_sum, i);
+        const int ok = (isnan(g) != 0) == (isnan(w) != 0) && (isinf(g) != 0) == (isinf(w) != 0) &&
+                       (!isinf(g) || signbit(g) == signbit(w));
+        if (!ok) {
+            fprintf(stderr, "[rank %d] FAIL in %s: %s: element %zu is %g, MPI_SUM gives %g\n", g_rank, g_test, desc, i,
+                    g, w);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+}
+
+static void test_nonfinite(cc_coll_comm_h h)
+{
+    const size_t n = 65536 + 17;
+    for (int di = 0; di < 2; ++di) {
+        const cc_coll_dtype_t d = di ? CC_COLL_F64 : CC_COLL_F32;
+        const size_t es = cc_coll_dtype_size(d);
+        double *x = xmalloc(n * sizeof *x), *e = xmalloc(n * sizeof *e);
+        unsigned char *send = xmalloc(n * es), *recv = xmalloc(n * es), *ref = xmalloc(n * es);
+        const cc_coll_params_t p = keyed(sketch_params(0.01, 1, 0.75), 800 + (uint64_t)di);
+        integer_values(x, n, seed_for(g_rank, 800 + di));
+        if (g_rank == g_size - 1) {
+            x[17] = NAN;
+            x[500] = INFINITY;
+        }
+        if (g_size >= 2 && g_rank == 0) x[800] = INFINITY;
+        if (g_size >= 2 && g_rank == 1) x[800] = -INFINITY;
+        if (g_rank == 0) x[n - 1] = -INFINITY;
+        pack(d, x, n, send);
+        CHECK(MPI_Allreduce(send, ref, (int)n, mpi_type(d), MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS, "MPI_Allreduce");
+        const cc_coll_stats_t before = get_stats(h);
+        CHECK_CC(cc_coll_allreduce(send, recv, n, d, CC_COLL_SUM, &p, h, NULL));
+        const cc_coll_stats_t after = get_stats(h);
+        CHECK(after.sketch_elements == before.sketch_elements, "NaN/Inf on a rank: the call must go dense");
+        expect_nonfinite_pattern(d, recv, ref, n, "NaN/Inf");
+        CHECK(isnan(element(d, recv, 17)) && element(d, recv, 500) == INFINITY && element(d, recv, n - 1) == -INFINITY,
+              "NaN/Inf positions");
+        if (g_size >= 2) CHECK(isnan(element(d, recv, 800)), "+Inf + -Inf must give NaN");
+        expect_equal(d, recv, ref, n, "NaN/Inf: dense fallback equals MPI_SUM");
+        expect_same_on_all_ranks(recv, n * es, "NaN/Inf");
+        CHECK_CC(cc_coll_ef_get_residual(h, &p, recv, n, d, e));
+        for (size_t i = 0; i < n; ++i) CHECK(isfinite(e[i]), "residual holds a non-finite value");
+        /* The next call with finite data is finite everywhere. */
+        integer_values(x, n, seed_for(g_rank, 810 + di));
+        pack(d, x, n, send);
+        CHECK_CC(cc_coll_allreduce(send, recv, n, d, CC_COLL_SUM, &p, h, NULL));
+        for (size_t i = 0; i < n; ++i) CHECK(isfinite(element(d, recv, i)), "NaN/Inf leaked into the next call");
+        CHECK_CC(cc_coll_ef_get_residual(h, &p, recv, n, d, e));
+        for (size_t i = 0; i < n; ++i) CHECK(isfinite(e[i]), "residual not finite after the next call");
+        CHECK_CC(cc_coll_ef_reset(h, &p, recv, n, d));
+        free(x);
+        free(e);
+        free(send);
+        free(recv);
+        free(ref);
+    }
+}
+
+static void test_count_zero(cc_coll_comm_h h)
+{
+    const cc_coll_params_t p = sketch_params(0.01, 1, 0.75);
+    uint64_t efb0 = 0, efb1 = 0;
+    CHECK_CC(cc_coll_ef_bytes(h, &efb0));
+    CHECK_CC(cc_coll_allreduce(NULL, NULL, 0, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL));
+    CHECK_CC(cc_coll_allreduce(NULL, NULL, 0, CC_COLL_F64, CC_COLL_AVG, &p, h, NULL));
+    float untouched[2] = {1, 2};
+    CHECK_CC(cc_coll_allreduce(NULL, untouched, 0, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL));
+    CHECK(untouched[0] == 1 && untouched[1] == 2, "count 0 wrote recvbuf");
+    CHECK_CC(cc_coll_ef_bytes(h, &efb1));
+    CHECK(efb0 == efb1, "count 0 created a residual");
+}
+
+/* ---- 7. EF invariant and convergence -------------------------------------------- */
+
+static void test_ef_invariant(cc_coll_comm_h h, cc_coll_dtype_t d)
+{
+    const size_t n = 65536 + 17;
+    const int T = 50;
+    const size_t es = cc_coll_dtype_size(d);
+    double *g = xmalloc(n * sizeof *g), *sum_g = xcalloc(n, sizeof(double)), *sum_res = xcalloc(n, sizeof(double));
+    double *e = xmalloc(n * sizeof *e), *G = xmalloc(n * sizeof *G), *E = xmalloc(n * sizeof *E);
+    void *send = xmalloc(n * es), *recv = xmalloc(n * es);
+    const cc_coll_params_t p = keyed(sketch_params(0.01, 1, 0.75), 0xEF0 + (uint64_t)d);
+    CHECK_CC(cc_coll_ef_reset_all(h));
+    uint64_t seed = seed_for(g_rank, 900 + (int)d);
+    double gmax = 0, rmax_sum = 0;
+    uint64_t elements = 0, peeled = 0;
+    for (int t = 0; t < T; ++t) {
+        for (size_t i = 0; i < n; ++i) {
+            g[i] = round_to(d, (rng_uniform(&seed) * 2.0 - 1.0) * (1.0 + (double)(i % 7)));
+            sum_g[i] += g[i];
+            if (fabs(g[i]) > gmax) gmax = fabs(g[i]);
+        }
+        pack(d, g, n, send);
+        const cc_coll_stats_t before = get_stats(h);
+        CHECK_CC(cc_coll_allreduce(send, recv, n, d, CC_COLL_SUM, &p, h, NULL));
+        const cc_coll_stats_t after = get_stats(h);
+        elements += after.sketch_elements - before.sketch_elements;
+        peeled += after.sketch_peeled - before.sketch_peeled;
+        double rmax = 0;
+        for (size_t i = 0; i < n; ++i) {
+            sum_res[i] += element(d, recv, i);
+            if (fabs(element(d, recv, i)) > rmax) rmax = fabs(element(d, recv, i));
+        }
+        rmax_sum += rmax;
+    }
+    CHECK(elements > 0, "test setup: the EF invariant must run on the sketch path");
+    CHECK_CC(cc_coll_ef_get_residual(h, &p, recv, n, d, e));
+    MPI_Allreduce(sum_g, G, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(e, E, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &gmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    const double eps = d == CC_COLL_F64 ? DBL_EPSILON : FLT_EPSILON;
+    /* Rounding: of g + e per rank and step, and of each step's decoded sum
+     * (sketch cells and peeling chains, relative to the largest result). */
+    const double tol = 64.0 * eps * ((double)g_size * gmax * T + rmax_sum);
+    double worst = 0, without_e = 0, e_norm = 0;
+    size_t worst_i = 0;
+    for (size_t i = 0; i < n; ++i) {
+        CHECK(isfinite(e[i]), "residual is not finite");
+        const double err = fabs(sum_res[i] + E[i] - G[i]);
+        if (err > worst) {
+            worst = err;
+            worst_i = i;
+        }
+        if (fabs(sum_res[i] - G[i]) > without_e) without_e = fabs(sum_res[i] - G[i]);
+        if (fabs(E[i]) > e_norm) e_norm = fabs(E[i]);
+    }
+    if (worst > tol) {
+        fprintf(stderr,
+                "[rank %d] %s %s: sum_t result + sum_ranks e_T != sum_t sum_ranks g_t at %zu: %.17g + %.17g vs "
+                "%.17g (|diff| %.3g > tol %.3g); %llu of %llu support elements peeled over the %d steps\n",
+                g_rank, g_test, dtype_name(d), worst_i, sum_res[worst_i], E[worst_i], G[worst_i], worst, tol,
+                (unsigned long long)peeled, (unsigned long long)elements, T);
+        die("%s", "EF invariant", 0);
+    }
+    CHECK(without_e > 100 * tol && e_norm > 100 * tol, "EF invariant: residual suspiciously small");
+    free(g);
+    free(sum_g);
+    free(sum_res);
+    free(e);
+    free(G);
+    free(E);
+    free(send);
+    free(recv);
+    CHECK_CC(cc_coll_ef_reset_all(h));
+}
+
+/* Relative RMS error of the running mean of SKETCH AVG on a fixed input,
+ * at step 20 and step 200. */
+static void running_mean_errors(cc_coll_comm_h h, int ef, double *err20, double *err200)
+{
+    const size_t n = 65536;
+    const double density = 0.1;
+    float *g = xmalloc(n * sizeof *g), *recv = xmalloc(n * sizeof *recv);
+    double *gd = xmalloc(n * sizeof *gd), *mean = xmalloc(n * sizeof *mean), *run = xcalloc(n, sizeof(double));
+    for (size_t i = 0; i < n; ++i) {
+        g[i] = (float)(1.0 + 0.5 * sin(0.37 * (double)i + 1.3 * (double)g_rank));
+        gd[i] = g[i];
+    }
+    MPI_Allreduce(gd, mean, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    double mnorm = 0;
+    for (size_t i = 0; i < n; ++i) {
+        mean[i] /= g_size;
+        mnorm += mean[i] * mean[i];
+    }
+    const cc_coll_params_t p = keyed(sketch_params(density, ef, 0.75), 4000 + (uint64_t)ef);
+    uint64_t sketch_calls = 0;
+    for (int t = 1; t <= 200; ++t) {
+        const cc_coll_stats_t before = get_stats(h);
+        CHECK_CC(cc_coll_allreduce(g, recv, n, CC_COLL_F32, CC_COLL_AVG, &p, h, NULL));
+        sketch_calls += get_stats(h).sketch_elements != before.sketch_elements;
+        for (size_t i = 0; i < n; ++i) run[i] += recv[i];
+        if (t == 20 || t == 200) {
+            double s = 0;
+            for (size_t i = 0; i < n; ++i) {
+                const double diff = run[i] / t - mean[i];
+                s += diff * diff;
+            }
+            *(t == 20 ? err20 : err200) = sqrt(s / mnorm);
+        }
+    }
+    /* Some steps may go dense (a support that outgrows the sketch); most
+     * must not, or this would not test the sketch. */
+    CHECK(sketch_calls >= 100, "test setup: most convergence steps must take the sketch path");
+    free(g);
+    free(recv);
+    free(gd);
+    free(mean);
+    free(run);
+}
+
+static void test_convergence(cc_coll_comm_h h)
+{
+    double e20 = 0, e200 = 0, n20 = 0, n200 = 0;
+    running_mean_errors(h, 1, &e20, &e200);
+    running_mean_errors(h, 0, &n20, &n200);
+    if (g_rank == 0)
+        printf("  convergence (P=%d): EF err(20)=%.4f err(200)=%.4f; no EF err(20)=%.4f err(200)=%.4f\n", g_size, e20,
+               e200, n20, n200);
+    CHECK(e200 < e20 / 5, "EF: running-mean error did not fall ~1/T (err(200) >= err(20)/5)");
+    CHECK(e200 < 0.05, "EF: running-mean error after 200 steps is not small");
+    CHECK(n200 > 0.5 * n20, "no EF: running-mean error should not fall");
+    CHECK(n200 > 0.5, "no EF: sparsification without EF should be strongly biased here");
+    CHECK_CC(cc_coll_ef_reset_all(h));
+}
+
+/* ---- 8. F16 / BF16 ---------------------------------------------------------- */
+
+static void test_half(cc_coll_comm_h h)
+{
+    const size_t n = 65536 + 17;
+    int c = 0;
+    for (int di = 2; di < 4; ++di) {
+        const cc_coll_dtype_t d = (cc_coll_dtype_t)di;
+        double *x = xmalloc(n * sizeof *x);
+        integer_values(x, n, seed_for(g_rank, 1000 + c++));
+        for (int op = 0; op < 2; ++op)
+            for (int inplace = 0; inplace < 2; ++inplace)
+                CHECK(run_lossless(h, d, (cc_coll_op_t)op, x, n, 0.01, 0.75, 0, 0, inplace, 1, "16-bit integers",
+                                   NULL),
+                      "test setup: 16-bit case must take the sketch path");
+        free(x);
+    }
+}
+
+/* ---- 9. parameter errors -------------------------------------------------------- */
+
+static void expect_invalid(cc_coll_comm_h h, const cc_coll_params_t *p, const char *field, const char *desc)
+{
+    float buf[64];
+    memset(buf, 0, sizeof buf);
+    const cc_coll_status_t st = cc_coll_allreduce(buf, buf, 64, CC_COLL_F32, CC_COLL_SUM, p, h, NULL);
+    if (st != CC_COLL_ERR_INVALID_ARG) die("%s: expected CC_COLL_ERR_INVALID_ARG", desc, (int)st);
+    if (strstr(cc_coll_last_error(), field) == NULL) {
+        fprintf(stderr, "[rank %d] %s: message \"%s\" does not name %s\n", g_rank, desc, cc_coll_last_error(), field);
+        die("%s: the error message must name the field", desc, 0);
+    }
+}
+
+static void test_bad_params(cc_coll_comm_h h)
+{
+    const cc_coll_stats_t before = get_stats(h);
+    const double bad_lf[] = {0.0, 20.0, NAN, -0.5, INFINITY};
+    for (size_t i = 0; i < sizeof bad_lf / sizeof bad_lf[0]; ++i) {
+        const cc_coll_params_t p = sketch_params(0.01, 1, bad_lf[i]);
+        expect_invalid(h, &p, "load_factor", "bad load_factor");
+    }
+    const double bad_zf[] = {1.0, -0.1, NAN, 2.0};
+    for (size_t i = 0; i < sizeof bad_zf / sizeof bad_zf[0]; ++i) {
+        cc_coll_params_t p = sketch_params(0.01, 1, 0.75);
+        p.mask |= CC_COLL_PARAMS_FIELD_ZERO_FRACTION;
+        p.sparsifier = CC_COLL_SPARSIFY_THRESHOLD;
+        p.zero_fraction = bad_zf[i];
+        expect_invalid(h, &p, "zero_fraction", "bad zero_fraction");
+    }
+    const int bad_sp[] = {7, -1, 2};
+    for (size_t i = 0; i < sizeof bad_sp / sizeof bad_sp[0]; ++i) {
+        cc_coll_params_t p = sketch_params(0.01, 1, 0.75);
+        p.sparsifier = (cc_coll_sparsifier_t)bad_sp[i];
+        expect_invalid(h, &p, "sparsifier", "bad sparsifier");
+    }
+    /* Edge values that are valid: load_factor 1, zero_fraction 0. */
+    float buf[64];
+    memset(buf, 0, sizeof buf);
+    cc_coll_params_t p = sketch_params(0.01, 0, 1.0);
+    p.mask |= CC_COLL_PARAMS_FIELD_ZERO_FRACTION;
+    p.zero_fraction = 0.0;
+    CHECK_CC(cc_coll_allreduce(buf, buf, 64, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL));
+    const cc_coll_stats_t after = get_stats(h);
+    CHECK(after.calls == before.calls + 1, "rejected calls must not be counted");
+    /* cc_coll_reduce_scatter checks the same fields. */
+    p = sketch_params(0.01, 1, 20.0);
+    const cc_coll_status_t st = cc_coll_reduce_scatter(buf, buf, 1, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL);
+    if (st != CC_COLL_ERR_INVALID_ARG) die("%s", "reduce_scatter with load_factor 20", (int)st);
+}
+
+/* ---- main ------------------------------------------------------------------------ */
+
+typedef void (*TestFn)(cc_coll_comm_h);
+
+static int g_argc = 0;
+static char **g_argv = NULL;
+
+static void run_test(const char *name, TestFn fn, cc_coll_comm_h h)
+{
+    if (g_argc > 1) {
+        int selected = 0;
+        for (int a = 1; a < g_argc; ++a) selected |= strcmp(g_argv[a], name) == 0;
+        if (!selected) return;
+    }
+    g_test = name;
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    fn(h);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (g_rank == 0) {
+        printf("  %-22s ok (%.2f s)\n", name, MPI_Wtime() - t0);
+        fflush(stdout);
+    }
+}
+
+static void ef_invariant_f32(cc_coll_comm_h h) { test_ef_invariant(h, CC_COLL_F32); }
+static void ef_invariant_f64(cc_coll_comm_h h) { test_ef_invariant(h, CC_COLL_F64); }
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    g_argc = argc;
+    g_argv = argv;
+    const double t0 = MPI_Wtime();
+    CHECK_CC(cc_coll_check_version());
+    CHECK(encode16(1.0f, 10, 5) == 0x3c00 && encode16(1.0f + 3.0f / 256, 7, 8) == 0x3f82, "16-bit self test");
+    /* Every setting these tests rely on comes from params. */
+    unsetenv("CC_COLL_EF_MAX_BYTES");
+
+    cc_coll_comm_h h = NULL;
+    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
+    if (g_rank == 0) printf("sketch: %d ranks\n", g_size);
+
+    run_test("bad_params", test_bad_params, h);
+    run_test("count_zero", test_count_zero, h);
+    run_test("zeros", test_zeros, h);
+    run_test("density_one", test_density_one, h);
+    run_test("nonfinite", test_nonfinite, h);
+    run_test("overloaded", test_overloaded, h);
+    run_test("lossless", test_lossless, h);
+    run_test("integers", test_integers, h);
+    run_test("seeds", test_seeds, h);
+    run_test("half", test_half, h);
+    run_test("threshold", test_threshold, h);
+    run_test("ef_invariant_f32", ef_invariant_f32, h);
+    run_test("ef_invariant_f64", ef_invariant_f64, h);
+    run_test("convergence", test_convergence, h);
+
+    CHECK_CC(cc_coll_comm_destroy(h));
+    if (g_rank == 0) printf("sketch: %d ranks: all tests passed in %.1f s\n", g_size, MPI_Wtime() - t0);
+    MPI_Finalize();
+    return 0;
+}
