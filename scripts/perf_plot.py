@@ -259,8 +259,8 @@ def plot_run(run, perf_dir):
                 ys.append(v)
         if xs:
             label = method
-            if method == "topk" and doc.get("density") is not None:
-                label = "topk (density %g)" % doc["density"]
+            if method in ("topk", "sketch") and doc.get("density") is not None:
+                label = "%s (density %g)" % (method, doc["density"])
             ax.plot(xs, ys, marker="o", label=label)
     ax.axhline(1.0, color="black", linewidth=1, linestyle="--", label="MPI_Allreduce (1.0)")
     ax.set_xscale("log", base=2)

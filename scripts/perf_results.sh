@@ -9,7 +9,7 @@
 # CC_COLL_SKIP_APT=1; configures and builds cc_coll_perf in
 # ${CC_COLL_BUILD_DIR:-build}; for each host count runs
 #   cc_cluster.sh -N <N> -r <rate> -- cc_coll_perf -b 4K -e 256M -f 4 -n <iters> \
-#       -w <warmup> -J -q -m mpi,none,topk -D 0.01 -r normal -i <mode>
+#       -w <warmup> -J -q -m mpi,none,topk,sketch -D 0.01 -r normal -i <mode>
 # saving docs/perf/allreduce_<rate>_<N>hosts.json; then scripts/perf_plot.py
 # draws docs/perf/speedup_*.png and relerr_*.png and rewrites the section of
 # docs/performance.md between its markers.
@@ -22,7 +22,7 @@
 #   CC_PERF_WARMUP   warm-up iterations (-w)      [1]
 #   CC_PERF_MODE     -i: 0 in place, 1 out of place, 2 both   [0]
 #   CC_PERF_MIN, CC_PERF_MAX, CC_PERF_FACTOR   sizes [4K, 256M, 4]
-#   CC_PERF_METHODS  -m                           [mpi,none,topk]
+#   CC_PERF_METHODS  -m                           [mpi,none,topk,sketch]
 #   CC_PERF_DENSITY  -D                           [0.01]
 #   CC_PERF_DATA     -r input data: normal (gradient-like) or int  [normal]
 #   CC_PERF_EXTRA    more cc_coll_perf options (e.g. "-E 1")   []
@@ -59,7 +59,7 @@ mode=${CC_PERF_MODE:-0}
 min_size=${CC_PERF_MIN:-4K}
 max_size=${CC_PERF_MAX:-256M}
 factor=${CC_PERF_FACTOR:-4}
-methods=${CC_PERF_METHODS:-mpi,none,topk}
+methods=${CC_PERF_METHODS:-mpi,none,topk,sketch}
 density=${CC_PERF_DENSITY:-0.01}
 data=${CC_PERF_DATA:-normal}
 extra=${CC_PERF_EXTRA:-}
