@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Sketch results of docs/performance.md from one cc_coll_bench_sketch run.
+
+    scripts/perf_sketch.py docs/perf/sketch.json docs/performance.md
+
+reads the Google Benchmark JSON output of
+  cc_coll_bench_sketch --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+                       --benchmark_out=<json> --benchmark_out_format=json ...
+(the medians of the repetitions; the "cv" aggregates for the spread) and
+rewrites the part of the Markdown file between
+  <!-- BEGIN sketch-results --> and <!-- END sketch-results -->
+with the machine, the command, the table and a paragraph computed from it;
+text outside the markers is left alone. When the file has neither marker
+they are inserted before <!-- BEGIN cluster-results -->, or appended. The
+output depends only on the JSON file, so running it twice gives the same
+page.
+
+    scripts/perf_sketch.py --annotate docs/perf/sketch.json \\
+        --command '<the benchmark command>' [--build-dir build]
+
+adds what Google Benchmark does not record to the JSON's "context", as
+perf_selection.py --annotate does (the same code). scripts/perf_sketch.sh
+does this right after the run.
+
+The machine, load and formatting helpers are perf_selection.py's, imported.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import perf_selection as ps  # noqa: E402  (the sibling script, as a module)
+
+ps.PROG = "perf_sketch.py"
+
+BEGIN = "<!-- BEGIN sketch-results -->"
+END = "<!-- END sketch-results -->"
+
+N = 16 * ps.MI
+PER_MILLE = ps.PER_MILLE
+ES = {"float": 4, "double": 8}
+BLOCK = 1024  # cells per sketch row (sketch::kBlock): a sub-table of m rows has m * 1024 cells
+
+CV_GROUPS = ((("BM_sketch_encode<",), "the encode rows"),
+             (("BM_sketch_decode<",), "the decode rows"),
+             (("BM_sketch_rows_per_table/", "BM_threshold_"), "the sizing and threshold rows"))
+
+
+def encode_name(w, pm):
+    return "BM_sketch_encode<%s>/n:%d/per_mille:%d" % (w, N, pm)
+
+
+def decode_name(w, pm):
+    return "BM_sketch_decode<%s>/n:%d/per_mille:%d" % (w, N, pm)
+
+
+def rows_name(pm):
+    return "BM_sketch_rows_per_table/n:%d/per_mille:%d" % (N, pm)
+
+
+def rows_of(run):
+    """(type, per mille) of the rows in the table: fp32 at every density, then fp64 where the run has it."""
+    rows = [("float", pm) for pm in PER_MILLE]
+    rows += [("double", pm) for pm in PER_MILLE if encode_name("double", pm) in run.med]
+    return rows
+
+
+class Row:
+    """One (type, density): the encode and decode medians and the sizes they report."""
+
+    def __init__(self, run, w, pm):
+        self.w, self.pm = w, pm
+        self.enc, self.dec = encode_name(w, pm), decode_name(w, pm)
+        d = run.get(self.dec)
+        e = run.get(self.enc)
+        self.k = round(d["k"])
+        self.m = round(d["m"])
+        if round(e["k"]) != self.k or round(e["m"]) != self.m:
+            ps.die("%s and %s report different k or m" % (self.enc, self.dec))
+        self.wire = round(d["sketch_bytes"])
+        self.dense = round(d["dense_bytes"])
+        self.bitmap = (N + 7) // 8
+        self.sketch = self.wire - self.bitmap
+        if self.sketch != 3 * self.m * BLOCK * ES[w]:
+            ps.die("%s: sketch_bytes %d is not 3m x 1024 x %d + n/8 (m = %d)" % (self.dec, self.wire, ES[w], self.m))
+        self.peeled = d["peeled"]
+        self.estimated = d["estimated"]
+        self.enc_ms, self.dec_ms = run.ms(self.enc), run.ms(self.dec)
+        self.enc_gbs, self.dec_gbs = run.gbs(self.enc), run.gbs(self.dec)
+
+    def label(self):
+        return "fp32" if self.w == "float" else "fp64"
+
+    def peel_cell(self):
+        peeled = round(self.peeled)
+        if peeled == self.k and self.peeled == peeled:
+            return "%d / %d (all)" % (peeled, self.k)
+        return "%s / %d (%s left to the estimate)" % (ps.g3(self.peeled), self.k, ps.g3(self.estimated))
+
+
+def table(rows):
+    out = ["| type | density | support k | m | encode CPU time (ms) | encode GB/s | decode CPU time (ms) "
+           "| decode GB/s | sketch + bitmap bytes | dense bytes | wire / dense | dense / wire | peeled / support |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        out.append("| %s | %g | %d | %d | %s | %s | %s | %s | %d + %d = %d | %d | %.3f | %.1f× | %s |" % (
+            r.label(), r.pm / 1000, r.k, r.m, ps.g3(r.enc_ms), ps.g3(r.enc_gbs), ps.g3(r.dec_ms),
+            ps.g3(r.dec_gbs), r.sketch, r.bitmap, r.wire, r.dense, r.wire / r.dense, r.dense / r.wire,
+            r.peel_cell()))
+    return out
+
+
+def span(values, fmt):
+    lo, hi = min(values), max(values)
+    return fmt(lo) if fmt(lo) == fmt(hi) else "%s–%s" % (fmt(lo), fmt(hi))
+
+
+def prose(rows):
+    f32 = [r for r in rows if r.w == "float"]
+    lo, hi = f32[0], f32[-1]
+    dec_over_enc = [r.dec_ms / r.enc_ms for r in f32]
+    ns_enc = [r.enc_ms * 1e6 / r.k for r in f32]
+    ns_dec = [r.dec_ms * 1e6 / r.k for r in f32]
+    x = lambda v: "%.1f×" % v
+    ns = lambda v: ps.g3(v)
+    if min(dec_over_enc) > 1:
+        time = ("**Time: decoding dominates.** For fp32 it takes %s the encode time (%s ms against %s ms at "
+                "density %g, %s against %s ms at %g)"
+                % (span(dec_over_enc, x), ps.g3(lo.dec_ms), ps.g3(lo.enc_ms), lo.pm / 1000,
+                   ps.g3(hi.dec_ms), ps.g3(hi.enc_ms), hi.pm / 1000))
+    elif max(dec_over_enc) < 1:
+        time = ("**Time: encoding dominates.** For fp32 decoding takes %s the encode time"
+                % span(dec_over_enc, lambda v: "%.2f×" % v))
+    else:
+        time = ("**Time:** for fp32 decoding takes %s the encode time, depending on the density"
+                % span(dec_over_enc, lambda v: "%.2f×" % v))
+    rising = all(a.enc_ms < b.enc_ms and a.dec_ms < b.dec_ms for a, b in zip(f32, f32[1:]))
+    time += ("; %s. Per support element, encoding costs %s ns and decoding %s ns from density %g to %g"
+             % ("with n fixed, both times grow with the support k, so the GB/s of input fall as the density "
+                "rises" if rising else "with n fixed, the times do not grow steadily with the support k",
+                " → ".join(ns(v) for v in ns_enc), " → ".join(ns(v) for v in ns_dec), lo.pm / 1000, hi.pm / 1000))
+    falling = all(a > b for a, b in zip(ns_dec, ns_dec[1:]))
+    time += (": the work that does not depend on k (decode writes all n outputs) weighs most at low density."
+             if falling else ".")
+    share = [r.bitmap / r.wire for r in f32]
+    wire = ("**Bytes:** the support bitmap is %s of the wire bytes at density %g and %s at %g: "
+            % (ps.pct(share[0]), lo.pm / 1000, ps.pct(share[-1]), hi.pm / 1000))
+    bitmap_heavy = [r for r in f32 if r.bitmap > r.sketch]
+    sketch_heavy = [r for r in f32 if r.sketch >= r.bitmap]
+    parts = []
+    if bitmap_heavy:
+        parts.append("the bitmap outweighs the sketch at density %s"
+                     % " and ".join("%g" % (r.pm / 1000) for r in bitmap_heavy))
+    if sketch_heavy:
+        parts.append("the sketch (3m × 1024 cells) outweighs the bitmap at %s"
+                     % " and ".join("%g" % (r.pm / 1000) for r in sketch_heavy))
+    wire += "; ".join(parts) + ". "
+    bound = lo.dense / lo.bitmap
+    best = max(f32, key=lambda r: r.dense / r.wire)
+    wire += ("The bitmap alone (n/8 = %d bytes, one bit per element whatever the density) bounds the compression: "
+             "dense / wire < dense / bitmap = %d × 8 bits / 1 bit = **%.0f× for fp32**%s. This run reaches %.1f× at "
+             "density %g, %.0f %% of that bound; at %g it reaches %.1f×."
+             % (lo.bitmap, ES["float"], bound,
+                " (64× for fp64)" if any(r.w == "double" for r in rows) else "",
+                best.dense / best.wire, best.pm / 1000, 100 * (best.dense / best.wire) / bound,
+                hi.pm / 1000, hi.dense / hi.wire))
+    peel = [r for r in rows if round(r.peeled) != r.k or r.peeled != round(r.peeled)]
+    if peel:
+        tail = ("**Peeling:** not every support element peeled in %s; the rest got the median-of-3 estimate."
+                % ", ".join("`%s`" % r.dec for r in peel))
+    else:
+        tail = ("**Peeling:** every support element was recovered exactly in every row (sized at load 0.77, "
+                "the benchmark's `kLoad`); none was left to the median-of-3 estimate.")
+    return [time, "", wire, "", tail]
+
+
+def other_table(run):
+    out = ["| benchmark | what it does | CPU time (ms) | input GB/s |",
+           "| --- | --- | ---: | ---: |"]
+    what = {}
+    for pm in PER_MILLE:
+        b = run.get(rows_name(pm))
+        what[rows_name(pm)] = "sizing: m = %d from the support bitmap at density %g" % (round(b["m"]), pm / 1000)
+    pick = "BM_threshold_pick<float>/n:%d" % N
+    collect = "BM_threshold_collect<float>/n:%d" % N
+    what[pick] = "TAGC threshold ladder: pick the rung that zeroes at most 80 % (one pass)"
+    what[collect] = "collect the %d indices at or above that rung" % round(run.get(collect)["kept"])
+    for name, text in what.items():
+        out.append("| `%s` | %s | %s | %s |" % (name, text, ps.g3(run.ms(name)), ps.g3(run.gbs(name))))
+    return out
+
+
+def shared_line(run):
+    c = run.ctx
+    ncpu = c.get("num_cpus")
+    loads = [la[0] for la in (c.get("load_avg"), c.get("cc_coll_load_avg_after")) if la]
+    s = ("These are **single-core CPU times on a shared machine**: the benchmark runs on one thread, the times "
+         "are what that thread's core spent, and other jobs ran beside it")
+    if ncpu and loads:
+        s += (" (1-minute load average %.2f–%.2f on %d CPUs at the start and end)%s"
+              % (min(loads), max(loads), ncpu,
+                 "; their use of the caches and memory bandwidth may have lowered the rates"
+                 if max(loads) > 0.5 * ncpu else ", so the run mostly had a core to itself"))
+    return s + "."
+
+
+def section(run, json_rel):
+    rows = [Row(run, w, pm) for w, pm in rows_of(run)]
+    out = [BEGIN,
+           "<!-- Generated by scripts/perf_sketch.py from %s (scripts/perf_sketch.sh); "
+           "do not edit by hand between these markers. -->" % json_rel,
+           "",
+           "## Count-sketch encode and decode",
+           "",
+           "The CPU side of the SKETCH method (`src/compressors/sketch/count_sketch.cc`, the layout in "
+           "`docs/api.md`): `bench/bench_sketch.cc` builds `cc_coll_bench_sketch`, which, like the top-k "
+           "benchmark, calls the internal functions directly on one thread without MPI. Encode zeroes the "
+           "sketch and adds the k support elements (normal values at random positions, each kept with "
+           "probability = density) to their three cells; decode peels a copy of that sketch, restored outside "
+           "the timing, given the support bitmap, and writes all n outputs. m is sized by `rows_per_table` at "
+           "load 0.77. GB/s is of **input**, n·sizeof(W) bytes per iteration (the dense buffer the sketch "
+           "stands for), so it compares with the top-k rates above. Wire bytes are the benchmark's "
+           "`sketch_bytes`: the sketch, 3m·1024 cells of the element type, plus the n/8-byte support bitmap "
+           "(the library adds one flag byte), i.e. the two buffers an allreduce sums and ORs; `dense_bytes` is "
+           "n·sizeof(W).",
+           ""]
+    out += ps.command_lines(run, "perf_sketch.sh", "cc_coll_bench_sketch")
+    out += ["then `python3 scripts/perf_sketch.py %s docs/performance.md`, which regenerates this section "
+            "from the JSON alone (`CC_COLL_SKIP_APT=1 scripts/perf_sketch.sh` skips apt-get; "
+            "`CC_COLL_BUILD_DIR` sets the build folder)." % json_rel,
+            ""]
+    out += ps.machine_lines(run, json_rel)
+    out += ps.load_lines(run, CV_GROUPS)
+    out += ["",
+            shared_line(run) + " Every figure below is the median of the repetitions, copied from the JSON and "
+            "only converted to milliseconds, GB/s and ratios.",
+            "",
+            "### n = 16Mi (%s of fp32)" % ps.bytes_name(4 * N),
+            "",
+            "m is the rows per sub-table (the sketch has 3 sub-tables of m rows of 1024 cells).",
+            ""]
+    out += table(rows)
+    out += [""]
+    out += prose(rows)
+    out += ["",
+            "### Sizing and the threshold ladder (fp32, n = 16Mi)",
+            "",
+            "The other steps the SKETCH method runs on the CPU, from the same run:",
+            ""]
+    out += other_table(run)
+    out += ["", END]
+    return ps.joined_without_absolute_paths(out)
+
+
+if __name__ == "__main__":
+    sys.exit(ps.main(__doc__, section, (BEGIN, END), "sketch"))
