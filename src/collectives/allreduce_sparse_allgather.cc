@@ -62,14 +62,7 @@ cc_coll_status_t sparse_allgather(Comm &comm, const AllreduceArgs &a, const Call
     // 2. Select and encode.
     ws.indices.resize(k);
     topk::select<W>(g, n, k, ws.indices.data(), &ws.select);
-    std::uint32_t flags = 0;
-    // Non-finite values outrank finite ones, so if the last kept value is
-    // finite every non-finite one was kept; otherwise count them.
-    if (k > 0 && !finite(g[ws.indices[k - 1]])) {
-        std::size_t nonfinite = 0;
-        for (std::size_t i = 0; i < n; ++i) nonfinite += finite(g[i]) ? 0 : 1;
-        if (nonfinite > k) flags |= topk::kFlagNonFiniteOverflow;
-    }
+    const std::uint32_t flags = topk::nonfinite_overflow<W>(g, n, ws.indices.data(), k);
     ws.send_bytes.resize(bytes);
     std::vector<W> sent(k);
     std::memset(ws.send_bytes.data(), 0, bytes);
@@ -91,16 +84,14 @@ cc_coll_status_t sparse_allgather(Comm &comm, const AllreduceArgs &a, const Call
 
     // Every rank sees the same headers, so every rank takes the same branch.
     bool overflow = false;
-    for (std::size_t r = 0; r < P; ++r) {
-        const topk::PayloadHeader h = topk::header_of(ws.recv_bytes.data() + r * bytes);
-        if (h.n != n || h.k != k) {
-            undo_input<W>(g, res, a.send, n, a.dtype);
-            return fail(CC_COLL_ERR_MISMATCH,
-                        "cc_coll_allreduce (topk): rank %zu sent count %llu / k %u but this rank has count %zu / "
-                        "k %zu; every rank must pass the same count, dtype and density",
-                        r, static_cast<unsigned long long>(h.n), h.k, n, k);
-        }
-        overflow |= (h.flags & topk::kFlagNonFiniteOverflow) != 0;
+    std::size_t bad = 0;
+    topk::PayloadHeader h{};
+    if (!topk::headers_agree(ws.recv_bytes.data(), P, bytes, n, k, &bad, &h, &overflow)) {
+        undo_input<W>(g, res, a.send, n, a.dtype);
+        return fail(CC_COLL_ERR_MISMATCH,
+                    "cc_coll_allreduce (topk): rank %zu sent count %llu / k %u but this rank has count %zu / "
+                    "k %zu; every rank must pass the same count, dtype and density",
+                    bad, static_cast<unsigned long long>(h.n), h.k, n, k);
     }
     if (overflow) {
         stats->bytes_wire += bytes;
@@ -113,13 +104,7 @@ cc_coll_status_t sparse_allgather(Comm &comm, const AllreduceArgs &a, const Call
     if (a.op == CC_COLL_AVG) divide_in_place(a.recv, n, a.dtype, comm.size());
 
     // 5. Residual: what was not transmitted.
-    if (p.ef) {
-        for (std::size_t j = 0; j < k; ++j) {
-            const std::uint32_t i = ws.indices[j];
-            const W r = g[i] - sent[j];
-            g[i] = finite(r) ? r : W(0);
-        }
-    }
+    if (res != nullptr) keep_unsent<W>(g, 0, ws.indices.data(), sent.data(), k);
     stats->time_decompress += now_seconds() - t2;
     stats->bytes_wire += bytes;
     return CC_COLL_OK;

@@ -84,6 +84,18 @@ void sparsify(const W *g, std::size_t n, const CallParams &p, topk::SelectScratc
     topk::select<W>(g, n, k, idx->data(), scratch);
 }
 
+// The residual after a sparse send: e = g' - sent at the k kept positions
+// offset + idx[j] (g' elsewhere stays); non-finite differences are dropped.
+template <typename W>
+void keep_unsent(W *g, std::size_t offset, const std::uint32_t *idx, const W *sent, std::size_t k)
+{
+    for (std::size_t j = 0; j < k; ++j) {
+        W &e = g[offset + idx[j]];
+        const W r = e - sent[j];
+        e = finite(r) ? r : W(0);
+    }
+}
+
 // Writes g' rounded to the dtype into `dst` and keeps the rounding in the
 // residual (zero for F32/F64; non-finite differences are dropped).
 template <typename W>

@@ -55,11 +55,7 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
         const W *shard = g + s * rc;
         std::uint32_t *idx = ws.indices.data() + s * k;
         topk::select<W>(shard, rc, k, idx, &ws.select);
-        if (k > 0 && !finite(shard[idx[k - 1]])) {
-            std::size_t nonfinite = 0;
-            for (std::size_t i = 0; i < rc; ++i) nonfinite += finite(shard[i]) ? 0 : 1;
-            if (nonfinite > k) flags |= topk::kFlagNonFiniteOverflow;
-        }
+        flags |= topk::nonfinite_overflow<W>(shard, rc, idx, k);
     }
     ws.send_bytes.assign(bytes * P, 0);
     std::vector<W> sent(k * P);
@@ -80,30 +76,22 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
     stats->bytes_wire += bytes * P;
 
     bool overflow = false;
-    for (std::size_t r = 0; r < P; ++r) {
-        const topk::PayloadHeader h = topk::header_of(ws.recv_bytes.data() + r * bytes);
-        if (h.n != rc || h.k != k) {
-            undo_input<W>(g, res, a.send, n, a.dtype);
-            return fail(CC_COLL_ERR_MISMATCH,
-                        "cc_coll_reduce_scatter (topk): rank %zu sent recvcount %llu / k %u but this rank has "
-                        "recvcount %zu / k %zu; every rank must pass the same recvcount, dtype and density",
-                        r, static_cast<unsigned long long>(h.n), h.k, rc, k);
-        }
-        overflow |= (h.flags & topk::kFlagNonFiniteOverflow) != 0;
+    std::size_t bad = 0;
+    topk::PayloadHeader h{};
+    if (!topk::headers_agree(ws.recv_bytes.data(), P, bytes, rc, k, &bad, &h, &overflow)) {
+        undo_input<W>(g, res, a.send, n, a.dtype);
+        return fail(CC_COLL_ERR_MISMATCH,
+                    "cc_coll_reduce_scatter (topk): rank %zu sent recvcount %llu / k %u but this rank has "
+                    "recvcount %zu / k %zu; every rank must pass the same recvcount, dtype and density",
+                    bad, static_cast<unsigned long long>(h.n), h.k, rc, k);
     }
     if (overflow) return dense_reduce_scatter<W>(comm, a, g, res != nullptr, stats);
 
     std::memset(a.recv, 0, rc * es);
     for (std::size_t r = 0; r < P; ++r) topk::scatter_add(ws.recv_bytes.data() + r * bytes, a.dtype, a.recv);
     if (a.op == CC_COLL_AVG) divide_in_place(a.recv, rc, a.dtype, comm.size());
-    if (res != nullptr) {
-        for (std::size_t s = 0; s < P; ++s)
-            for (std::size_t j = 0; j < k; ++j) {
-                const std::size_t i = s * rc + ws.indices[s * k + j];
-                const W r = g[i] - sent[s * k + j];
-                g[i] = finite(r) ? r : W(0);
-            }
-    }
+    if (res != nullptr)
+        for (std::size_t s = 0; s < P; ++s) keep_unsent<W>(g, s * rc, ws.indices.data() + s * k, sent.data() + s * k, k);
     stats->time_decompress += now_seconds() - t2;
     return CC_COLL_OK;
 }

@@ -1,5 +1,6 @@
 #include "compressors/topk/topk_payload.hpp"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/dtype.hpp"
@@ -36,6 +37,36 @@ PayloadHeader header_of(const unsigned char *payload)
     std::memcpy(&h, payload, sizeof h);
     return h;
 }
+
+template <typename W>
+std::uint32_t nonfinite_overflow(const W *x, std::size_t n, const std::uint32_t *idx, std::size_t k)
+{
+    if (k == 0) return 0;
+    for (std::size_t j = 0; j < k; ++j)
+        if (std::isfinite(x[idx[j]])) return 0;
+    std::size_t nonfinite = 0;
+    for (std::size_t i = 0; i < n; ++i) nonfinite += std::isfinite(x[i]) ? 0 : 1;
+    return nonfinite > k ? kFlagNonFiniteOverflow : 0;
+}
+
+bool headers_agree(const unsigned char *gathered, std::size_t count, std::size_t bytes, std::uint64_t n,
+                   std::size_t k, std::size_t *bad, PayloadHeader *bad_header, bool *overflow)
+{
+    *overflow = false;
+    for (std::size_t r = 0; r < count; ++r) {
+        const PayloadHeader h = header_of(gathered + r * bytes);
+        if (h.n != n || h.k != k) {
+            *bad = r;
+            *bad_header = h;
+            return false;
+        }
+        *overflow |= (h.flags & kFlagNonFiniteOverflow) != 0;
+    }
+    return true;
+}
+
+template std::uint32_t nonfinite_overflow<float>(const float *, std::size_t, const std::uint32_t *, std::size_t);
+template std::uint32_t nonfinite_overflow<double>(const double *, std::size_t, const std::uint32_t *, std::size_t);
 
 namespace {
 

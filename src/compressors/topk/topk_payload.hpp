@@ -38,6 +38,20 @@ void encode(const W *x, std::size_t n, const std::uint32_t *idx, std::size_t k, 
 // Reads a payload's header.
 PayloadHeader header_of(const unsigned char *payload);
 
+// kFlagNonFiniteOverflow when x[0..n) holds more NaN/Inf than the k kept at
+// idx, else 0. NaN/Inf outrank every finite value in the selection, so one
+// can be left out only when every kept element is NaN/Inf: only then are
+// they counted.
+template <typename W>
+std::uint32_t nonfinite_overflow(const W *x, std::size_t n, const std::uint32_t *idx, std::size_t k);
+
+// Checks the `count` payloads of `bytes` bytes each in `gathered` against
+// (n, k). Returns false with *bad set to the first payload that disagrees
+// (and *bad_header to its header); else true, with *overflow telling whether
+// any sender set kFlagNonFiniteOverflow.
+bool headers_agree(const unsigned char *gathered, std::size_t count, std::size_t bytes, std::uint64_t n,
+                   std::size_t k, std::size_t *bad, PayloadHeader *bad_header, bool *overflow);
+
 // out[idx[j]] += value[j] for every pair of the payload, in the dtype's
 // arithmetic (binary32 with rounding to nearest even for F16/BF16).
 void scatter_add(const unsigned char *payload, cc_coll_dtype_t dtype, void *out);
