@@ -9,6 +9,9 @@
 //   BM_sketch_rows_per_table  sizing from the support bitmap
 //   BM_threshold_pick<W>      threshold::pick (bisection over 64 rungs)
 //   BM_threshold_collect<W>   threshold::collect at the picked threshold
+//   BM_memcpy                 memcpy of n floats at the same n: the
+//                             memory-bandwidth yardstick of this run
+//                             (bench_common.hpp, as in cc_coll_bench_topk)
 //
 // bytes_per_second is input throughput: n x sizeof(W) bytes per iteration
 // (the dense buffer the sketch stands for), so the GB/s columns compare with
@@ -32,6 +35,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "compressors/sketch/count_sketch.hpp"
 #include "compressors/threshold/threshold_ladder.hpp"
 
@@ -40,10 +44,12 @@ namespace {
 namespace sketch = cc_coll::detail::sketch;
 namespace threshold = cc_coll::detail::threshold;
 
-constexpr std::int64_t kMi = 1 << 20;
-constexpr double kLoad = 0.77;
+using cc_coll_bench::BM_memcpy;
+using cc_coll_bench::density_of;
+using cc_coll_bench::kMi;
+using cc_coll_bench::set_input_bytes;
 
-double density_of(const benchmark::State &state) { return static_cast<double>(state.range(1)) / 1000.0; }
+constexpr double kLoad = 0.77;
 
 // A dense buffer with normal values on a random support (each position kept
 // with probability density), its ascending indices and its bitmap; built
@@ -113,7 +119,7 @@ void BM_sketch_encode(benchmark::State &state)
         benchmark::DoNotOptimize(sk.data());
         benchmark::ClobberMemory();
     }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n * sizeof(W)));
+    set_input_bytes(state, n, sizeof(W));
     size_counters(state, in, l);
 }
 
@@ -141,7 +147,7 @@ void BM_sketch_decode(benchmark::State &state)
         estimated += static_cast<double>(info.estimated);
     }
     const double it = static_cast<double>(state.iterations());
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n * sizeof(W)));
+    set_input_bytes(state, n, sizeof(W));
     size_counters(state, in, l);
     state.counters["peeled"] = peeled / it;
     state.counters["estimated"] = estimated / it;
@@ -156,7 +162,7 @@ void BM_sketch_rows_per_table(benchmark::State &state)
         m = sketch::rows_per_table(in.bitmap.data(), n, kLoad);
         benchmark::DoNotOptimize(m);
     }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n * sizeof(float)));
+    set_input_bytes(state, n, sizeof(float));
     state.counters["m"] = static_cast<double>(m);
 }
 
@@ -187,7 +193,7 @@ void BM_threshold_pick(benchmark::State &state)
         tau = threshold::pick(x.data(), n, 0.8);
         benchmark::DoNotOptimize(tau);
     }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n * sizeof(W)));
+    set_input_bytes(state, n, sizeof(W));
     state.counters["tau"] = tau;
 }
 
@@ -205,7 +211,7 @@ void BM_threshold_collect(benchmark::State &state)
         benchmark::DoNotOptimize(idx.data());
         benchmark::ClobberMemory();
     }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n * sizeof(W)));
+    set_input_bytes(state, n, sizeof(W));
     state.counters["kept"] = static_cast<double>(idx.size());
 }
 
@@ -217,6 +223,7 @@ void sizes(benchmark::internal::Benchmark *b)
 
 }  // namespace
 
+BENCHMARK(BM_memcpy)->ArgName("n")->Arg(16 * kMi)->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_sketch_encode, float)->Apply(sizes)->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_sketch_decode, float)->Apply(sizes)->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_sketch_encode, double)

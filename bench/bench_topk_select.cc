@@ -2,6 +2,7 @@
 // ("per core"). No MPI: nothing here calls MPI_Init.
 //
 //   BM_memcpy                 memcpy of n floats: the memory-bandwidth yardstick
+//                             (bench_common.hpp, shared with cc_coll_bench_sketch)
 //   BM_topk_select<W>         topk::select (sampled threshold, one candidate
 //                             pass, exact select; full selection on a miss)
 //   BM_topk_select_full<W>    topk::select_full (the fallback) for comparison
@@ -22,10 +23,9 @@
 
 #include <cstdint>
 #include <cstring>
-#include <map>
-#include <random>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "cc_coll.h"
 #include "compressors/topk/topk_payload.hpp"
 #include "compressors/topk/topk_select.hpp"
@@ -35,7 +35,11 @@ namespace {
 
 namespace topk = cc_coll::detail::topk;
 
-constexpr std::int64_t kMi = 1 << 20;
+using cc_coll_bench::BM_memcpy;
+using cc_coll_bench::density_of;
+using cc_coll_bench::kMi;
+using cc_coll_bench::normal_data;
+using cc_coll_bench::set_input_bytes;
 
 template <typename W>
 struct DtypeOf;
@@ -47,37 +51,6 @@ template <>
 struct DtypeOf<double> {
     static constexpr cc_coll_dtype_t value = CC_COLL_F64;
 };
-
-// n normally distributed values (mean 0, given sigma) from a fixed seed;
-// built once per (type, n, seed) and shared by every benchmark.
-template <typename W>
-const std::vector<W> &normal_data(std::size_t n, std::uint64_t seed = 42, double sigma = 1.0)
-{
-    static std::map<std::pair<std::size_t, std::uint64_t>, std::vector<W>> cache;
-    auto &v = cache[{n, seed}];
-    if (v.size() != n) {
-        std::mt19937_64 rng(seed);
-        std::normal_distribution<double> dist(0.0, sigma);
-        v.resize(n);
-        for (auto &x : v) x = static_cast<W>(dist(rng));
-    }
-    return v;
-}
-
-double density_of(const benchmark::State &state) { return static_cast<double>(state.range(1)) / 1000.0; }
-
-void BM_memcpy(benchmark::State &state)
-{
-    const std::size_t n = static_cast<std::size_t>(state.range(0));
-    const std::vector<float> &src = normal_data<float>(n);
-    std::vector<float> dst(n, 0.0f);
-    for (auto _ : state) {
-        std::memcpy(dst.data(), src.data(), n * sizeof(float));
-        benchmark::DoNotOptimize(dst.data());
-        benchmark::ClobberMemory();
-    }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n * sizeof(float)));
-}
 
 template <typename W>
 void BM_topk_select(benchmark::State &state)
@@ -98,7 +71,7 @@ void BM_topk_select(benchmark::State &state)
         candidates += static_cast<double>(info.candidates);
     }
     const double it = static_cast<double>(state.iterations());
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n * sizeof(W)));
+    set_input_bytes(state, n, sizeof(W));
     state.counters["k"] = static_cast<double>(k);
     state.counters["sampled"] = sampled / it;      // 1: the sampled-threshold path ran
     state.counters["fell_back"] = fell_back / it;  // 1: the estimate missed, full selection ran
@@ -118,7 +91,7 @@ void BM_topk_select_full(benchmark::State &state)
         benchmark::DoNotOptimize(idx.data());
         benchmark::ClobberMemory();
     }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n * sizeof(W)));
+    set_input_bytes(state, n, sizeof(W));
     state.counters["k"] = static_cast<double>(k);
 }
 
@@ -163,7 +136,7 @@ void BM_topk_sparse_encode(benchmark::State &state)
         benchmark::DoNotOptimize(e.data());
         benchmark::ClobberMemory();
     }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n * sizeof(W)));
+    set_input_bytes(state, n, sizeof(W));
     state.counters["k"] = static_cast<double>(k);
     state.counters["payload_B"] = static_cast<double>(bytes);
 }

@@ -43,7 +43,8 @@ BLOCK = 1024  # cells per sketch row (sketch::kBlock): a sub-table of m rows has
 
 CV_GROUPS = ((("BM_sketch_encode<",), "the encode rows"),
              (("BM_sketch_decode<",), "the decode rows"),
-             (("BM_sketch_rows_per_table/", "BM_threshold_"), "the sizing and threshold rows"))
+             (("BM_sketch_rows_per_table/", "BM_threshold_"), "the sizing and threshold rows"),
+             (("BM_memcpy/",), "`memcpy`"))
 
 
 def encode_name(w, pm):
@@ -56,6 +57,15 @@ def decode_name(w, pm):
 
 def rows_name(pm):
     return "BM_sketch_rows_per_table/n:%d/per_mille:%d" % (N, pm)
+
+
+def memcpy_gbs(run):
+    """GB/s of BM_memcpy at the table's n, from the same run (bench/bench_common.hpp)."""
+    name = ps.mcp(N)
+    if name not in run.med:
+        ps.die("%s is missing from the JSON: it comes from a cc_coll_bench_sketch without the memcpy "
+               "yardstick (rebuild it and rerun scripts/perf_sketch.sh), or the run was filtered" % name)
+    return run.gbs(name)
 
 
 def rows_of(run):
@@ -87,6 +97,8 @@ class Row:
         self.estimated = d["estimated"]
         self.enc_ms, self.dec_ms = run.ms(self.enc), run.ms(self.dec)
         self.enc_gbs, self.dec_gbs = run.gbs(self.enc), run.gbs(self.dec)
+        self.mcp_gbs = memcpy_gbs(run)
+        self.enc_x, self.dec_x = self.enc_gbs / self.mcp_gbs, self.dec_gbs / self.mcp_gbs
 
     def label(self):
         return "fp32" if self.w == "float" else "fp64"
@@ -98,16 +110,65 @@ class Row:
         return "%s / %d (%s left to the estimate)" % (ps.g3(self.peeled), self.k, ps.g3(self.estimated))
 
 
+def ratio(v):
+    """A throughput ratio: two decimals below 10, three significant digits above."""
+    return "%.2f" % v if v < 10 else ps.g3(v)
+
+
 def table(rows):
     out = ["| type | density | support k | m | encode CPU time (ms) | encode GB/s | decode CPU time (ms) "
-           "| decode GB/s | sketch + bitmap bytes | dense bytes | wire / dense | dense / wire | peeled / support |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "| decode GB/s | memcpy GB/s (same run, same n) | encode / memcpy | decode / memcpy |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        out.append("| %s | %g | %d | %d | %s | %s | %s | %s | %d + %d = %d | %d | %.3f | %.1f× | %s |" % (
+        out.append("| %s | %g | %d | %d | %s | %s | %s | %s | %s | %s | %s |" % (
             r.label(), r.pm / 1000, r.k, r.m, ps.g3(r.enc_ms), ps.g3(r.enc_gbs), ps.g3(r.dec_ms),
-            ps.g3(r.dec_gbs), r.sketch, r.bitmap, r.wire, r.dense, r.wire / r.dense, r.dense / r.wire,
+            ps.g3(r.dec_gbs), ps.g3(r.mcp_gbs), ratio(r.enc_x), ratio(r.dec_x)))
+    return out
+
+
+def bytes_table(rows):
+    out = ["| type | density | sketch + bitmap bytes | dense bytes | wire / dense | dense / wire | peeled / support |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        out.append("| %s | %g | %d + %d = %d | %d | %.3f | %.1f× | %s |" % (
+            r.label(), r.pm / 1000, r.sketch, r.bitmap, r.wire, r.dense, r.wire / r.dense, r.dense / r.wire,
             r.peel_cell()))
     return out
+
+
+def memcpy_prose(rows):
+    """How encode and decode compare with the memcpy bandwidth of the same run."""
+    f32 = [r for r in rows if r.w == "float"]
+    lo = f32[0]
+    listed = lambda items: (items[0] if len(items) == 1 else "%s and %s" % (", ".join(items[:-1]), items[-1]))
+    at = lambda rs: listed(["%g" % (r.pm / 1000) for r in rs])
+    s = ("**Against memcpy:** copying the n fp32 values (%s) ran at %s GB/s in the same run. For fp32, "
+         "encode / memcpy is %s; decode / memcpy is %s. "
+         % (ps.bytes_name(4 * N), ps.g3(lo.mcp_gbs),
+            listed(["%s at density %g" % (ratio(r.enc_x), r.pm / 1000) if r is lo else
+                    "%s at %g" % (ratio(r.enc_x), r.pm / 1000) for r in f32]),
+            listed([ratio(r.dec_x) for r in f32])))
+    s += ("Encode never reads the dense buffer: it zeroes the 3m × 1024-cell sketch and adds the k support "
+          "values, so its time follows k and m, not n")
+    enc_above = [r for r in f32 if r.enc_x > 1]
+    s += ("; at %s %s it finishes sooner than one copy of the buffer it stands for. "
+          % ("density" if len(enc_above) == 1 else "densities", at(enc_above))
+          if enc_above else ". ")
+    s += ("Decode writes all n outputs, a pass over half the bytes of a copy (which also reads them), and peels "
+          "the support on top of it")
+    dec_above = [r for r in f32 if r.dec_x > 1]
+    dec_below = [r for r in f32 if r.dec_x <= 1]
+    if dec_above and dec_below:
+        s += (": faster than a copy at density %s and slower at %s, as the peeling grows with k."
+              % (at(dec_above), at(dec_below)))
+    elif dec_above:
+        s += ": faster than a copy at every density."
+    else:
+        s += ": slower than a copy at every density."
+    if any(r.w == "double" for r in rows):
+        s += (" The fp64 rows count 8n input bytes against the same fp32 copy of 4n, so their ratios are about "
+              "twice what the same time would give for fp32.")
+    return [s]
 
 
 def span(values, fmt):
@@ -171,7 +232,7 @@ def prose(rows):
     else:
         tail = ("**Peeling:** every support element was recovered exactly in every row (sized at load 0.77, "
                 "the benchmark's `kLoad`); none was left to the median-of-3 estimate.")
-    return [time, "", wire, "", tail]
+    return time, wire, tail
 
 
 def other_table(run):
@@ -222,7 +283,10 @@ def section(run, json_rel):
            "stands for), so it compares with the top-k rates above. Wire bytes are the benchmark's "
            "`sketch_bytes`: the sketch, 3m·1024 cells of the element type, plus the n/8-byte support bitmap "
            "(the library adds one flag byte), i.e. the two buffers an allreduce sums and ORs; `dense_bytes` is "
-           "n·sizeof(W).",
+           "n·sizeof(W). `BM_memcpy` copies the n fp32 values (4n bytes read, 4n written) to another buffer "
+           "in the same run: the memory-bandwidth yardstick, the same code as the top-k benchmark's "
+           "(`bench/bench_common.hpp`), and the encode / memcpy and decode / memcpy columns divide the input "
+           "GB/s by its GB/s.",
            ""]
     out += ps.command_lines(run, "perf_sketch.sh", "cc_coll_bench_sketch")
     out += ["then `python3 scripts/perf_sketch.py %s docs/performance.md`, which regenerates this section "
@@ -238,10 +302,18 @@ def section(run, json_rel):
             "### n = 16Mi (%s of fp32)" % ps.bytes_name(4 * N),
             "",
             "m is the rows per sub-table (the sketch has 3 sub-tables of m rows of 1024 cells).",
+            "",
+            "#### Throughput against memcpy",
             ""]
     out += table(rows)
     out += [""]
-    out += prose(rows)
+    time, wire, peeling = prose(rows)
+    out += memcpy_prose(rows)
+    out += ["", time, "",
+            "#### Wire bytes and peeling",
+            ""]
+    out += bytes_table(rows)
+    out += ["", wire, "", peeling]
     out += ["",
             "### Sizing and the threshold ladder (fp32, n = 16Mi)",
             "",
