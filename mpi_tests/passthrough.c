@@ -37,53 +37,13 @@
 
 #include "cc_coll.h"
 #include "check.h"
+#include "test_util.h"
 
 #define BIG_COUNT ((size_t)16 * 1024 * 1024 + 3)
 
 static long g_cases = 0;
 
-
-/* ---- 16-bit formats, written independently of the library ------------- */
-
-/* Rounds a float to a binary format with `mbits` stored mantissa bits and
- * `ebits` exponent bits, round to nearest, ties to even (rint in the default
- * rounding mode). Handles zero, subnormals, overflow to infinity and NaN. */
-static uint16_t encode16(float f, int mbits, int ebits)
-{
-    const int bias = (1 << (ebits - 1)) - 1;
-    const int emin = 1 - bias;
-    const uint16_t sign = signbit(f) ? (uint16_t)0x8000u : (uint16_t)0;
-    const uint16_t expmask = (uint16_t)(((1u << ebits) - 1u) << mbits);
-    if (isnan(f)) return (uint16_t)(sign | expmask | (1u << (mbits - 1)));
-    double a = fabs((double)f);
-    if (a == 0.0) return sign;
-    if (isinf(f)) return (uint16_t)(sign | expmask);
-    int e2 = 0;
-    (void)frexp(a, &e2); /* a = fr * 2^e2, fr in [0.5, 1): floor(log2 a) = e2 - 1 */
-    int e = e2 - 1;
-    if (e < emin) e = emin;
-    double m = rint(ldexp(a, mbits - e)); /* significand in units of 2^(e - mbits) */
-    if (m >= ldexp(1.0, mbits + 1)) {     /* rounded up to the next binade */
-        m = ldexp(m, -1);
-        ++e;
-    }
-    if (e > bias) return (uint16_t)(sign | expmask);
-    const uint32_t mi = (uint32_t)m;
-    if (mi < (1u << mbits)) return (uint16_t)(sign | mi); /* subnormal (e == emin) */
-    return (uint16_t)(sign | ((uint32_t)(e + bias) << mbits) | (mi - (1u << mbits)));
-}
-
-static double decode16(uint16_t h, int mbits, int ebits)
-{
-    const int bias = (1 << (ebits - 1)) - 1;
-    const uint32_t emax_field = (1u << ebits) - 1u;
-    const double s = (h & 0x8000u) ? -1.0 : 1.0;
-    const uint32_t ef = (h >> mbits) & emax_field;
-    const uint32_t mf = h & ((1u << mbits) - 1u);
-    if (ef == emax_field) return mf ? NAN : s * INFINITY;
-    if (ef == 0) return s * ldexp((double)mf, 1 - bias - mbits);
-    return s * ldexp((double)(mf | (1u << mbits)), (int)ef - bias - mbits);
-}
+/* ---- 16-bit formats: fixed encodings of the shared reference ------------ */
 
 static uint16_t to_f16(float f) { return encode16(f, 10, 5); }
 static uint16_t to_bf16(float f) { return encode16(f, 7, 8); }
@@ -127,13 +87,6 @@ typedef struct {
     unsigned char *send;
     unsigned char *recv;
 } Buffers;
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (p == NULL) die("%s", "malloc failed", 0);
-    return p;
-}
 
 static void buffers_init(Buffers *b, size_t cap)
 {
@@ -179,16 +132,10 @@ static void report_mismatch(const char *what, const void *got, const void *want,
     const size_t es = cc_coll_dtype_size(kDtypes[d]);
     size_t i = 0;
     while (i < count && memcmp((const char *)got + i * es, (const char *)want + i * es, es) == 0) ++i;
-    double g = 0, w = 0;
     unsigned long long gb = 0, wb = 0;
     memcpy(&gb, (const char *)got + i * es, es);
     memcpy(&wb, (const char *)want + i * es, es);
-    switch (d) {
-    case 0: g = ((const float *)got)[i]; w = ((const float *)want)[i]; break;
-    case 1: g = ((const double *)got)[i]; w = ((const double *)want)[i]; break;
-    case 2: g = decode16(((const uint16_t *)got)[i], 10, 5); w = decode16(((const uint16_t *)want)[i], 10, 5); break;
-    default: g = decode16(((const uint16_t *)got)[i], 7, 8); w = decode16(((const uint16_t *)want)[i], 7, 8); break;
-    }
+    const double g = element(kDtypes[d], got, i), w = element(kDtypes[d], want, i);
     fprintf(stderr, "[rank %d] FAIL: %s: %s: first difference at index %zu: got %.9g (0x%llx), expected %.9g (0x%llx)\n",
             g_rank, case_desc, what, i, g, gb, w, wb);
     fflush(stderr);
@@ -196,13 +143,11 @@ static void report_mismatch(const char *what, const void *got, const void *want,
     exit(1);
 }
 
-static cc_coll_stats_t get_stats(cc_coll_comm_h h)
+/* Calls and byte counters only (the fields this test checks). */
+static cc_coll_stats_t get_byte_stats(cc_coll_comm_h h)
 {
-    cc_coll_stats_t s;
-    memset(&s, 0, sizeof s);
-    s.mask = CC_COLL_STATS_FIELD_CALLS | CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED | CC_COLL_STATS_FIELD_BYTES_WIRE;
-    CHECK_CC(cc_coll_comm_get_stats(h, &s));
-    return s;
+    return get_stats_masked(h, CC_COLL_STATS_FIELD_CALLS | CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED |
+                                   CC_COLL_STATS_FIELD_BYTES_WIRE);
 }
 
 /* Runs every dtype/op/in-place/params case for one count on one comm. */
@@ -259,7 +204,7 @@ static void run_count(MPI_Comm mpi, cc_coll_comm_h h, const char *comm_name, siz
                              kDtypeNames[d], kOpNames[o], count, inplace ? "in-place" : "out-of-place",
                              pv ? "{METHOD=NONE}" : "NULL", comm_name, rank, size);
 
-                    const cc_coll_stats_t before = get_stats(h);
+                    const cc_coll_stats_t before = get_byte_stats(h);
                     const unsigned char sentinel = (unsigned char)(0xA5 ^ (d * 16 + o * 4 + inplace * 2 + pv));
                     const void *sendp;
                     void *recvp;
@@ -300,7 +245,7 @@ static void run_count(MPI_Comm mpi, cc_coll_comm_h h, const char *comm_name, siz
                                 die("%s", "recvbuf written past count elements", 0);
                             }
                     }
-                    const cc_coll_stats_t after = get_stats(h);
+                    const cc_coll_stats_t after = get_byte_stats(h);
                     if (after.calls != before.calls + 1 ||
                         after.bytes_uncompressed != before.bytes_uncompressed + bytes ||
                         after.bytes_wire != before.bytes_wire + bytes) {
@@ -331,7 +276,7 @@ static void run_comm(MPI_Comm mpi, const char *name, const size_t *counts, size_
     MPI_Comm_rank(mpi, &mr);
     MPI_Comm_size(mpi, &ms);
     CHECK(r == mr && s == ms, "cc_coll_comm_rank/size differ from MPI_Comm_rank/size");
-    cc_coll_stats_t s0 = get_stats(h);
+    cc_coll_stats_t s0 = get_byte_stats(h);
     CHECK(s0.calls == 0 && s0.bytes_uncompressed == 0 && s0.bytes_wire == 0, "a new comm has non-zero stats");
 
     unsigned long long calls = 0;
@@ -340,10 +285,10 @@ static void run_comm(MPI_Comm mpi, const char *name, const size_t *counts, size_
     if (big_count > 0) run_count(mpi, h, name, big_count, b, 0);
     calls = (unsigned long long)(g_cases - cases_before);
 
-    cc_coll_stats_t st = get_stats(h);
+    cc_coll_stats_t st = get_byte_stats(h);
     CHECK(st.calls == calls, "stats.calls != number of cc_coll_allreduce calls on the comm");
     CHECK_CC(cc_coll_comm_reset_stats(h));
-    st = get_stats(h);
+    st = get_byte_stats(h);
     CHECK(st.calls == 0 && st.bytes_uncompressed == 0, "cc_coll_comm_reset_stats did not reset");
     CHECK_CC(cc_coll_comm_destroy(h));
 }
@@ -360,7 +305,7 @@ static void run_fint(Buffers *b)
     MPI_Comm_size(MPI_COMM_WORLD, &ws);
     CHECK(r == wr && s == ws, "fint comm: rank/size differ from MPI_COMM_WORLD");
     run_count(MPI_COMM_WORLD, h, "fint(MPI_COMM_WORLD)", 1001, b, 1);
-    CHECK(get_stats(h).calls == 32, "fint comm: stats.calls != 32");
+    CHECK(get_byte_stats(h).calls == 32, "fint comm: stats.calls != 32");
     CHECK_CC(cc_coll_comm_destroy(h));
 
     /* And from the Fortran handle of a sub-communicator. */

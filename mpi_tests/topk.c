@@ -34,70 +34,15 @@
 
 #include "cc_coll.h"
 #include "check.h"
+#include "test_util.h"
 
 static int g_size = 1;
 
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (p == NULL) die("%s", "malloc failed", 0);
-    return p;
-}
-
-/* ---- random numbers ----------------------------------------------------- */
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [0, 1). */
-static double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
+/* ---- seeds --------------------------------------------------------------- */
 
 static uint64_t seed_for(int rank, int test_case) { return 0x1234567ull + (uint64_t)rank * 1000003ull + (uint64_t)test_case * 7919ull; }
 
 /* ---- 16-bit formats, written independently of the library ------------- */
-
-static uint16_t encode16(float f, int mbits, int ebits)
-{
-    const int bias = (1 << (ebits - 1)) - 1;
-    const int emin = 1 - bias;
-    const uint16_t sign = signbit(f) ? (uint16_t)0x8000u : (uint16_t)0;
-    const uint16_t expmask = (uint16_t)(((1u << ebits) - 1u) << mbits);
-    if (isnan(f)) return (uint16_t)(sign | expmask | (1u << (mbits - 1)));
-    double a = fabs((double)f);
-    if (a == 0.0) return sign;
-    if (isinf(f)) return (uint16_t)(sign | expmask);
-    int e2 = 0;
-    (void)frexp(a, &e2);
-    int e = e2 - 1;
-    if (e < emin) e = emin;
-    double m = rint(ldexp(a, mbits - e));
-    if (m >= ldexp(1.0, mbits + 1)) {
-        m = ldexp(m, -1);
-        ++e;
-    }
-    if (e > bias) return (uint16_t)(sign | expmask);
-    const uint32_t mi = (uint32_t)m;
-    if (mi < (1u << mbits)) return (uint16_t)(sign | mi);
-    return (uint16_t)(sign | ((uint32_t)(e + bias) << mbits) | (mi - (1u << mbits)));
-}
-
-static double decode16(uint16_t h, int mbits, int ebits)
-{
-    const int bias = (1 << (ebits - 1)) - 1;
-    const uint32_t emax_field = (1u << ebits) - 1u;
-    const double s = (h & 0x8000u) ? -1.0 : 1.0;
-    const uint32_t ef = (h >> mbits) & emax_field;
-    const uint32_t mf = h & ((1u << mbits) - 1u);
-    if (ef == emax_field) return mf ? NAN : s * INFINITY;
-    if (ef == 0) return s * ldexp((double)mf, 1 - bias - mbits);
-    return s * ldexp((double)(mf | (1u << mbits)), (int)ef - bias - mbits);
-}
 
 static void self_test_16bit(void)
 {
@@ -109,128 +54,13 @@ static void self_test_16bit(void)
     CHECK(decode16(0x3555, 10, 5) == (double)(float)decode16(0x3555, 10, 5), "f16 decode");
 }
 
-/* ---- element types ------------------------------------------------------ */
-
-static const char *dtype_name(cc_coll_dtype_t d)
-{
-    switch (d) {
-    case CC_COLL_F32: return "F32";
-    case CC_COLL_F64: return "F64";
-    case CC_COLL_F16: return "F16";
-    default: return "BF16";
-    }
-}
-
-/* Rounds v to the dtype (nearest even) and returns it as a double. */
-static double round_to(cc_coll_dtype_t d, double v)
-{
-    switch (d) {
-    case CC_COLL_F32: return (double)(float)v;
-    case CC_COLL_F64: return v;
-    case CC_COLL_F16: return decode16(encode16((float)v, 10, 5), 10, 5);
-    default: return decode16(encode16((float)v, 7, 8), 7, 8);
-    }
-}
-
-/* Writes the values (exactly representable in d) as a d buffer. */
-static void pack(cc_coll_dtype_t d, const double *x, size_t n, void *buf)
-{
-    for (size_t i = 0; i < n; ++i) {
-        switch (d) {
-        case CC_COLL_F32: ((float *)buf)[i] = (float)x[i]; break;
-        case CC_COLL_F64: ((double *)buf)[i] = x[i]; break;
-        case CC_COLL_F16: ((uint16_t *)buf)[i] = encode16((float)x[i], 10, 5); break;
-        default: ((uint16_t *)buf)[i] = encode16((float)x[i], 7, 8); break;
-        }
-    }
-}
-
-static double element(cc_coll_dtype_t d, const void *buf, size_t i)
-{
-    switch (d) {
-    case CC_COLL_F32: return ((const float *)buf)[i];
-    case CC_COLL_F64: return ((const double *)buf)[i];
-    case CC_COLL_F16: return decode16(((const uint16_t *)buf)[i], 10, 5);
-    default: return decode16(((const uint16_t *)buf)[i], 7, 8);
-    }
-}
-
-/* acc + v in the dtype's arithmetic: binary32 for the 16-bit formats, then
- * rounded to the format. */
-static double add_in(cc_coll_dtype_t d, double acc, double v)
-{
-    switch (d) {
-    case CC_COLL_F32: {
-        const float s = (float)acc + (float)v;
-        return (double)s;
-    }
-    case CC_COLL_F64: return acc + v;
-    default: {
-        const float s = (float)acc + (float)v;
-        return round_to(d, (double)s);
-    }
-    }
-}
-
-static double div_in(cc_coll_dtype_t d, double acc, int p)
-{
-    switch (d) {
-    case CC_COLL_F32: {
-        const float q = (float)acc / (float)p;
-        return (double)q;
-    }
-    case CC_COLL_F64: return acc / (double)p;
-    default: {
-        const float q = (float)acc / (float)p;
-        return round_to(d, (double)q);
-    }
-    }
-}
-
 /* ---- the documented rules ------------------------------------------------ */
-
-static size_t k_for(double density, size_t n)
-{
-    if (n == 0) return 0;
-    const double k = ceil(density * (double)n);
-    return k >= (double)n ? n : (size_t)k;
-}
-
-static size_t payload_bytes(size_t k, size_t es) { return (16 + k * (4 + es) + 7) & ~(size_t)7; }
 
 static int is_dense(size_t n, cc_coll_dtype_t d, double density, int p)
 {
     const size_t es = cc_coll_dtype_size(d);
     return payload_bytes(k_for(density, n), es) * (size_t)p > n * es;
 }
-
-/* Magnitude order: class (NaN 2, inf 1, finite 0), then |x|, then index. */
-static const double *g_sort_x;
-
-static int cmp_magnitude(const void *pa, const void *pb)
-{
-    const uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
-    const double xa = g_sort_x[a], xb = g_sort_x[b];
-    const int ca = isnan(xa) ? 2 : isinf(xa) ? 1 : 0;
-    const int cb = isnan(xb) ? 2 : isinf(xb) ? 1 : 0;
-    if (ca != cb) return ca > cb ? -1 : 1;
-    if (ca == 0 && fabs(xa) != fabs(xb)) return fabs(xa) > fabs(xb) ? -1 : 1;
-    return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/* kept[i] = 1 for the k largest-magnitude elements of x. */
-static void reference_topk(const double *x, size_t n, size_t k, unsigned char *kept)
-{
-    uint32_t *order = xmalloc(n * sizeof *order);
-    for (size_t i = 0; i < n; ++i) order[i] = (uint32_t)i;
-    g_sort_x = x;
-    qsort(order, n, sizeof *order, cmp_magnitude);
-    memset(kept, 0, n);
-    for (size_t j = 0; j < k && j < n; ++j) kept[order[j]] = 1;
-    free(order);
-}
-
-static MPI_Datatype mpi_type(cc_coll_dtype_t d) { return d == CC_COLL_F64 ? MPI_DOUBLE : MPI_FLOAT; }
 
 /* The expected result (as a d buffer in `out`) of a TOPK call with zero
  * residual on this rank's input x (values representable in d). Dense for
@@ -293,33 +123,6 @@ static int expected_topk(cc_coll_dtype_t d, cc_coll_op_t op, const double *x, si
 
 /* ---- checks ---------------------------------------------------------------- */
 
-/* Element-wise: equal bits, or both NaN. */
-static void expect_equal(cc_coll_dtype_t d, const void *got, const void *want, size_t n, const char *desc)
-{
-    const size_t es = cc_coll_dtype_size(d);
-    for (size_t i = 0; i < n; ++i) {
-        const double g = element(d, got, i), w = element(d, want, i);
-        if (isnan(g) && isnan(w)) continue;
-        if (memcmp((const char *)got + i * es, (const char *)want + i * es, es) != 0) {
-            fprintf(stderr, "[rank %d] FAIL in %s: %s: element %zu of %zu: got %.17g, expected %.17g\n", g_rank,
-                    g_test, desc, i, n, g, w);
-            fflush(stderr);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-    }
-}
-
-/* The buffer is byte-identical to rank 0's. */
-static void expect_same_on_all_ranks(const void *buf, size_t bytes, const char *desc)
-{
-    if (bytes == 0) return;
-    unsigned char *root = xmalloc(bytes);
-    memcpy(root, buf, bytes);
-    MPI_Bcast(root, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (memcmp(root, buf, bytes) != 0) die("%s: result differs from rank 0's", desc, 0);
-    free(root);
-}
-
 /* Every rank's condition holds (collective). */
 static void check_all(int ok, const char *msg)
 {
@@ -329,58 +132,11 @@ static void check_all(int ok, const char *msg)
     if (!all) die("%s (on another rank)", msg, 0);
 }
 
-static cc_coll_params_t topk_params(double density, int ef)
-{
-    cc_coll_params_t p;
-    memset(&p, 0, sizeof p);
-    p.mask = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_DENSITY | CC_COLL_PARAMS_FIELD_EF;
-    p.method = CC_COLL_METHOD_TOPK;
-    p.density = density;
-    p.ef = ef;
-    return p;
-}
-
-static cc_coll_params_t keyed(cc_coll_params_t p, uint64_t key)
-{
-    p.mask |= CC_COLL_PARAMS_FIELD_EF_KEY;
-    p.ef_key = key;
-    return p;
-}
-
-static cc_coll_stats_t get_stats(cc_coll_comm_h h)
-{
-    cc_coll_stats_t s;
-    memset(&s, 0, sizeof s);
-    s.mask = CC_COLL_STATS_FIELD_CALLS | CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED | CC_COLL_STATS_FIELD_BYTES_WIRE |
-             CC_COLL_STATS_FIELD_TIME_COMPRESS | CC_COLL_STATS_FIELD_TIME_COMMUNICATE |
-             CC_COLL_STATS_FIELD_TIME_DECOMPRESS;
-    CHECK_CC(cc_coll_comm_get_stats(h, &s));
-    return s;
-}
-
 static uint64_t ef_bytes(cc_coll_comm_h h)
 {
     uint64_t b = 0;
     CHECK_CC(cc_coll_ef_bytes(h, &b));
     return b;
-}
-
-/* Random values with spread exponents, exactly representable in d:
- * sign * (1 + u) * 2^e, e in [-lo, hi]. */
-static void random_values(cc_coll_dtype_t d, double *x, size_t n, uint64_t seed, int e_span)
-{
-    for (size_t i = 0; i < n; ++i) {
-        const double u = rng_uniform(&seed);
-        const int e = (int)(rng_next(&seed) % (uint64_t)(2 * e_span + 1)) - e_span;
-        const double s = (rng_next(&seed) & 1) ? -1.0 : 1.0;
-        x[i] = round_to(d, s * ldexp(1.0 + u, e));
-    }
-}
-
-/* Small integers in [-8, 8]: every sum over <= 4 ranks is exact. */
-static void integer_values(double *x, size_t n, uint64_t seed)
-{
-    for (size_t i = 0; i < n; ++i) x[i] = (double)((int)(rng_next(&seed) % 17u) - 8);
 }
 
 /* Runs one TOPK call on x and checks it against the reference: result,
@@ -725,22 +481,6 @@ static void test_ties(cc_coll_comm_h h)
 }
 
 /* ---- 6. NaN / Inf ------------------------------------------------------------ */
-
-static void expect_nonfinite_pattern(cc_coll_dtype_t d, const void *got, const void *mpi_sum, size_t n,
-                                     const char *desc)
-{
-    for (size_t i = 0; i < n; ++i) {
-        const double g = element(d, got, i), w = element(d, mpi_sum, i);
-        const int ok = (isnan(g) != 0) == (isnan(w) != 0) && (isinf(g) != 0) == (isinf(w) != 0) &&
-                       (!isinf(g) || signbit(g) == signbit(w));
-        if (!ok) {
-            fprintf(stderr, "[rank %d] FAIL in %s: %s: element %zu is %g, MPI_SUM gives %g\n", g_rank, g_test, desc, i,
-                    g, w);
-            fflush(stderr);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-    }
-}
 
 static void test_nonfinite(cc_coll_comm_h h)
 {
@@ -1152,30 +892,6 @@ static void test_half(cc_coll_comm_h h)
 }
 
 /* ---- main ------------------------------------------------------------------------ */
-
-typedef void (*TestFn)(cc_coll_comm_h);
-
-/* Test names given on the command line select tests (default: all). */
-static int g_argc = 0;
-static char **g_argv = NULL;
-
-static void run_test(const char *name, TestFn fn, cc_coll_comm_h h)
-{
-    if (g_argc > 1) {
-        int selected = 0;
-        for (int a = 1; a < g_argc; ++a) selected |= strcmp(g_argv[a], name) == 0;
-        if (!selected) return;
-    }
-    g_test = name;
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = MPI_Wtime();
-    fn(h);
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (g_rank == 0) {
-        printf("  %-22s ok (%.2f s)\n", name, MPI_Wtime() - t0);
-        fflush(stdout);
-    }
-}
 
 static void ef_invariant_f32(cc_coll_comm_h h) { test_ef_invariant(h, CC_COLL_F32); }
 static void ef_invariant_f64(cc_coll_comm_h h) { test_ef_invariant(h, CC_COLL_F64); }
