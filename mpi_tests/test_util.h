@@ -1,0 +1,364 @@
+/* Helpers shared by the mpirun test programs (topk.c, sketch.c,
+ * reduce_scatter.c, passthrough.c): allocation, random data, the 16-bit
+ * formats and element access written independently of the library, the
+ * reference top-k, element-wise checks, params builders, the stats getter and
+ * the test runner. Everything is `static inline`, so a program that uses only
+ * part of it gets no unused-function warnings. Include after check.h. */
+#ifndef CC_COLL_MPI_TESTS_TEST_UTIL_H
+#define CC_COLL_MPI_TESTS_TEST_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "cc_coll.h"
+#include "check.h"
+
+/* ---- allocation ---------------------------------------------------------- */
+
+static inline void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (p == NULL) die("%s", "malloc failed", 0);
+    return p;
+}
+
+static inline void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (p == NULL) die("%s", "calloc failed", 0);
+    return p;
+}
+
+/* ---- random numbers ----------------------------------------------------- */
+
+static inline uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1). */
+static inline double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+/* ---- 16-bit formats, written independently of the library ------------- */
+
+/* Rounds a float to a binary format with `mbits` stored mantissa bits and
+ * `ebits` exponent bits, round to nearest, ties to even (rint in the default
+ * rounding mode). Handles zero, subnormals, overflow to infinity and NaN. */
+static inline uint16_t encode16(float f, int mbits, int ebits)
+{
+    const int bias = (1 << (ebits - 1)) - 1;
+    const int emin = 1 - bias;
+    const uint16_t sign = signbit(f) ? (uint16_t)0x8000u : (uint16_t)0;
+    const uint16_t expmask = (uint16_t)(((1u << ebits) - 1u) << mbits);
+    if (isnan(f)) return (uint16_t)(sign | expmask | (1u << (mbits - 1)));
+    double a = fabs((double)f);
+    if (a == 0.0) return sign;
+    if (isinf(f)) return (uint16_t)(sign | expmask);
+    int e2 = 0;
+    (void)frexp(a, &e2); /* a = fr * 2^e2, fr in [0.5, 1): floor(log2 a) = e2 - 1 */
+    int e = e2 - 1;
+    if (e < emin) e = emin;
+    double m = rint(ldexp(a, mbits - e)); /* significand in units of 2^(e - mbits) */
+    if (m >= ldexp(1.0, mbits + 1)) {     /* rounded up to the next binade */
+        m = ldexp(m, -1);
+        ++e;
+    }
+    if (e > bias) return (uint16_t)(sign | expmask);
+    const uint32_t mi = (uint32_t)m;
+    if (mi < (1u << mbits)) return (uint16_t)(sign | mi); /* subnormal (e == emin) */
+    return (uint16_t)(sign | ((uint32_t)(e + bias) << mbits) | (mi - (1u << mbits)));
+}
+
+static inline double decode16(uint16_t h, int mbits, int ebits)
+{
+    const int bias = (1 << (ebits - 1)) - 1;
+    const uint32_t emax_field = (1u << ebits) - 1u;
+    const double s = (h & 0x8000u) ? -1.0 : 1.0;
+    const uint32_t ef = (h >> mbits) & emax_field;
+    const uint32_t mf = h & ((1u << mbits) - 1u);
+    if (ef == emax_field) return mf ? NAN : s * INFINITY;
+    if (ef == 0) return s * ldexp((double)mf, 1 - bias - mbits);
+    return s * ldexp((double)(mf | (1u << mbits)), (int)ef - bias - mbits);
+}
+
+/* ---- element types ------------------------------------------------------ */
+
+static inline const char *dtype_name(cc_coll_dtype_t d)
+{
+    switch (d) {
+    case CC_COLL_F32: return "F32";
+    case CC_COLL_F64: return "F64";
+    case CC_COLL_F16: return "F16";
+    default: return "BF16";
+    }
+}
+
+/* Rounds v to the dtype (nearest even) and returns it as a double. */
+static inline double round_to(cc_coll_dtype_t d, double v)
+{
+    switch (d) {
+    case CC_COLL_F32: return (double)(float)v;
+    case CC_COLL_F64: return v;
+    case CC_COLL_F16: return decode16(encode16((float)v, 10, 5), 10, 5);
+    default: return decode16(encode16((float)v, 7, 8), 7, 8);
+    }
+}
+
+/* Writes the values (exactly representable in d) as a d buffer. */
+static inline void pack(cc_coll_dtype_t d, const double *x, size_t n, void *buf)
+{
+    for (size_t i = 0; i < n; ++i) {
+        switch (d) {
+        case CC_COLL_F32: ((float *)buf)[i] = (float)x[i]; break;
+        case CC_COLL_F64: ((double *)buf)[i] = x[i]; break;
+        case CC_COLL_F16: ((uint16_t *)buf)[i] = encode16((float)x[i], 10, 5); break;
+        default: ((uint16_t *)buf)[i] = encode16((float)x[i], 7, 8); break;
+        }
+    }
+}
+
+static inline double element(cc_coll_dtype_t d, const void *buf, size_t i)
+{
+    switch (d) {
+    case CC_COLL_F32: return ((const float *)buf)[i];
+    case CC_COLL_F64: return ((const double *)buf)[i];
+    case CC_COLL_F16: return decode16(((const uint16_t *)buf)[i], 10, 5);
+    default: return decode16(((const uint16_t *)buf)[i], 7, 8);
+    }
+}
+
+/* acc + v in the element type's arithmetic (binary32 for the 16-bit formats,
+ * then rounded to the format). */
+static inline double add_in(cc_coll_dtype_t d, double acc, double v)
+{
+    if (d == CC_COLL_F64) return acc + v;
+    return round_to(d, (double)((float)acc + (float)v));
+}
+
+/* acc / p in the element type (binary32 for the 16-bit formats, then rounded). */
+static inline double div_in(cc_coll_dtype_t d, double acc, int p)
+{
+    if (d == CC_COLL_F64) return acc / (double)p;
+    return round_to(d, (double)((float)acc / (float)p));
+}
+
+static inline MPI_Datatype mpi_type(cc_coll_dtype_t d) { return d == CC_COLL_F64 ? MPI_DOUBLE : MPI_FLOAT; }
+
+/* ---- the documented rules ------------------------------------------------ */
+
+/* k = ceil(density * n), clamped to n. */
+static inline size_t k_for(double density, size_t n)
+{
+    if (n == 0) return 0;
+    const double k = ceil(density * (double)n);
+    return k >= (double)n ? n : (size_t)k;
+}
+
+/* TOPK payload: 16 + k * (4 + element size) bytes, rounded up to 8. */
+static inline size_t payload_bytes(size_t k, size_t es) { return (16 + k * (4 + es) + 7) & ~(size_t)7; }
+
+/* Magnitude order: class (NaN 2, inf 1, finite 0), then |x|, then index. */
+static const double *g_sort_x;
+
+static inline int cmp_magnitude(const void *pa, const void *pb)
+{
+    const uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+    const double xa = g_sort_x[a], xb = g_sort_x[b];
+    const int ca = isnan(xa) ? 2 : isinf(xa) ? 1 : 0;
+    const int cb = isnan(xb) ? 2 : isinf(xb) ? 1 : 0;
+    if (ca != cb) return ca > cb ? -1 : 1;
+    if (ca == 0 && fabs(xa) != fabs(xb)) return fabs(xa) > fabs(xb) ? -1 : 1;
+    return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/* kept[i] = 1 for the k largest-magnitude elements of x. */
+static inline void reference_topk(const double *x, size_t n, size_t k, unsigned char *kept)
+{
+    uint32_t *order = xmalloc(n * sizeof *order);
+    for (size_t i = 0; i < n; ++i) order[i] = (uint32_t)i;
+    g_sort_x = x;
+    qsort(order, n, sizeof *order, cmp_magnitude);
+    memset(kept, 0, n);
+    for (size_t j = 0; j < k && j < n; ++j) kept[order[j]] = 1;
+    free(order);
+}
+
+/* ---- data ----------------------------------------------------------------- */
+
+/* Random values with spread exponents, exactly representable in d:
+ * sign * (1 + u) * 2^e, e in [-e_span, e_span]. */
+static inline void random_values(cc_coll_dtype_t d, double *x, size_t n, uint64_t seed, int e_span)
+{
+    for (size_t i = 0; i < n; ++i) {
+        const double u = rng_uniform(&seed);
+        const int e = (int)(rng_next(&seed) % (uint64_t)(2 * e_span + 1)) - e_span;
+        const double s = (rng_next(&seed) & 1) ? -1.0 : 1.0;
+        x[i] = round_to(d, s * ldexp(1.0 + u, e));
+    }
+}
+
+/* Small integers in [-8, 8]: every sum over <= 4 ranks is exact. */
+static inline void integer_values(double *x, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; ++i) x[i] = (double)((int)(rng_next(&seed) % 17u) - 8);
+}
+
+/* ---- checks ---------------------------------------------------------------- */
+
+/* Element-wise: equal bits, or both NaN. */
+static inline void expect_equal(cc_coll_dtype_t d, const void *got, const void *want, size_t n, const char *desc)
+{
+    const size_t es = cc_coll_dtype_size(d);
+    for (size_t i = 0; i < n; ++i) {
+        const double g = element(d, got, i), w = element(d, want, i);
+        if (isnan(g) && isnan(w)) continue;
+        if (memcmp((const char *)got + i * es, (const char *)want + i * es, es) != 0) {
+            fprintf(stderr, "[rank %d] FAIL in %s: %s: element %zu of %zu: got %.17g, expected %.17g (bits differ)\n",
+                    g_rank, g_test, desc, i, n, g, w);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+}
+
+/* |got - want| <= tol * (|want| + scale) element-wise; want in double. */
+static inline void expect_close(cc_coll_dtype_t d, const void *got, const double *want, size_t n, double tol,
+                                double scale, const char *desc)
+{
+    for (size_t i = 0; i < n; ++i) {
+        const double g = element(d, got, i);
+        const double bound = tol * (fabs(want[i]) + scale);
+        if (!(fabs(g - want[i]) <= bound)) {
+            fprintf(stderr,
+                    "[rank %d] FAIL in %s: %s: element %zu of %zu: got %.17g, expected %.17g (|diff| %.3g > %.3g)\n",
+                    g_rank, g_test, desc, i, n, g, want[i], fabs(g - want[i]), bound);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+}
+
+/* The buffer is byte-identical to rank 0's (collective on MPI_COMM_WORLD). */
+static inline void expect_same_on_all_ranks(const void *buf, size_t bytes, const char *desc)
+{
+    if (bytes == 0) return;
+    unsigned char *root = xmalloc(bytes);
+    memcpy(root, buf, bytes);
+    MPI_Bcast(root, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (memcmp(root, buf, bytes) != 0) die("%s: result differs from rank 0's", desc, 0);
+    free(root);
+}
+
+/* NaN where MPI_SUM gives NaN, inf (same sign) where it gives inf, finite
+ * where it is finite. */
+static inline void expect_nonfinite_pattern(cc_coll_dtype_t d, const void *got, const void *mpi_sum, size_t n,
+                                            const char *desc)
+{
+    for (size_t i = 0; i < n; ++i) {
+        const double g = element(d, got, i), w = element(d, mpi_sum, i);
+        const int ok = (isnan(g) != 0) == (isnan(w) != 0) && (isinf(g) != 0) == (isinf(w) != 0) &&
+                       (!isinf(g) || signbit(g) == signbit(w));
+        if (!ok) {
+            fprintf(stderr, "[rank %d] FAIL in %s: %s: element %zu is %g, MPI_SUM gives %g\n", g_rank, g_test, desc, i,
+                    g, w);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+}
+
+/* ---- params and stats ------------------------------------------------------ */
+
+static inline cc_coll_params_t method_params(cc_coll_method_t m)
+{
+    cc_coll_params_t p;
+    memset(&p, 0, sizeof p);
+    p.mask = CC_COLL_PARAMS_FIELD_METHOD;
+    p.method = m;
+    return p;
+}
+
+static inline cc_coll_params_t topk_params(double density, int ef)
+{
+    cc_coll_params_t p = method_params(CC_COLL_METHOD_TOPK);
+    p.mask |= CC_COLL_PARAMS_FIELD_DENSITY | CC_COLL_PARAMS_FIELD_EF;
+    p.density = density;
+    p.ef = ef;
+    return p;
+}
+
+/* SKETCH with the top-k sparsifier. */
+static inline cc_coll_params_t sketch_params(double density, int ef, double load_factor)
+{
+    cc_coll_params_t p = method_params(CC_COLL_METHOD_SKETCH);
+    p.mask |= CC_COLL_PARAMS_FIELD_DENSITY | CC_COLL_PARAMS_FIELD_EF | CC_COLL_PARAMS_FIELD_SPARSIFIER |
+              CC_COLL_PARAMS_FIELD_LOAD_FACTOR;
+    p.density = density;
+    p.ef = ef;
+    p.sparsifier = CC_COLL_SPARSIFY_TOPK;
+    p.load_factor = load_factor;
+    return p;
+}
+
+static inline cc_coll_params_t keyed(cc_coll_params_t p, uint64_t key)
+{
+    p.mask |= CC_COLL_PARAMS_FIELD_EF_KEY;
+    p.ef_key = key;
+    return p;
+}
+
+/* The communicator's statistics: the fields named in `mask`. */
+static inline cc_coll_stats_t get_stats_masked(cc_coll_comm_h h, uint64_t mask)
+{
+    cc_coll_stats_t s;
+    memset(&s, 0, sizeof s);
+    s.mask = mask;
+    CHECK_CC(cc_coll_comm_get_stats(h, &s));
+    return s;
+}
+
+/* Every statistics field. */
+static inline cc_coll_stats_t get_stats(cc_coll_comm_h h)
+{
+    return get_stats_masked(h, CC_COLL_STATS_FIELD_CALLS | CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED |
+                                   CC_COLL_STATS_FIELD_BYTES_WIRE | CC_COLL_STATS_FIELD_TIME_COMPRESS |
+                                   CC_COLL_STATS_FIELD_TIME_COMMUNICATE | CC_COLL_STATS_FIELD_TIME_DECOMPRESS |
+                                   CC_COLL_STATS_FIELD_SKETCH_ELEMENTS | CC_COLL_STATS_FIELD_SKETCH_PEELED);
+}
+
+/* ---- test runner ------------------------------------------------------------ */
+
+typedef void (*TestFn)(cc_coll_comm_h);
+
+/* Test names given on the command line select tests (default: all); main
+ * sets these. */
+static int g_argc = 0;
+static char **g_argv = NULL;
+
+static inline void run_test(const char *name, TestFn fn, cc_coll_comm_h h)
+{
+    if (g_argc > 1) {
+        int selected = 0;
+        for (int a = 1; a < g_argc; ++a) selected |= strcmp(g_argv[a], name) == 0;
+        if (!selected) return;
+    }
+    g_test = name;
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    fn(h);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (g_rank == 0) {
+        printf("  %-22s ok (%.2f s)\n", name, MPI_Wtime() - t0);
+        fflush(stdout);
+    }
+}
+
+#endif
