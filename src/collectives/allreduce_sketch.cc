@@ -29,12 +29,6 @@ namespace cc_coll::detail {
 namespace {
 
 template <typename W>
-constexpr cc_coll_dtype_t work_cc_dtype()
-{
-    return sizeof(W) == sizeof(double) ? CC_COLL_F64 : CC_COLL_F32;
-}
-
-template <typename W>
 cc_coll_status_t sketch_allreduce(Comm &comm, const AllreduceArgs &a, const CallParams &p, StatsSnapshot *stats)
 {
     const std::size_t n = a.count;
@@ -81,7 +75,7 @@ cc_coll_status_t sketch_allreduce(Comm &comm, const AllreduceArgs &a, const Call
         for (std::uint32_t i : ws.indices) g[i] = W(0);  // sent exactly
     const double t3 = now_seconds();
     stats->time_compress += t3 - t2;
-    st = allreduce_sum(cells, cells, layout.cells(), work_cc_dtype<W>(), comm.mpi());
+    st = allreduce_sum(cells, cells, layout.cells(), dtype_of_work<W>(), comm.mpi());
     const double t4 = now_seconds();
     stats->time_communicate += t4 - t3;
     stats->bytes_wire += layout.cells() * sizeof(W);

@@ -38,7 +38,6 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
     const std::size_t P = static_cast<std::size_t>(comm.size());
     const std::size_t n = rc * P;
     const std::size_t es = dtype_size(a.dtype);
-    const cc_coll_dtype_t work_dtype = sizeof(W) == sizeof(double) ? CC_COLL_F64 : CC_COLL_F32;
     Workspace &ws = workspace_of(comm);
     const double t0 = now_seconds();
 
@@ -102,7 +101,7 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
     W *mine = ws.work_other<W>(cells);
     const double t3 = now_seconds();
     stats->time_compress += t3 - t2;
-    st = reduce_scatter_sum(sketches.data(), mine, cells, work_dtype, comm.mpi());
+    st = reduce_scatter_sum(sketches.data(), mine, cells, dtype_of_work<W>(), comm.mpi());
     const double t4 = now_seconds();
     stats->time_communicate += t4 - t3;
     stats->bytes_wire += cells * P * sizeof(W);

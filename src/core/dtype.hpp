@@ -34,6 +34,13 @@ struct WorkType<CC_COLL_F64> {
     using type = double;
 };
 
+// The dtype whose elements are the work type W (to move W buffers over MPI).
+template <typename W>
+constexpr cc_coll_dtype_t dtype_of_work()
+{
+    return sizeof(W) == sizeof(double) ? CC_COLL_F64 : CC_COLL_F32;
+}
+
 // Element i of a dtype buffer as the work type W.
 template <typename W>
 inline W load_element(const void *buf, std::size_t i, cc_coll_dtype_t dtype)
