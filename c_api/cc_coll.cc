@@ -101,6 +101,28 @@ cc_coll_status_t create_comm(const char *fn, MPI_Comm mpi_comm, cc_coll_comm_h *
 
 thread_local std::string t_setting_value;
 
+// The start of every collective: a live communicator, MPI still up, and the
+// call's params merged over the communicator's configuration.
+cc_coll_status_t begin_call(const char *fn, cc_coll_comm_h comm, const cc_coll_params_t *params,
+                            std::shared_ptr<Comm> *c, CallParams *p)
+{
+    cc_coll_status_t st = lookup(fn, comm, c);
+    if (st != CC_COLL_OK || (st = check_mpi_alive(fn)) != CC_COLL_OK) return st;
+    return resolve_params(params, (*c)->config(), p);
+}
+
+// Device buffers and streams are not supported yet.
+cc_coll_status_t check_host_buffers(const char *fn, const void *sendbuf, const void *recvbuf, std::size_t count,
+                                    void *stream)
+{
+    if (stream != nullptr)
+        return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: stream must be NULL (device buffers are not supported yet)", fn);
+    if (count > 0 && (is_device_memory(sendbuf) || is_device_memory(recvbuf)))
+        return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: %s is device memory, which this version does not support", fn,
+                    is_device_memory(sendbuf) ? "sendbuf" : "recvbuf");
+    return CC_COLL_OK;
+}
+
 // The residual key a call with these arguments would use.
 cc_coll_status_t ef_key_of(const char *fn, const Comm &c, const cc_coll_params_t *params, const void *recvbuf,
                            size_t count, cc_coll_dtype_t dtype, EfKey *key)
@@ -223,18 +245,11 @@ cc_coll_status_t cc_coll_allreduce(const void *sendbuf, void *recvbuf, size_t co
     return guarded("cc_coll_allreduce", [&] {
         const char *fn = "cc_coll_allreduce";
         std::shared_ptr<Comm> c;
-        cc_coll_status_t st = lookup(fn, comm, &c);
-        if (st != CC_COLL_OK) return st;
-        if ((st = check_mpi_alive(fn)) != CC_COLL_OK) return st;
         CallParams p;
-        if ((st = resolve_params(params, c->config(), &p)) != CC_COLL_OK) return st;
+        cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
+        if (st != CC_COLL_OK) return st;
         if ((st = validate_reduction_args(fn, sendbuf, recvbuf, count, dtype, op)) != CC_COLL_OK) return st;
-        if (stream != nullptr)
-            return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: stream must be NULL (device buffers are not supported yet)",
-                        fn);
-        if (count > 0 && (is_device_memory(sendbuf) || is_device_memory(recvbuf)))
-            return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: %s is device memory, which this version does not support",
-                        fn, is_device_memory(sendbuf) ? "sendbuf" : "recvbuf");
+        if ((st = check_host_buffers(fn, sendbuf, recvbuf, count, stream)) != CC_COLL_OK) return st;
         return allreduce(*c, AllreduceArgs{sendbuf, recvbuf, count, dtype, op}, p);
     });
 }
@@ -246,11 +261,9 @@ cc_coll_status_t cc_coll_reduce_scatter(const void *sendbuf, void *recvbuf, size
     return guarded("cc_coll_reduce_scatter", [&] {
         const char *fn = "cc_coll_reduce_scatter";
         std::shared_ptr<Comm> c;
-        cc_coll_status_t st = lookup(fn, comm, &c);
-        if (st != CC_COLL_OK) return st;
-        if ((st = check_mpi_alive(fn)) != CC_COLL_OK) return st;
         CallParams p;
-        if ((st = resolve_params(params, c->config(), &p)) != CC_COLL_OK) return st;
+        cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
+        if (st != CC_COLL_OK) return st;
         const std::size_t P = static_cast<std::size_t>(c->size());
         if (dtype_valid(dtype) && op_valid(op) && recvcount > static_cast<std::size_t>(INT_MAX) / P)
             return fail(CC_COLL_ERR_COUNT_OVERFLOW,
@@ -267,12 +280,7 @@ cc_coll_status_t cc_coll_reduce_scatter(const void *sendbuf, void *recvbuf, size
                             "the same pointer for in-place)",
                             fn, P);
         }
-        if (stream != nullptr)
-            return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: stream must be NULL (device buffers are not supported yet)",
-                        fn);
-        if (recvcount > 0 && (is_device_memory(sendbuf) || is_device_memory(recvbuf)))
-            return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: %s is device memory, which this version does not support",
-                        fn, is_device_memory(sendbuf) ? "sendbuf" : "recvbuf");
+        if ((st = check_host_buffers(fn, sendbuf, recvbuf, recvcount, stream)) != CC_COLL_OK) return st;
         return reduce_scatter(*c, ReduceScatterArgs{sendbuf, recvbuf, recvcount, dtype, op}, p);
     });
 }
