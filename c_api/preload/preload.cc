@@ -386,7 +386,7 @@ Entry *entry_for(MPI_Comm comm)
 int preflight(const Entry &e, const void *src, void *recv, std::size_t count, cc_coll_dtype_t dtype)
 {
     const State &s = state();
-    const bool cap = s.cfg.ef && s.cfg.method == CC_COLL_METHOD_TOPK && s.cfg.ef_max_bytes != 0;
+    const bool cap = s.cfg.ef && s.cfg.method != CC_COLL_METHOD_NONE && s.cfg.ef_max_bytes != 0;
     if (!cap && !s.preflight_device) return 0;
     std::shared_ptr<Comm> c = find_comm(e.handle);
     if (!c) return 0;
