@@ -83,12 +83,8 @@ cc_coll_status_t sketch_allreduce(Comm &comm, const AllreduceArgs &a, const Call
 
     // 5. Decode into the work buffer, then round to the dtype.
     W *out = res != nullptr ? ws.work<W>(n) : g;  // without EF, g' is no longer needed
-    const sketch::DecodeInfo info = sketch::decode<W>(layout, support, cells, out, &ws.decode);
-    store_as<W>(out, n, a.dtype, a.recv);
-    if (a.op == CC_COLL_AVG) divide_in_place(a.recv, n, a.dtype, comm.size());
+    decode_sketch_into<W>(layout, support, cells, out, a.recv, a.dtype, a.op, comm.size(), &ws.decode, stats);
     stats->time_decompress += now_seconds() - t4;
-    stats->sketch_elements += info.support;
-    stats->sketch_peeled += info.peeled;
     return CC_COLL_OK;
 }
 
@@ -98,8 +94,8 @@ cc_coll_status_t allreduce_sketch(Comm &comm, const AllreduceArgs &args, const C
                                   StatsSnapshot *stats)
 {
     if (args.count == 0) return CC_COLL_OK;
-    if (args.dtype == CC_COLL_F64) return sketch_allreduce<double>(comm, args, params, stats);
-    return sketch_allreduce<float>(comm, args, params, stats);
+    return with_work_type(args.dtype,
+                          [&](auto w) { return sketch_allreduce<decltype(w)>(comm, args, params, stats); });
 }
 
 }  // namespace cc_coll::detail

@@ -116,8 +116,8 @@ cc_coll_status_t allreduce_sparse_allgather(Comm &comm, const AllreduceArgs &arg
                                             StatsSnapshot *stats)
 {
     if (args.count == 0) return CC_COLL_OK;
-    if (args.dtype == CC_COLL_F64) return sparse_allgather<double>(comm, args, params, stats);
-    return sparse_allgather<float>(comm, args, params, stats);
+    return with_work_type(args.dtype,
+                          [&](auto w) { return sparse_allgather<decltype(w)>(comm, args, params, stats); });
 }
 
 }  // namespace cc_coll::detail

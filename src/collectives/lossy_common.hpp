@@ -19,6 +19,15 @@
 
 namespace cc_coll::detail {
 
+// Runs f(W{}) with W the work type of `dtype` (double for F64, float for
+// the others): the one place the lossy algorithms pick their instantiation.
+template <typename F>
+cc_coll_status_t with_work_type(cc_coll_dtype_t dtype, F &&f)
+{
+    if (dtype == CC_COLL_F64) return f(double{});
+    return f(float{});
+}
+
 template <typename W>
 inline bool finite(W v)
 {
@@ -127,6 +136,20 @@ cc_coll_status_t dense_allreduce(Comm &comm, const AllreduceArgs &a, W *g, bool 
     stats->time_decompress += now_seconds() - t2;
     stats->bytes_wire += n * dtype_size(a.dtype);
     return CC_COLL_OK;
+}
+
+// Decodes a summed sketch into out[0..n) (work type), rounds it into `dst`
+// (n elements of dtype), applies AVG over `ranks`, and records the decode.
+template <typename W>
+void decode_sketch_into(const sketch::Layout &layout, const std::uint8_t *support, W *cells, W *out, void *dst,
+                        cc_coll_dtype_t dtype, cc_coll_op_t op, int ranks, sketch::DecodeScratch *scratch,
+                        StatsSnapshot *stats)
+{
+    const sketch::DecodeInfo info = sketch::decode<W>(layout, support, cells, out, scratch);
+    store_as<W>(out, layout.n, dtype, dst);
+    if (op == CC_COLL_AVG) divide_in_place(dst, layout.n, dtype, ranks);
+    stats->sketch_elements += info.support;
+    stats->sketch_peeled += info.peeled;
 }
 
 // Dense reduce-scatter of g' (recvcount x P elements): this rank's shard of

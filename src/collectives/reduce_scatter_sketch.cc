@@ -109,12 +109,8 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
 
     // 5. Decode this rank's shard.
     std::vector<W> out(rc);
-    const sketch::DecodeInfo info = sketch::decode<W>(layout, support, mine, out.data(), &ws.decode);
-    store_as<W>(out.data(), rc, a.dtype, a.recv);
-    if (a.op == CC_COLL_AVG) divide_in_place(a.recv, rc, a.dtype, comm.size());
+    decode_sketch_into<W>(layout, support, mine, out.data(), a.recv, a.dtype, a.op, comm.size(), &ws.decode, stats);
     stats->time_decompress += now_seconds() - t4;
-    stats->sketch_elements += info.support;
-    stats->sketch_peeled += info.peeled;
     return CC_COLL_OK;
 }
 
@@ -124,8 +120,8 @@ cc_coll_status_t reduce_scatter_sketch(Comm &comm, const ReduceScatterArgs &args
                                        StatsSnapshot *stats)
 {
     if (args.recvcount == 0) return CC_COLL_OK;
-    if (args.dtype == CC_COLL_F64) return sketch_reduce_scatter<double>(comm, args, params, stats);
-    return sketch_reduce_scatter<float>(comm, args, params, stats);
+    return with_work_type(args.dtype,
+                          [&](auto w) { return sketch_reduce_scatter<decltype(w)>(comm, args, params, stats); });
 }
 
 }  // namespace cc_coll::detail

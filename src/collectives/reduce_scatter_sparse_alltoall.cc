@@ -102,8 +102,8 @@ cc_coll_status_t reduce_scatter_sparse_alltoall(Comm &comm, const ReduceScatterA
                                                 StatsSnapshot *stats)
 {
     if (args.recvcount == 0) return CC_COLL_OK;
-    if (args.dtype == CC_COLL_F64) return sparse_alltoall<double>(comm, args, params, stats);
-    return sparse_alltoall<float>(comm, args, params, stats);
+    return with_work_type(args.dtype,
+                          [&](auto w) { return sparse_alltoall<decltype(w)>(comm, args, params, stats); });
 }
 
 }  // namespace cc_coll::detail
