@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cc_coll.h"
+#include "entry.hpp"
 #include "collectives/allreduce.hpp"
 #include "collectives/reduce_scatter.hpp"
 #include "core/comm.hpp"
@@ -27,43 +28,6 @@ using namespace cc_coll::detail;
 
 namespace {
 
-// Runs `body` with a fresh last-error and turns any escaping exception into a
-// status code.
-template <typename F>
-cc_coll_status_t guarded(const char *fn, F &&body) noexcept
-{
-    try {
-        clear_error();
-        return body();
-    } catch (const std::bad_alloc &) {
-        return fail(CC_COLL_ERR_NO_MEMORY, "%s: out of memory", fn);
-    } catch (const std::exception &e) {
-        return fail(CC_COLL_ERR_INTERNAL, "%s: unexpected exception: %s", fn, e.what());
-    } catch (...) {
-        return fail(CC_COLL_ERR_INTERNAL, "%s: unexpected non-standard exception", fn);
-    }
-}
-
-cc_coll_status_t lookup(const char *fn, cc_coll_comm_h handle, std::shared_ptr<Comm> *out)
-{
-    if (handle == nullptr) return fail(CC_COLL_ERR_INVALID_COMM, "%s: comm is NULL", fn);
-    *out = find_comm(handle);
-    if (!*out)
-        return fail(CC_COLL_ERR_INVALID_COMM, "%s: comm %p is not a live communicator (already destroyed?)", fn,
-                    static_cast<void *>(handle));
-    return CC_COLL_OK;
-}
-
-cc_coll_status_t check_mpi_alive(const char *fn)
-{
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (!initialized)
-        return fail(CC_COLL_ERR_MPI_NOT_INITIALIZED, "%s: MPI is not initialised (call MPI_Init first)", fn);
-    if (finalized) return fail(CC_COLL_ERR_MPI_NOT_INITIALIZED, "%s: MPI is already finalised", fn);
-    return CC_COLL_OK;
-}
 
 cc_coll_status_t create_comm(const char *fn, MPI_Comm mpi_comm, cc_coll_comm_h *out, int major, int minor)
 {
@@ -101,40 +65,7 @@ cc_coll_status_t create_comm(const char *fn, MPI_Comm mpi_comm, cc_coll_comm_h *
 
 thread_local std::string t_setting_value;
 
-// The start of every collective: a live communicator, MPI still up, and the
-// call's params merged over the communicator's configuration.
-cc_coll_status_t begin_call(const char *fn, cc_coll_comm_h comm, const cc_coll_params_t *params,
-                            std::shared_ptr<Comm> *c, CallParams *p)
-{
-    cc_coll_status_t st = lookup(fn, comm, c);
-    if (st != CC_COLL_OK || (st = check_mpi_alive(fn)) != CC_COLL_OK) return st;
-    return resolve_params(params, (*c)->config(), p);
-}
 
-// Device buffers and streams are not supported yet.
-cc_coll_status_t check_host_buffers(const char *fn, const void *sendbuf, const void *recvbuf, std::size_t count,
-                                    void *stream)
-{
-    if (stream != nullptr)
-        return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: stream must be NULL (device buffers are not supported yet)", fn);
-    if (count > 0 && (is_device_memory(sendbuf) || is_device_memory(recvbuf)))
-        return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: %s is device memory, which this version does not support", fn,
-                    is_device_memory(sendbuf) ? "sendbuf" : "recvbuf");
-    return CC_COLL_OK;
-}
-
-// The residual key a call with these arguments would use.
-cc_coll_status_t ef_key_of(const char *fn, const Comm &c, const cc_coll_params_t *params, const void *recvbuf,
-                           size_t count, cc_coll_dtype_t dtype, EfKey *key)
-{
-    CallParams p;
-    cc_coll_status_t st = resolve_params(params, c.config(), &p);
-    if (st != CC_COLL_OK) return st;
-    if (!dtype_valid(dtype))
-        return fail(CC_COLL_ERR_INVALID_DTYPE, "%s: dtype = %d is not a cc_coll_dtype_t value", fn, static_cast<int>(dtype));
-    *key = EfKey::from(p.has_ef_key, p.ef_key, recvbuf, count, dtype);
-    return CC_COLL_OK;
-}
 
 }  // namespace
 
@@ -178,6 +109,7 @@ const char *cc_coll_method_name(cc_coll_method_t method)
     case CC_COLL_METHOD_NONE: return "none";
     case CC_COLL_METHOD_TOPK: return "topk";
     case CC_COLL_METHOD_SKETCH: return "sketch";
+    case CC_COLL_METHOD_LOWRANK: return "lowrank";
     }
     return nullptr;
 }
@@ -314,7 +246,7 @@ cc_coll_status_t cc_coll_ef_bytes(cc_coll_comm_h comm, uint64_t *bytes)
         cc_coll_status_t st = lookup("cc_coll_ef_bytes", comm, &c);
         if (st != CC_COLL_OK) return st;
         if (bytes == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_ef_bytes: bytes is NULL");
-        *bytes = c->ef().bytes();
+        *bytes = c->ef().bytes() + c->lep().bytes();
         return CC_COLL_OK;
     });
 }
@@ -355,6 +287,7 @@ cc_coll_status_t cc_coll_ef_reset(cc_coll_comm_h comm, const cc_coll_params_t *p
             (st = ef_key_of("cc_coll_ef_reset", *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
             return st;
         c->ef().reset(key);
+        c->lowrank().reset(key);
         return CC_COLL_OK;
     });
 }
@@ -366,6 +299,9 @@ cc_coll_status_t cc_coll_ef_reset_all(cc_coll_comm_h comm)
         cc_coll_status_t st = lookup("cc_coll_ef_reset_all", comm, &c);
         if (st != CC_COLL_OK) return st;
         c->ef().reset_all();
+        c->lowrank().reset_all();
+        c->lep().reset_all();
+        c->lep_lowrank().reset_all();
         return CC_COLL_OK;
     });
 }

@@ -30,7 +30,7 @@
 
 /* The single source of the version: CMake reads these three lines. */
 #define CC_COLL_VERSION_MAJOR 0
-#define CC_COLL_VERSION_MINOR 1
+#define CC_COLL_VERSION_MINOR 2
 #define CC_COLL_VERSION_PATCH 0
 
 /* One integer, ordered like the version: MAJOR*10000 + MINOR*100 + PATCH. */
@@ -134,10 +134,15 @@ typedef enum cc_coll_method {
     CC_COLL_METHOD_TOPK = 1, /* top-k sparsification with error feedback,
                                 (index, value) pairs gathered from every
                                 rank and scatter-added                 */
-    CC_COLL_METHOD_SKETCH = 2 /* sparsification with error feedback, then a
+    CC_COLL_METHOD_SKETCH = 2, /* sparsification with error feedback, then a
                                 homomorphic count sketch summed by MPI and
                                 decoded by peeling: lossless when the
                                 sketch is not overloaded               */
+    CC_COLL_METHOD_LOWRANK = 3 /* PowerSGD: the buffer viewed as a rows x
+                                cols matrix M is sent as rank-r factors
+                                P (rows x r) and Q (cols x r), one
+                                MPI_Allreduce each, with error feedback
+                                and a warm-started Q                   */
 } cc_coll_method_t;
 
 /* How SKETCH chooses the elements it sends (cc_coll_params_t.sparsifier). */
@@ -210,7 +215,12 @@ enum cc_coll_params_field {
     CC_COLL_PARAMS_FIELD_SPARSIFIER    = (1ULL << 4),
     CC_COLL_PARAMS_FIELD_ZERO_FRACTION = (1ULL << 5),
     CC_COLL_PARAMS_FIELD_LOAD_FACTOR   = (1ULL << 6),
-    CC_COLL_PARAMS_FIELD_SEED          = (1ULL << 7)
+    CC_COLL_PARAMS_FIELD_SEED          = (1ULL << 7),
+    CC_COLL_PARAMS_FIELD_SHAPE         = (1ULL << 8),
+    CC_COLL_PARAMS_FIELD_RANK          = (1ULL << 9),
+    CC_COLL_PARAMS_FIELD_WARM_START    = (1ULL << 10),
+    CC_COLL_PARAMS_FIELD_START_ITER    = (1ULL << 11),
+    CC_COLL_PARAMS_FIELD_MIN_COMPRESSION_RATE = (1ULL << 12)
 };
 
 typedef struct cc_coll_params {
@@ -235,7 +245,30 @@ typedef struct cc_coll_params {
                                   with high probability up to about 0.8, and
                                   more is left to estimates above           */
     uint64_t         seed;     /* CC_COLL_PARAMS_FIELD_SEED: SKETCH's hash
-                                  seed; identical on every rank               */
+                                  seed and LOWRANK's seed for its initial
+                                  Gaussian Q; identical on every rank         */
+    /* LOWRANK (PowerSGD) fields. The buffer is viewed as a row-major
+     * rows x cols matrix M, like torch's tensor.view(shape[0], -1). */
+    uint64_t         rows;     /* CC_COLL_PARAMS_FIELD_SHAPE: rows of M, >= 1  */
+    uint64_t         cols;     /* CC_COLL_PARAMS_FIELD_SHAPE: columns of M;
+                                  rows x cols == count, or 0 for count / rows
+                                  (rows must divide count). Without the field
+                                  M is near-square: rows = ceil(sqrt(count)),
+                                  cols = ceil(count / rows), the last row
+                                  padded with zeros                           */
+    int              rank;     /* CC_COLL_PARAMS_FIELD_RANK: the target rank,
+                                  >= 1; r = min(rows, cols, rank)             */
+    int              warm_start; /* CC_COLL_PARAMS_FIELD_WARM_START: 1 = start
+                                  each step from the previous step's Q
+                                  (re-orthogonalised), 0 = a fresh Gaussian
+                                  Q every step                                */
+    uint64_t         start_iter; /* CC_COLL_PARAMS_FIELD_START_ITER: the
+                                  tensor's first start_iter calls are plain
+                                  allreduces (no compression, no residual)    */
+    double           min_compression_rate; /* CC_COLL_PARAMS_FIELD_MIN_
+                                  COMPRESSION_RATE: a tensor is compressed only
+                                  when (rows + cols) x r x rate < rows x cols;
+                                  otherwise it is allreduced densely; >= 1    */
 } cc_coll_params_t;
 
 /* ------------------------------------------------------------------------ */
@@ -267,6 +300,104 @@ CC_COLL_API cc_coll_status_t cc_coll_reduce_scatter(const void *sendbuf, void *r
                                                     const cc_coll_params_t *params, cc_coll_comm_h comm,
                                                     void *stream);
 
+/* Several tensors in one call: tensor i is sendbufs[i] -> recvbufs[i],
+ * counts[i] elements of dtypes[i], with params[i] (params may be NULL: all
+ * defaults; else an array of ntensors entries). sendbufs may be NULL (every
+ * tensor in place), and sendbufs[i] == recvbufs[i] is in place for one
+ * tensor. One `op` for all. Every rank must pass the same tensors in the
+ * same order.
+ *
+ * The point is fewer, larger messages:
+ *  - every LOWRANK tensor that is compressed this step contributes its P to
+ *    one MPI_Allreduce and its Q to a second one (one pair per work type:
+ *    binary64 for F64, binary32 for the others);
+ *  - NONE tensors and the LOWRANK tensors that are not compressed this step
+ *    (before their start_iter, or failing the min_compression_rate test)
+ *    are packed into one plain MPI_Allreduce per dtype;
+ *  - TOPK and SKETCH tensors run one after another, as cc_coll_allreduce.
+ * Before moving data the ranks check, with one 16-byte MPI_Allreduce, that
+ * they agree on the group's layout (counts, dtypes, methods, shapes, ranks);
+ * a disagreement is CC_COLL_ERR_MISMATCH on every rank. ntensors == 0 is a
+ * no-op. cc_coll_allreduce(LOWRANK) is a group of one. */
+CC_COLL_API cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void *const *sendbufs,
+                                                     void *const *recvbufs, const size_t *counts,
+                                                     const cc_coll_dtype_t *dtypes, cc_coll_op_t op,
+                                                     const cc_coll_params_t *params, cc_coll_comm_h comm,
+                                                     void *stream);
+
+/* ------------------------------------------------------------------------ */
+/* Compressed point-to-point (pipeline traffic, Optimus-CC)                  */
+/* ------------------------------------------------------------------------ */
+
+/* Sends `count` elements of `dtype` to rank `dest`, like MPI_Send. With
+ * compress == 1 the message is compressed with params' method: LOWRANK (one
+ * PowerSGD step done locally: P and Q are sent, the receiver rebuilds P Q^T)
+ * or TOPK ((index, value) pairs); NONE sends the data as it is, and SKETCH is
+ * CC_COLL_ERR_NOT_SUPPORTED. compress == 0 sends the data uncompressed.
+ *
+ * Lazy error propagation (LEP): with EF on (the default), the sender keeps
+ * one residual per channel, a channel being (dest, params->ef_key when
+ * CC_COLL_PARAMS_FIELD_EF_KEY is set, else tag). Every send on a channel adds
+ * its residual to the data first; a compressed send leaves the compression
+ * error in it, an uncompressed send empties it (up to rounding to the dtype).
+ * So the running sum of what the receiver got tracks the running sum of what
+ * was sent, with a bounded difference: the residual.
+ *
+ * The receiver checks the message against its own arguments (count, dtype,
+ * and, for a compressed message, method, shape and rank or density) and
+ * answers; a disagreement is CC_COLL_ERR_MISMATCH on both sides, the receive
+ * buffer is left untouched and the sender's residual is as before the call.
+ * The answer makes cc_coll_send return only once the receiver has the
+ * message. tag must be in [0, cc_coll_p2p_tag_ub()]. */
+CC_COLL_API cc_coll_status_t cc_coll_send(const void *buf, size_t count, cc_coll_dtype_t dtype, int dest, int tag,
+                                          int compress, const cc_coll_params_t *params, cc_coll_comm_h comm,
+                                          void *stream);
+
+/* Receives what cc_coll_send sent from rank `source` (not MPI_ANY_SOURCE)
+ * with `tag`, compressed or not, into `buf`. params give what a compressed
+ * message must match (method, shape, rank, density): pass the sender's. */
+CC_COLL_API cc_coll_status_t cc_coll_recv(void *buf, size_t count, cc_coll_dtype_t dtype, int source, int tag,
+                                          const cc_coll_params_t *params, cc_coll_comm_h comm, void *stream);
+
+/* The largest tag cc_coll_send/recv accept on `comm` (half of MPI_TAG_UB:
+ * each message uses two MPI tags). */
+CC_COLL_API cc_coll_status_t cc_coll_p2p_tag_ub(cc_coll_comm_h comm, int *tag_ub);
+
+/* Copies the LEP residual of the channel (dest, tag or params->ef_key) into
+ * `out`, `count` doubles (zeros when the channel has none). */
+CC_COLL_API cc_coll_status_t cc_coll_lep_get_residual(cc_coll_comm_h comm, int dest, int tag,
+                                                      const cc_coll_params_t *params, size_t count,
+                                                      cc_coll_dtype_t dtype, double *out);
+
+/* Drops the LEP residual (and warm-start Q) of one channel. */
+CC_COLL_API cc_coll_status_t cc_coll_lep_reset(cc_coll_comm_h comm, int dest, int tag,
+                                               const cc_coll_params_t *params);
+
+/* ------------------------------------------------------------------------ */
+/* Low-rank state                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* A LOWRANK tensor (named like its residual: params->ef_key, else (recvbuf,
+ * count, dtype)) keeps its number of calls, the matrix shape, and the P and
+ * Q of its last compressed step. This copies them out: *rows, *cols, *rank
+ * (0 when the tensor has not been compressed yet), *calls; then, when p / q
+ * are not NULL and *rank > 0, P (rows x rank) and the warm-start Q (cols x
+ * rank, already divided by the communicator size), row-major, as doubles.
+ * Any output pointer may be NULL. */
+CC_COLL_API cc_coll_status_t cc_coll_lowrank_get_state(cc_coll_comm_h comm, const cc_coll_params_t *params,
+                                                       const void *recvbuf, size_t count, cc_coll_dtype_t dtype,
+                                                       uint64_t *rows, uint64_t *cols, int *rank,
+                                                       uint64_t *calls, double *p, double *q);
+
+/* Sets the tensor's warm-start Q to `q` (cols x r, row-major, r and the
+ * shape resolved from params as a call would), e.g. to restore a checkpoint
+ * or to start from a Q of the caller's choice. With warm start on, the next
+ * compressed call orthogonalises it and uses it in place of the seeded
+ * Gaussian. Must be done alike on every rank. */
+CC_COLL_API cc_coll_status_t cc_coll_lowrank_set_q(cc_coll_comm_h comm, const cc_coll_params_t *params,
+                                                   const void *recvbuf, size_t count, cc_coll_dtype_t dtype,
+                                                   const double *q);
+
 /* ------------------------------------------------------------------------ */
 /* Error-feedback store                                                      */
 /* ------------------------------------------------------------------------ */
@@ -287,12 +418,14 @@ CC_COLL_API cc_coll_status_t cc_coll_ef_get_residual(cc_coll_comm_h comm, const 
                                                      const void *recvbuf, size_t count, cc_coll_dtype_t dtype,
                                                      double *out);
 
-/* Drops one residual (the next call on that tensor starts from zero); a
- * tensor with no residual is not an error. */
+/* Drops one residual (the next call on that tensor starts from zero) and,
+ * for LOWRANK, the tensor's low-rank state (call count, P, Q); a tensor with
+ * neither is not an error. */
 CC_COLL_API cc_coll_status_t cc_coll_ef_reset(cc_coll_comm_h comm, const cc_coll_params_t *params,
                                               const void *recvbuf, size_t count, cc_coll_dtype_t dtype);
 
-/* Drops every residual of the communicator. */
+/* Drops every residual and low-rank state of the communicator, and every
+ * LEP residual of its point-to-point channels. */
 CC_COLL_API cc_coll_status_t cc_coll_ef_reset_all(cc_coll_comm_h comm);
 
 /* ------------------------------------------------------------------------ */

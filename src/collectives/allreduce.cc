@@ -12,6 +12,7 @@ cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallPara
                 comm.rank(), comm.size(), args.count, dtype_name(args.dtype),
                 args.op == CC_COLL_SUM ? "sum" : "avg", cc_coll_method_name(params.method),
                 args.send == args.recv ? 1 : 0);
+    if (params.method == CC_COLL_METHOD_LOWRANK) return allreduce_group(comm, {GroupTensor{args, params}});
     StatsSnapshot call;
     cc_coll_status_t st = CC_COLL_ERR_INTERNAL;
     switch (params.method) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "cc_coll.h"
 #include "core/comm.hpp"
@@ -37,5 +38,25 @@ cc_coll_status_t allreduce_sparse_allgather(Comm &comm, const AllreduceArgs &arg
 // OR, one MPI_Allreduce(SUM) of a count sketch, peeling decode.
 cc_coll_status_t allreduce_sketch(Comm &comm, const AllreduceArgs &args, const CallParams &params,
                                   StatsSnapshot *stats);
+
+// One tensor of a grouped call, arguments and params already validated.
+struct GroupTensor {
+    AllreduceArgs args;  // args.op is the group's op
+    CallParams params;
+};
+
+// cc_coll_allreduce_group: checks that the ranks agree on the group's layout,
+// packs the dense tensors (NONE, and LOWRANK tensors not compressed this
+// step) into one MPI_Allreduce per dtype, runs the compressed LOWRANK tensors
+// together (one P and one Q allreduce per work type), then TOPK and SKETCH
+// tensors one by one. Adds the tensors to comm's stats.
+cc_coll_status_t allreduce_group(Comm &comm, const std::vector<GroupTensor> &tensors);
+
+// Method LOWRANK on the tensors `idx` of `tensors` that are compressed this
+// step (each has a resolved shape with rank >= 1 and passed the compression
+// test): PowerSGD with EF and warm start, every P in one MPI_Allreduce and
+// every Q in another, per work type. Fills `stats`.
+cc_coll_status_t allreduce_lowrank(Comm &comm, const std::vector<GroupTensor> &tensors,
+                                   const std::vector<std::size_t> &idx, StatsSnapshot *stats);
 
 }  // namespace cc_coll::detail

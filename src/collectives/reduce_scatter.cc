@@ -18,6 +18,10 @@ cc_coll_status_t reduce_scatter(Comm &comm, const ReduceScatterArgs &args, const
     case CC_COLL_METHOD_NONE: st = reduce_scatter_passthrough(comm, args, &call); break;
     case CC_COLL_METHOD_TOPK: st = reduce_scatter_sparse_alltoall(comm, args, params, &call); break;
     case CC_COLL_METHOD_SKETCH: st = reduce_scatter_sketch(comm, args, params, &call); break;
+    case CC_COLL_METHOD_LOWRANK:
+        return fail(CC_COLL_ERR_NOT_SUPPORTED,
+                    "cc_coll_reduce_scatter: method lowrank has no reduce-scatter (PowerSGD's factors span the "
+                    "whole matrix); use cc_coll_allreduce, or none, topk or sketch");
     default:
         return fail(CC_COLL_ERR_INVALID_METHOD, "cc_coll_reduce_scatter: method %d has no reduce-scatter algorithm",
                     static_cast<int>(params.method));

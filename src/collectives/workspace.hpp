@@ -23,8 +23,22 @@ struct Workspace {
     topk::SelectScratch select;
     sketch::DecodeScratch decode;
 
+    // LOWRANK: one matrix buffer per tensor of a group, and the P and Q
+    // buffers every tensor's factors are packed into.
+    std::vector<std::vector<float>> mats_f32;
+    std::vector<std::vector<double>> mats_f64;
+    std::vector<float> p_f32, q_f32;
+    std::vector<double> p_f64, q_f64;
+
     template <typename W>
     W *work(std::size_t n);
+    // Matrix buffer i, at least n elements.
+    template <typename W>
+    W *mat(std::size_t i, std::size_t n);
+    template <typename W>
+    std::vector<W> &p_buffer();
+    template <typename W>
+    std::vector<W> &q_buffer();
     template <typename W>
     W *work_other(std::size_t n);
 };
@@ -56,6 +70,27 @@ inline double *Workspace::work_other<double>(std::size_t n)
     if (other_f64.size() < n) other_f64.resize(n);
     return other_f64.data();
 }
+
+template <typename W>
+inline W *mat_of(std::vector<std::vector<W>> &mats, std::size_t i, std::size_t n)
+{
+    if (mats.size() <= i) mats.resize(i + 1);
+    if (mats[i].size() < n) mats[i].resize(n);
+    return mats[i].data();
+}
+
+template <>
+inline float *Workspace::mat<float>(std::size_t i, std::size_t n) { return mat_of(mats_f32, i, n); }
+template <>
+inline double *Workspace::mat<double>(std::size_t i, std::size_t n) { return mat_of(mats_f64, i, n); }
+template <>
+inline std::vector<float> &Workspace::p_buffer<float>() { return p_f32; }
+template <>
+inline std::vector<double> &Workspace::p_buffer<double>() { return p_f64; }
+template <>
+inline std::vector<float> &Workspace::q_buffer<float>() { return q_f32; }
+template <>
+inline std::vector<double> &Workspace::q_buffer<double>() { return q_f64; }
 
 // The communicator's workspace, created on first use.
 inline Workspace &workspace_of(Comm &comm)

@@ -11,6 +11,7 @@
 #include "cc_coll.h"
 #include "core/config.hpp"
 #include "core/ef_store.hpp"
+#include "core/lowrank_store.hpp"
 #include "core/stats.hpp"
 
 namespace cc_coll::detail {
@@ -29,6 +30,12 @@ public:
     const Config &config() const { return config_; }
     Stats &stats() { return stats_; }
     EfStore &ef() { return ef_; }
+    // LOWRANK state of allreduce tensors, keyed like their residuals.
+    LowRankStore &lowrank() { return lowrank_; }
+    // Point-to-point channels: LEP residuals and LOWRANK state, keyed by
+    // EfKey::channel(peer, ...).
+    EfStore &lep() { return lep_; }
+    LowRankStore &lep_lowrank() { return lep_lowrank_; }
     // Scratch memory owned by the collectives layer (type-erased here so
     // that core does not depend on it); see collectives/workspace.hpp.
     std::shared_ptr<void> &workspace_slot() { return workspace_; }
@@ -40,6 +47,9 @@ private:
     Config config_;
     Stats stats_;
     EfStore ef_;
+    LowRankStore lowrank_;
+    EfStore lep_;
+    LowRankStore lep_lowrank_;
     std::shared_ptr<void> workspace_;
 };
 

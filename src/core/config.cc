@@ -23,7 +23,7 @@ std::string trim_lower(const std::string &text)
 bool apply_method(const std::string &text, Config *cfg, std::string *why)
 {
     if (parse_method(text, &cfg->method)) return true;
-    *why = "expected one of: none, topk, sketch";
+    *why = "expected one of: none, topk, sketch, lowrank";
     return false;
 }
 
@@ -116,11 +116,60 @@ bool apply_log_level(const std::string &text, Config *cfg, std::string *why)
     return false;
 }
 
+bool parse_u64(const std::string &text, std::uint64_t *out)
+{
+    const std::string s = trim_lower(text);
+    errno = 0;
+    char *end = nullptr;
+    if (s.empty() || s[0] == '-') return false;
+    const unsigned long long v = std::strtoull(s.c_str(), &end, 0);
+    if (end != s.c_str() + s.size() || errno != 0) return false;
+    *out = v;
+    return true;
+}
+
+bool apply_lowrank_rank(const std::string &text, Config *cfg, std::string *why)
+{
+    std::uint64_t r = 0;
+    if (parse_u64(text, &r) && lowrank_rank_valid(static_cast<long long>(r))) {
+        cfg->lowrank_rank = static_cast<int>(r);
+        return true;
+    }
+    *why = "expected an integer in [1, 65536]";
+    return false;
+}
+
+bool apply_warm_start(const std::string &text, Config *cfg, std::string *why)
+{
+    if (parse_bool(text, &cfg->warm_start)) return true;
+    *why = "expected 1/0, true/false, yes/no or on/off";
+    return false;
+}
+
+bool apply_start_iter(const std::string &text, Config *cfg, std::string *why)
+{
+    if (parse_u64(text, &cfg->start_iter)) return true;
+    *why = "expected an unsigned integer";
+    return false;
+}
+
+bool apply_min_compression_rate(const std::string &text, Config *cfg, std::string *why)
+{
+    double r = 0;
+    if (parse_double(text, &r) && min_compression_rate_valid(r)) {
+        cfg->min_compression_rate = r;
+        return true;
+    }
+    *why = "expected a number >= 1";
+    return false;
+}
+
 const SettingDef kSettings[] = {
     {"METHOD", "CC_COLL_METHOD", "none",
      "Compression method used when a call's params do not set one. Values: none (plain "
      "MPI_Allreduce, bit-identical to it); topk (top-k sparsification with error feedback); sketch "
-     "(sparsification with error feedback, then a count sketch summed by MPI and decoded by peeling).",
+     "(sparsification with error feedback, then a count sketch summed by MPI and decoded by peeling); "
+     "lowrank (PowerSGD: rank-r factors P and Q allreduced, with error feedback and warm start).",
      apply_method},
     {"DENSITY", "CC_COLL_DENSITY", "0.01",
      "TOPK: fraction of each rank's elements sent, k = ceil(density * count), in (0, 1]. When the "
@@ -143,9 +192,26 @@ const SettingDef kSettings[] = {
      "estimates.",
      apply_load_factor},
     {"SEED", "CC_COLL_SEED", "0x5eed5eed",
-     "SKETCH: seed of the block hashes; must be the same on every rank. Different seeds give "
-     "different layouts and the same result when decoding is lossless.",
+     "SKETCH: seed of the block hashes; LOWRANK: seed of the initial Gaussian Q. Must be the same on "
+     "every rank. Different SKETCH seeds give different layouts and the same result when decoding is "
+     "lossless.",
      apply_seed},
+    {"LOWRANK_RANK", "CC_COLL_LOWRANK_RANK", "1",
+     "LOWRANK: target rank of the approximation, in [1, 65536]; a rows x cols tensor uses "
+     "r = min(rows, cols, rank). PyTorch's PowerSGD advises 1 to 4, up to 32 for NLP models.",
+     apply_lowrank_rank},
+    {"LOWRANK_WARM_START", "CC_COLL_LOWRANK_WARM_START", "1",
+     "LOWRANK: 1 starts each step from the tensor's previous Q (re-orthogonalised), 0 draws a fresh "
+     "Gaussian Q every step.",
+     apply_warm_start},
+    {"LOWRANK_START_ITER", "CC_COLL_LOWRANK_START_ITER", "0",
+     "LOWRANK: the first this-many calls on each tensor are plain allreduces (PyTorch's "
+     "start_powerSGD_iter, whose default there is 1000).",
+     apply_start_iter},
+    {"LOWRANK_MIN_COMPRESSION_RATE", "CC_COLL_LOWRANK_MIN_COMPRESSION_RATE", "2",
+     "LOWRANK: a rows x cols tensor is compressed only when (rows + cols) x r x rate < rows x cols; "
+     "other tensors are allreduced densely (batched into one call in a group). At least 1.",
+     apply_min_compression_rate},
     {"EF", "CC_COLL_EF", "1",
      "Error feedback for lossy methods: what a call did not transmit is kept per tensor and added to "
      "that tensor's next input. 1 = on, 0 = off.",
@@ -213,6 +279,7 @@ bool parse_method(const std::string &text, cc_coll_method_t *out)
     if (s == "none") *out = CC_COLL_METHOD_NONE;
     else if (s == "topk") *out = CC_COLL_METHOD_TOPK;
     else if (s == "sketch") *out = CC_COLL_METHOD_SKETCH;
+    else if (s == "lowrank") *out = CC_COLL_METHOD_LOWRANK;
     else return false;
     return true;
 }

@@ -24,7 +24,11 @@ struct Config {
     cc_coll_sparsifier_t sparsifier = CC_COLL_SPARSIFY_TOPK;  // SKETCH
     double zero_fraction = 0.80;        // SKETCH with THRESHOLD
     double load_factor = 0.77;          // SKETCH sizing
-    std::uint64_t seed = 0x5eed5eedull; // SKETCH hash seed
+    std::uint64_t seed = 0x5eed5eedull; // SKETCH hash seed, LOWRANK Q seed
+    int lowrank_rank = 1;               // LOWRANK: target rank
+    bool warm_start = true;             // LOWRANK: reuse the previous Q
+    std::uint64_t start_iter = 0;       // LOWRANK: plain calls before compressing
+    double min_compression_rate = 2.0;  // LOWRANK: compress only above this rate
     std::uint64_t min_bytes = 1 << 20;  // LD_PRELOAD: smallest call compressed
     bool stats = false;                 // LD_PRELOAD: summary at MPI_Finalize
 };
@@ -71,5 +75,10 @@ bool zero_fraction_valid(double f);
 constexpr double kMaxLoadFactor = 16.0;
 inline bool load_factor_valid(double f) { return std::isfinite(f) && f > 0.0 && f <= kMaxLoadFactor; }
 bool parse_sparsifier(const std::string &text, cc_coll_sparsifier_t *out);
+// LOWRANK: a target rank in [1, kMaxLowRank].
+constexpr int kMaxLowRank = 65536;
+inline bool lowrank_rank_valid(long long r) { return r >= 1 && r <= kMaxLowRank; }
+// LOWRANK: a minimum compression rate, finite and >= 1.
+inline bool min_compression_rate_valid(double r) { return std::isfinite(r) && r >= 1.0; }
 
 }  // namespace cc_coll::detail

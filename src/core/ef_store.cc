@@ -19,10 +19,22 @@ EfKey EfKey::from(bool has_key, std::uint64_t key, const void *recvbuf, std::siz
     return k;
 }
 
+EfKey EfKey::channel(int peer, bool has_key, std::uint64_t key, int tag)
+{
+    EfKey k;
+    k.is_explicit = true;
+    k.peer = peer;
+    k.by_tag = !has_key;
+    k.key = has_key ? key : static_cast<std::uint64_t>(tag);
+    return k;
+}
+
 std::size_t EfKeyHash::operator()(const EfKey &k) const
 {
     std::uint64_t h = k.is_explicit ? (k.key ^ 0x9e3779b97f4a7c15ull)
                                     : (k.address * 0x9e3779b97f4a7c15ull) ^ (k.count << 3) ^ static_cast<unsigned>(k.dtype);
+    h ^= (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.peer)) << 1 | (k.by_tag ? 1u : 0u)) *
+         0xc2b2ae3d27d4eb4full;
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;
     h ^= h >> 33;

@@ -11,18 +11,23 @@
 
 namespace cc_coll::detail {
 
-// Names a residual: an explicit caller key, or (recvbuf address, count, dtype).
+// Names a residual: an explicit caller key, or (recvbuf address, count,
+// dtype). Point-to-point channels add the peer and whether `key` is a tag.
 struct EfKey {
     bool is_explicit = false;
     std::uint64_t key = 0;
     std::uintptr_t address = 0;
     std::size_t count = 0;
     int dtype = 0;
+    int peer = -1;        // p2p: the other rank; -1 for collectives
+    bool by_tag = false;  // p2p: `key` is the MPI tag, not params->ef_key
 
     static EfKey from(bool has_key, std::uint64_t key, const void *recvbuf, std::size_t count, cc_coll_dtype_t dtype);
+    // The p2p channel (peer, params->ef_key when has_key, else tag).
+    static EfKey channel(int peer, bool has_key, std::uint64_t key, int tag);
     bool operator==(const EfKey &o) const
     {
-        return is_explicit == o.is_explicit &&
+        return is_explicit == o.is_explicit && peer == o.peer && by_tag == o.by_tag &&
                (is_explicit ? key == o.key : (address == o.address && count == o.count && dtype == o.dtype));
     }
 };

@@ -18,6 +18,10 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
     p.zero_fraction = config.zero_fraction;
     p.load_factor = config.load_factor;
     p.seed = config.seed;
+    p.rank = config.lowrank_rank;
+    p.warm_start = config.warm_start;
+    p.start_iter = config.start_iter;
+    p.min_compression_rate = config.min_compression_rate;
     if (params != nullptr) {
         const std::uint64_t unknown = params->mask & ~kKnownParamsFields;
         if (unknown != 0)
@@ -62,6 +66,32 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
             p.load_factor = params->load_factor;
         }
         if (params->mask & CC_COLL_PARAMS_FIELD_SEED) p.seed = params->seed;
+        if (params->mask & CC_COLL_PARAMS_FIELD_SHAPE) {
+            if (params->rows == 0)
+                return fail(CC_COLL_ERR_INVALID_ARG, "params->rows = 0: a LOWRANK shape needs rows >= 1");
+            p.has_shape = true;
+            p.rows = params->rows;
+            p.cols = params->cols;
+        }
+        if (params->mask & CC_COLL_PARAMS_FIELD_RANK) {
+            if (!lowrank_rank_valid(params->rank))
+                return fail(CC_COLL_ERR_INVALID_ARG, "params->rank = %d is outside [1, %d]", params->rank,
+                            kMaxLowRank);
+            p.rank = params->rank;
+        }
+        if (params->mask & CC_COLL_PARAMS_FIELD_WARM_START) {
+            if (params->warm_start != 0 && params->warm_start != 1)
+                return fail(CC_COLL_ERR_INVALID_ARG, "params->warm_start = %d must be 0 (off) or 1 (on)",
+                            params->warm_start);
+            p.warm_start = params->warm_start == 1;
+        }
+        if (params->mask & CC_COLL_PARAMS_FIELD_START_ITER) p.start_iter = params->start_iter;
+        if (params->mask & CC_COLL_PARAMS_FIELD_MIN_COMPRESSION_RATE) {
+            if (!min_compression_rate_valid(params->min_compression_rate))
+                return fail(CC_COLL_ERR_INVALID_ARG, "params->min_compression_rate = %g must be finite and >= 1",
+                            params->min_compression_rate);
+            p.min_compression_rate = params->min_compression_rate;
+        }
         if (params->mask & CC_COLL_PARAMS_FIELD_EF_KEY) {
             p.has_ef_key = true;
             p.ef_key = params->ef_key;

@@ -20,17 +20,29 @@ struct CallParams {
     double zero_fraction = 0.80;
     double load_factor = 0.77;
     std::uint64_t seed = 0;
+    // LOWRANK
+    bool has_shape = false;
+    std::uint64_t rows = 0;  // with has_shape: rows >= 1
+    std::uint64_t cols = 0;  // with has_shape: 0 = count / rows
+    int rank = 1;
+    bool warm_start = true;
+    std::uint64_t start_iter = 0;
+    double min_compression_rate = 2.0;
 };
 
 // Fields a caller may set in cc_coll_params_t.mask.
 constexpr std::uint64_t kKnownParamsFields = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_DENSITY |
                                              CC_COLL_PARAMS_FIELD_EF | CC_COLL_PARAMS_FIELD_EF_KEY |
                                              CC_COLL_PARAMS_FIELD_SPARSIFIER | CC_COLL_PARAMS_FIELD_ZERO_FRACTION |
-                                             CC_COLL_PARAMS_FIELD_LOAD_FACTOR | CC_COLL_PARAMS_FIELD_SEED;
+                                             CC_COLL_PARAMS_FIELD_LOAD_FACTOR | CC_COLL_PARAMS_FIELD_SEED |
+                                             CC_COLL_PARAMS_FIELD_SHAPE | CC_COLL_PARAMS_FIELD_RANK |
+                                             CC_COLL_PARAMS_FIELD_WARM_START | CC_COLL_PARAMS_FIELD_START_ITER |
+                                             CC_COLL_PARAMS_FIELD_MIN_COMPRESSION_RATE;
 
 // params may be NULL. Errors: CC_COLL_ERR_INVALID_PARAMS (unknown mask bits),
 // CC_COLL_ERR_INVALID_METHOD, CC_COLL_ERR_INVALID_ARG (density outside
-// (0, 1] or NaN; ef other than 0 or 1).
+// (0, 1] or NaN; ef or warm_start other than 0 or 1; rows == 0; rank
+// outside [1, 65536]; min_compression_rate below 1 or not finite).
 cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &config, CallParams *out);
 
 // Checks a reduction's element arguments in this order: dtype, op, count

@@ -38,6 +38,10 @@ cc_coll_status_t reduce_scatter_bor(const void *send, void *recv, std::size_t by
 // The maximum of one unsigned 64-bit value over the ranks, in place.
 cc_coll_status_t allreduce_max_u64(std::uint64_t *value, MPI_Comm comm);
 
+// True on every rank when every rank passed the same `signature`, false on
+// every rank otherwise (one MPI_Allreduce(MAX) of {signature, ~signature}).
+cc_coll_status_t signatures_agree(std::uint64_t signature, MPI_Comm comm, bool *agree);
+
 // Every rank sends block r (bytes_per_rank bytes) of `send` to rank r and
 // receives rank r's block for it at block r of `recv` (MPI_Alltoall).
 cc_coll_status_t alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv, MPI_Comm comm);

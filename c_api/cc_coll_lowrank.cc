@@ -1,0 +1,149 @@
+// The extern "C" entry points of grouped allreduce and LOWRANK state.
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cc_coll.h"
+#include "collectives/allreduce.hpp"
+#include "compressors/lowrank/powersgd.hpp"
+#include "core/dtype.hpp"
+#include "entry.hpp"
+
+using namespace cc_coll::detail;
+
+namespace {
+
+// The LOWRANK shape a call with these params would use for `count`.
+cc_coll_status_t shape_of(const char *fn, const CallParams &p, std::size_t count, lowrank::Shape *s)
+{
+    if (count == 0) return fail(CC_COLL_ERR_INVALID_ARG, "%s: count is 0 (an empty tensor has no factors)", fn);
+    std::string why;
+    if (!lowrank::resolve_shape(count, p.has_shape, p.rows, p.cols, p.rank, s, &why))
+        return fail(CC_COLL_ERR_INVALID_ARG, "%s: params' LOWRANK shape: %s", fn, why.c_str());
+    return CC_COLL_OK;
+}
+
+template <typename W>
+void copy_out(const std::vector<W> &src, double *dst)
+{
+    std::copy(src.begin(), src.end(), dst);
+}
+
+}  // namespace
+
+extern "C" {
+
+cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void *const *sendbufs, void *const *recvbufs,
+                                         const size_t *counts, const cc_coll_dtype_t *dtypes, cc_coll_op_t op,
+                                         const cc_coll_params_t *params, cc_coll_comm_h comm, void *stream)
+{
+    return guarded("cc_coll_allreduce_group", [&] {
+        const char *fn = "cc_coll_allreduce_group";
+        std::shared_ptr<Comm> c;
+        CallParams defaults;
+        cc_coll_status_t st = begin_call(fn, comm, nullptr, &c, &defaults);
+        if (st != CC_COLL_OK) return st;
+        if (ntensors == 0) return CC_COLL_OK;
+        if (recvbufs == nullptr) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: recvbufs is NULL with ntensors = %zu", fn, ntensors);
+        if (counts == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "%s: counts is NULL with ntensors = %zu", fn, ntensors);
+        if (dtypes == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "%s: dtypes is NULL with ntensors = %zu", fn, ntensors);
+        if (!op_valid(op))
+            return fail(CC_COLL_ERR_INVALID_OP, "%s: op = %d is not a cc_coll_op_t value (SUM, AVG)", fn,
+                        static_cast<int>(op));
+        std::vector<GroupTensor> tensors(ntensors);
+        for (std::size_t i = 0; i < ntensors; ++i) {
+            char what[96];
+            std::snprintf(what, sizeof what, "%s (tensor %zu)", fn, i);
+            CallParams p;
+            if ((st = resolve_params(params == nullptr ? nullptr : &params[i], c->config(), &p)) != CC_COLL_OK) {
+                const std::string why = cc_coll_last_error();
+                return fail(st, "%s: params[%zu]: %s", fn, i, why.c_str());
+            }
+            const void *send = sendbufs == nullptr ? recvbufs[i] : sendbufs[i];
+            if ((st = validate_reduction_args(what, send, recvbufs[i], counts[i], dtypes[i], op)) != CC_COLL_OK)
+                return st;
+            if ((st = check_host_buffers(what, send, recvbufs[i], counts[i], stream)) != CC_COLL_OK) return st;
+            tensors[i] = GroupTensor{AllreduceArgs{send, recvbufs[i], counts[i], dtypes[i], op}, p};
+        }
+        // Two tensors writing the same memory would make the result depend on
+        // the order of the writes.
+        for (std::size_t i = 0; i < ntensors; ++i)
+            for (std::size_t j = i + 1; j < ntensors; ++j) {
+                const AllreduceArgs &a = tensors[i].args, &b = tensors[j].args;
+                if (a.count == 0 || b.count == 0) continue;
+                const auto ar = reinterpret_cast<std::uintptr_t>(a.recv);
+                const auto br = reinterpret_cast<std::uintptr_t>(b.recv);
+                if (ar < br + b.count * dtype_size(b.dtype) && br < ar + a.count * dtype_size(a.dtype))
+                    return fail(CC_COLL_ERR_INVALID_ARG, "%s: recvbufs[%zu] and recvbufs[%zu] overlap", fn, i, j);
+            }
+        return allreduce_group(*c, tensors);
+    });
+}
+
+cc_coll_status_t cc_coll_lowrank_get_state(cc_coll_comm_h comm, const cc_coll_params_t *params, const void *recvbuf,
+                                           size_t count, cc_coll_dtype_t dtype, uint64_t *rows, uint64_t *cols,
+                                           int *rank, uint64_t *calls, double *p, double *q)
+{
+    return guarded("cc_coll_lowrank_get_state", [&] {
+        const char *fn = "cc_coll_lowrank_get_state";
+        std::shared_ptr<Comm> c;
+        EfKey key;
+        cc_coll_status_t st = lookup(fn, comm, &c);
+        if (st != CC_COLL_OK || (st = ef_key_of(fn, *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
+            return st;
+        LowRankState *s = c->lowrank().find(key);
+        if (rows) *rows = s ? s->rows : 0;
+        if (cols) *cols = s ? s->cols : 0;
+        if (rank) *rank = s ? s->rank : 0;
+        if (calls) *calls = s ? s->calls : 0;
+        if (s == nullptr || s->rank == 0) return CC_COLL_OK;
+        if (p != nullptr) {
+            if (dtype == CC_COLL_F64) copy_out(s->p<double>(), p);
+            else copy_out(s->p<float>(), p);
+        }
+        if (q != nullptr) {
+            if (dtype == CC_COLL_F64) copy_out(s->q<double>(), q);
+            else copy_out(s->q<float>(), q);
+        }
+        return CC_COLL_OK;
+    });
+}
+
+cc_coll_status_t cc_coll_lowrank_set_q(cc_coll_comm_h comm, const cc_coll_params_t *params, const void *recvbuf,
+                                       size_t count, cc_coll_dtype_t dtype, const double *q)
+{
+    return guarded("cc_coll_lowrank_set_q", [&] {
+        const char *fn = "cc_coll_lowrank_set_q";
+        std::shared_ptr<Comm> c;
+        EfKey key;
+        CallParams p;
+        cc_coll_status_t st = lookup(fn, comm, &c);
+        if (st != CC_COLL_OK || (st = ef_key_of(fn, *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK ||
+            (st = resolve_params(params, c->config(), &p)) != CC_COLL_OK)
+            return st;
+        lowrank::Shape s;
+        if ((st = shape_of(fn, p, count, &s)) != CC_COLL_OK) return st;
+        if (q == nullptr) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: q is NULL", fn);
+        const std::size_t n = s.cols * static_cast<std::size_t>(s.rank);
+        LowRankState &state = c->lowrank().get(key);
+        state.rows = s.rows;
+        state.cols = s.cols;
+        state.rank = s.rank;
+        state.p_f32.clear();
+        state.p_f64.clear();
+        if (dtype == CC_COLL_F64) {
+            state.q_f64.assign(q, q + n);
+            state.q_f32.clear();
+        } else {
+            state.q_f32.resize(n);
+            for (std::size_t i = 0; i < n; ++i) state.q_f32[i] = static_cast<float>(q[i]);
+            state.q_f64.clear();
+        }
+        return CC_COLL_OK;
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,3 @@
+// The extern "C" entry points of compressed point-to-point.
+#include "cc_coll.h"
+#include "entry.hpp"

@@ -1,0 +1,189 @@
+#include "compressors/lowrank/powersgd.hpp"
+
+#include <cblas.h>
+#include <lapacke.h>
+
+#include <cmath>
+#include <vector>
+
+namespace cc_coll::detail::lowrank {
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// A double in (0, 1] from 53 random bits.
+double unit_open(std::uint64_t bits) { return (static_cast<double>(bits >> 11) + 1.0) * 0x1.0p-53; }
+
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha, const float *a, int lda,
+          const float *b, int ldb, float *c, int ldc)
+{
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
+}
+
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha, const double *a, int lda,
+          const double *b, int ldb, double *c, int ldc)
+{
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0, c, ldc);
+}
+
+lapack_int geqrf(lapack_int m, lapack_int n, float *a, lapack_int lda, float *tau)
+{
+    return LAPACKE_sgeqrf(LAPACK_ROW_MAJOR, m, n, a, lda, tau);
+}
+lapack_int geqrf(lapack_int m, lapack_int n, double *a, lapack_int lda, double *tau)
+{
+    return LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, m, n, a, lda, tau);
+}
+lapack_int orgqr(lapack_int m, lapack_int n, float *a, lapack_int lda, const float *tau)
+{
+    return LAPACKE_sorgqr(LAPACK_ROW_MAJOR, m, n, n, a, lda, tau);
+}
+lapack_int orgqr(lapack_int m, lapack_int n, double *a, lapack_int lda, const double *tau)
+{
+    return LAPACKE_dorgqr(LAPACK_ROW_MAJOR, m, n, n, a, lda, tau);
+}
+
+template <typename W>
+void gram_schmidt(W *a, std::size_t rows, int r)
+{
+    const std::size_t ld = static_cast<std::size_t>(r);
+    for (int i = 0; i < r; ++i) {
+        // Accumulate in double: binary32 sums of long columns lose digits.
+        double norm2 = 0;
+        for (std::size_t k = 0; k < rows; ++k) norm2 += static_cast<double>(a[k * ld + i]) * a[k * ld + i];
+        const W norm = static_cast<W>(std::sqrt(norm2));
+        if (norm > W(0) && std::isfinite(norm))
+            for (std::size_t k = 0; k < rows; ++k) a[k * ld + i] /= norm;
+        else if (norm == W(0))
+            continue;
+        for (int j = i + 1; j < r; ++j) {
+            double dot = 0;
+            for (std::size_t k = 0; k < rows; ++k) dot += static_cast<double>(a[k * ld + i]) * a[k * ld + j];
+            const W d = static_cast<W>(dot);
+            for (std::size_t k = 0; k < rows; ++k) a[k * ld + j] -= d * a[k * ld + i];
+        }
+    }
+}
+
+}  // namespace
+
+bool resolve_shape(std::size_t count, bool has_shape, std::uint64_t rows, std::uint64_t cols, int rank, Shape *out,
+                   std::string *why)
+{
+    Shape s;
+    if (has_shape) {
+        if (rows == 0) {
+            *why = "rows = 0";
+            return false;
+        }
+        if (cols == 0) {
+            if (count % rows != 0) {
+                *why = "rows = " + std::to_string(rows) + " does not divide count = " + std::to_string(count);
+                return false;
+            }
+            cols = count / rows;
+        }
+        if (rows > count || cols > count || rows * cols != count) {
+            *why = "rows x cols = " + std::to_string(rows) + " x " + std::to_string(cols) +
+                   " does not equal count = " + std::to_string(count);
+            return false;
+        }
+        s.rows = rows;
+        s.cols = cols;
+    } else {
+        std::size_t r = static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(count))));
+        while (r > 1 && (r - 1) * (r - 1) >= count) --r;
+        while (r * r < count) ++r;
+        s.rows = r;
+        s.cols = (count + r - 1) / r;
+    }
+    std::size_t k = static_cast<std::size_t>(rank < 1 ? 1 : rank);
+    if (k > s.rows) k = s.rows;
+    if (k > s.cols) k = s.cols;
+    s.rank = static_cast<int>(k);
+    *out = s;
+    return true;
+}
+
+bool should_compress(const Shape &s, double min_compression_rate)
+{
+    const double uncompressed = static_cast<double>(s.rows) * static_cast<double>(s.cols);
+    const double compressed = static_cast<double>(s.rows + s.cols) * s.rank;
+    return compressed * min_compression_rate < uncompressed;
+}
+
+template <typename W>
+void gaussian_fill(std::uint64_t seed, std::uint64_t stream, W *out, std::size_t n)
+{
+    const std::uint64_t base = splitmix64(seed ^ splitmix64(stream));
+    const double two_pi = 6.283185307179586476925286766559;
+    for (std::size_t i = 0; i < n; i += 2) {
+        const std::uint64_t pair = static_cast<std::uint64_t>(i / 2);
+        const double u1 = unit_open(splitmix64(base + 2 * pair));
+        const double u2 = unit_open(splitmix64(base + 2 * pair + 1));
+        const double radius = std::sqrt(-2.0 * std::log(u1));
+        out[i] = static_cast<W>(radius * std::cos(two_pi * u2));
+        if (i + 1 < n) out[i + 1] = static_cast<W>(radius * std::sin(two_pi * u2));
+    }
+}
+
+template <typename W>
+void orthogonalize(W *a, std::size_t rows, int r, bool use_gram_schmidt)
+{
+    if (r <= 0 || rows == 0) return;
+    if (r <= 2 || use_gram_schmidt) {
+        gram_schmidt(a, rows, r);
+        return;
+    }
+    std::vector<W> tau(static_cast<std::size_t>(r));
+    const auto m = static_cast<lapack_int>(rows);
+    const auto n = static_cast<lapack_int>(r);
+    if (geqrf(m, n, a, n, tau.data()) != 0 || orgqr(m, n, a, n, tau.data()) != 0) gram_schmidt(a, rows, r);
+}
+
+template <typename W>
+void multiply_mq(const W *m, const Shape &s, const W *q, W *p)
+{
+    gemm(CblasNoTrans, CblasNoTrans, static_cast<int>(s.rows), s.rank, static_cast<int>(s.cols), W(1), m,
+         static_cast<int>(s.cols), q, s.rank, p, s.rank);
+}
+
+template <typename W>
+void multiply_mtp(const W *m, const Shape &s, const W *p, W *q)
+{
+    gemm(CblasTrans, CblasNoTrans, static_cast<int>(s.cols), s.rank, static_cast<int>(s.rows), W(1), m,
+         static_cast<int>(s.cols), p, s.rank, q, s.rank);
+}
+
+template <typename W>
+void reconstruct(const W *p, const W *q, const Shape &s, W alpha, W *out)
+{
+    gemm(CblasNoTrans, CblasTrans, static_cast<int>(s.rows), static_cast<int>(s.cols), s.rank, alpha, p, s.rank, q,
+         s.rank, out, static_cast<int>(s.cols));
+}
+
+template <typename W>
+void scale(W *x, std::size_t n, W alpha)
+{
+    for (std::size_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+
+#define CC_COLL_LOWRANK_INSTANTIATE(W)                                                   \
+    template void gaussian_fill<W>(std::uint64_t, std::uint64_t, W *, std::size_t);      \
+    template void orthogonalize<W>(W *, std::size_t, int, bool);                         \
+    template void multiply_mq<W>(const W *, const Shape &, const W *, W *);              \
+    template void multiply_mtp<W>(const W *, const Shape &, const W *, W *);             \
+    template void reconstruct<W>(const W *, const W *, const Shape &, W, W *);           \
+    template void scale<W>(W *, std::size_t, W);
+
+CC_COLL_LOWRANK_INSTANTIATE(float)
+CC_COLL_LOWRANK_INSTANTIATE(double)
+
+}  // namespace cc_coll::detail::lowrank

@@ -1,0 +1,66 @@
+// PowerSGD's linear algebra (ALGORITHMS.md section 4): the matrix view of a
+// tensor, the compression test, the seeded Gaussian start, the
+// orthogonalisation of P and Q, and the three products of a step. No MPI
+// here: the collectives layer sums P and Q between the products.
+//
+// Matrices are row-major, like torch's tensor.view(rows, -1): M is
+// rows x cols, P is rows x r, Q is cols x r. Products go through CBLAS and QR
+// through LAPACKE; nothing here is a hand-written GEMM.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cc_coll::detail::lowrank {
+
+struct Shape {
+    std::size_t rows = 0;
+    std::size_t cols = 0;
+    int rank = 0;  // r = min(rows, cols, requested rank)
+
+    std::size_t elements() const { return rows * cols; }
+    // Elements of P and Q together.
+    std::size_t factor_elements() const { return (rows + cols) * static_cast<std::size_t>(rank); }
+};
+
+// The matrix view of `count` elements. With has_shape: rows x cols, cols == 0
+// meaning count / rows; the product must equal count. Without: near-square,
+// rows = ceil(sqrt(count)), cols = ceil(count / rows), rows x cols >= count
+// (the tail of the last row is zero padding). On failure returns false and
+// says why. count must be > 0.
+bool resolve_shape(std::size_t count, bool has_shape, std::uint64_t rows, std::uint64_t cols, int rank, Shape *out,
+                   std::string *why);
+
+// PyTorch's _should_compress: (rows + cols) r rate < rows cols.
+bool should_compress(const Shape &s, double min_compression_rate);
+
+// n standard-normal values, a pure function of (seed, stream, i): the same on
+// every rank and every platform (splitmix64 counters, Box-Muller).
+template <typename W>
+void gaussian_fill(std::uint64_t seed, std::uint64_t stream, W *out, std::size_t n);
+
+// Orthonormalises the r columns of the row-major rows x r matrix `a` in
+// place: Gram-Schmidt when r <= 2 or use_gram_schmidt, else Householder QR
+// (LAPACK geqrf + orgqr), as PyTorch's _orthogonalize. A column that is zero
+// after projection stays zero (PyTorch with epsilon 0 would produce NaN).
+template <typename W>
+void orthogonalize(W *a, std::size_t rows, int r, bool use_gram_schmidt);
+
+// P = M Q (rows x r).
+template <typename W>
+void multiply_mq(const W *m, const Shape &s, const W *q, W *p);
+
+// Q = M^T P (cols x r).
+template <typename W>
+void multiply_mtp(const W *m, const Shape &s, const W *p, W *q);
+
+// out = alpha P Q^T (rows x cols).
+template <typename W>
+void reconstruct(const W *p, const W *q, const Shape &s, W alpha, W *out);
+
+// Scales n values by alpha (Q's division by the communicator size).
+template <typename W>
+void scale(W *x, std::size_t n, W alpha);
+
+}  // namespace cc_coll::detail::lowrank

@@ -1,0 +1,66 @@
+// Per-tensor LOWRANK state: the call count (for start_iter) and the factors
+// of the last compressed step (Q for the warm start, P for inspection),
+// keyed like residuals. A communicator holds one store for its allreduce
+// tensors and one for its point-to-point channels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "core/ef_store.hpp"
+
+namespace cc_coll::detail {
+
+struct LowRankState {
+    std::uint64_t calls = 0;  // calls seen on this tensor, compressed or not
+    std::size_t rows = 0;     // shape of the stored factors; rank 0: none yet
+    std::size_t cols = 0;
+    int rank = 0;
+    std::vector<float> p_f32, q_f32;  // binary32 work type (F32, F16, BF16)
+    std::vector<double> p_f64, q_f64; // binary64 work type (F64)
+
+    template <typename W>
+    std::vector<W> &p();
+    template <typename W>
+    std::vector<W> &q();
+    // True when the stored Q fits (rows, cols, rank) in work type W.
+    template <typename W>
+    bool has_q(std::size_t r, std::size_t c, int k)
+    {
+        return rank == k && rows == r && cols == c && q<W>().size() == c * static_cast<std::size_t>(k);
+    }
+    std::uint64_t bytes() const
+    {
+        return (p_f32.size() + q_f32.size()) * sizeof(float) + (p_f64.size() + q_f64.size()) * sizeof(double);
+    }
+};
+
+template <>
+inline std::vector<float> &LowRankState::p<float>() { return p_f32; }
+template <>
+inline std::vector<double> &LowRankState::p<double>() { return p_f64; }
+template <>
+inline std::vector<float> &LowRankState::q<float>() { return q_f32; }
+template <>
+inline std::vector<double> &LowRankState::q<double>() { return q_f64; }
+
+class LowRankStore {
+public:
+    // The state of `key`, created empty when absent.
+    LowRankState &get(const EfKey &key) { return states_[key]; }
+    // The state of `key`, or nullptr.
+    LowRankState *find(const EfKey &key)
+    {
+        auto it = states_.find(key);
+        return it == states_.end() ? nullptr : &it->second;
+    }
+    void reset(const EfKey &key) { states_.erase(key); }
+    void reset_all() { states_.clear(); }
+
+private:
+    std::unordered_map<EfKey, LowRankState, EfKeyHash> states_;
+};
+
+}  // namespace cc_coll::detail
