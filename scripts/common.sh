@@ -37,3 +37,7 @@ cc_coll_build() {
 # mpirun as root needs Open MPI's explicit consent; more ranks than cores
 # need --oversubscribe.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# One OpenBLAS thread per rank (LOWRANK's products): ranks already fill the
+# cores. Set OPENBLAS_NUM_THREADS yourself to change it.
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
