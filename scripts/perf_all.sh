@@ -10,7 +10,9 @@
 #        -> docs/perf/selection.json, section selection-results
 #   2. scripts/perf_sketch.sh     count-sketch encode and decode
 #        -> docs/perf/sketch.json, section sketch-results
-#   3. scripts/perf_results.sh    speedups on the emulated cluster
+#   3. scripts/perf_lowrank.sh    PowerSGD compress and decompress
+#        -> docs/perf/lowrank.json, section lowrank-results
+#   4. scripts/perf_results.sh    speedups on the emulated cluster
 #        -> ${CC_PERF_OUT:-docs/perf}/allreduce_*hosts.json, meta.json,
 #           speedup_*.png, relerr_*.png; section cluster-results
 # The sections are rewritten in docs/performance.md (the cluster one in
@@ -20,20 +22,20 @@
 # python3-matplotlib, ip or tc is missing (perf_results.sh alone installs
 # them) does perf_results.sh keep the caller's setting too. Checks for
 # root and those tools come first, so a run that could not finish does not
-# start. Takes about 6 minutes; to redo one part, run its script alone.
+# start. Takes about 8 minutes; to redo one part, run its script alone.
 #
 # Options:
 #   -n, --dry-run   print the checks' outcome and the commands, run nothing
 #                   (status 2 when a check would stop the run)
 #   -h, --help      this text
 #
-# Settings (environment): those of the three scripts (see their --help),
+# Settings (environment): those of the four scripts (see their --help),
 # among them
 #   CC_COLL_BUILD_DIR     build folder                       [build]
 #   CC_COLL_SKIP_APT=1    do not run apt-get at all
 #   CC_COLL_JOBS          parallel build jobs                [nproc]
 #   CC_PERF_*             the cluster run (scripts/perf_results.sh --help)
-# Exit status: 0 when all three succeeded; otherwise the failing script's
+# Exit status: 0 when all four succeeded; otherwise the failing script's
 # status (perf_results.sh: 1 when a host count failed), 2 for a usage or
 # setup error.
 set -eu
@@ -58,13 +60,13 @@ case ${1:-} in
 esac
 [ "$#" -le 1 ] || die "one option at most (see --help)"
 
-for s in perf_selection.sh perf_sketch.sh perf_results.sh; do
+for s in perf_selection.sh perf_sketch.sh perf_lowrank.sh perf_results.sh; do
     [ -x "$here/$s" ] || die "$here/$s is missing or not executable"
 done
 
 # perf_results.sh, the last and longest step, needs root, and installs
 # python3-matplotlib, ip and tc itself only when apt-get is allowed: check
-# before the first two steps spend their minutes. A dry run reports it and
+# before the first three steps spend their minutes. A dry run reports it and
 # ends with status 2.
 blocked=0
 stop() {
@@ -87,7 +89,7 @@ if [ -n "$missing" ]; then
         stop "missing:$missing, and CC_COLL_SKIP_APT=1: apt-get install python3-matplotlib iproute2 first"
     else
         results_skip=$caller_skip
-        echo "$me: missing:$missing; perf_results.sh will install it (apt-get runs in steps 1 and 3)"
+        echo "$me: missing:$missing; perf_results.sh will install it (apt-get runs in steps 1 and 4)"
     fi
 fi
 if [ "$(id -u)" != 0 ]; then
@@ -96,7 +98,7 @@ fi
 
 # step NUMBER SCRIPT SKIP_APT: runs scripts/SCRIPT with CC_COLL_SKIP_APT=SKIP_APT.
 step() {
-    echo "== perf_all.sh: step $1 of 3: CC_COLL_SKIP_APT=$3 scripts/$2"
+    echo "== perf_all.sh: step $1 of 4: CC_COLL_SKIP_APT=$3 scripts/$2"
     if [ "$dry" = 1 ]; then
         return 0
     fi
@@ -107,19 +109,21 @@ step() {
         case $1 in
             1) kept="nothing was regenerated" ;;
             2) kept="step 1's results are in place" ;;
-            *) kept="steps 1 and 2's results are in place" ;;
+            3) kept="steps 1 and 2's results are in place" ;;
+            *) kept="steps 1 to 3's results are in place" ;;
         esac
-        echo "$me: FAILED: step $1 of 3, scripts/$2, exited with status $rc after" \
+        echo "$me: FAILED: step $1 of 4, scripts/$2, exited with status $rc after" \
             "$(($(date +%s) - start)) s; stopped here ($kept; see its messages above)" >&2
         exit "$rc"
     fi
-    echo "== perf_all.sh: step $1 of 3 done in $(($(date +%s) - start)) s"
+    echo "== perf_all.sh: step $1 of 4 done in $(($(date +%s) - start)) s"
 }
 
 began=$(date +%s)
 step 1 perf_selection.sh "$caller_skip"
 step 2 perf_sketch.sh 1
-step 3 perf_results.sh "$results_skip"
+step 3 perf_lowrank.sh 1
+step 4 perf_results.sh "$results_skip"
 if [ "$dry" = 1 ]; then
     echo "$me: dry run: nothing was run"
     exit $((2 * blocked))
@@ -130,10 +134,11 @@ doc=${CC_PERF_DOC:-$root/docs/performance.md}
 rel() {
     case $1 in "$root"/*) echo "${1#"$root"/}" ;; *) echo "$1" ;; esac
 }
-echo "== perf_all.sh: all three steps done in $(($(date +%s) - began)) s. Results:"
+echo "== perf_all.sh: all four steps done in $(($(date +%s) - began)) s. Results:"
 printf '   %-26s %s\n' \
     docs/perf/selection.json "top-k selection: section selection-results of docs/performance.md" \
     docs/perf/sketch.json "count sketch: section sketch-results of docs/performance.md" \
+    docs/perf/lowrank.json "PowerSGD: section lowrank-results of docs/performance.md" \
     "$(rel "$out")/" "emulated cluster: allreduce_*hosts.json, meta.json, speedup_*.png, relerr_*.png;" \
     "" "section cluster-results of $(rel "$doc")"
 echo "   Review with: git diff --stat -- docs/"
