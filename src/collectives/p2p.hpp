@@ -1,11 +1,12 @@
 // Compressed point-to-point: cc_coll_send / cc_coll_recv with lazy error
-// propagation (ALGORITHMS.md section 5).
+// propagation (ALGORITHMS.md section 5). The wire format is in p2p_wire.hpp.
 #pragma once
 
 #include <cstddef>
 
 #include "cc_coll.h"
 #include "core/comm.hpp"
+#include "core/ef_store.hpp"
 #include "core/params.hpp"
 
 namespace cc_coll::detail {
@@ -27,11 +28,22 @@ struct RecvArgs {
     int tag;
 };
 
-// The largest tag cc_coll_send/recv accept on comm.
+// The largest tag cc_coll_send/recv accept on comm: (MPI_TAG_UB - 1) / 2,
+// since tag t uses MPI tags 2t (the message) and 2t + 1 (the answer).
 int p2p_tag_ub(Comm &comm);
 
+// The largest count of `dtype` one message can carry uncompressed (header
+// and elements within MPI's int count of bytes).
+std::size_t p2p_max_count(cc_coll_dtype_t dtype);
+
+// The LEP channel of (peer, params' ef_key when set, else tag).
+inline EfKey p2p_channel(int peer, int tag, const CallParams &params)
+{
+    return EfKey::channel(peer, params.has_ef_key, params.ef_key, tag);
+}
+
 // Arguments already validated by the C ABI (dtype, count, buffers, peer and
-// tag ranges).
+// tag ranges, compress, SKETCH).
 cc_coll_status_t p2p_send(Comm &comm, const SendArgs &args, const CallParams &params);
 cc_coll_status_t p2p_recv(Comm &comm, const RecvArgs &args, const CallParams &params);
 
