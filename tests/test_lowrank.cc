@@ -192,7 +192,7 @@ std::vector<W> powersgd_step(const std::vector<W> &m, const Shape &s, std::vecto
 {
     std::vector<W> p(s.rows * static_cast<std::size_t>(s.rank));
     std::vector<W> mhat(s.elements());
-    orthogonalize<W>(q.data(), s.cols, s.rank, use_gram_schmidt);
+    start_q<W>(q.data(), /*seed=*/1, /*stream=*/2, s, use_gram_schmidt, q.data());
     multiply_mq<W>(m.data(), s, q.data(), p.data());
     orthogonalize<W>(p.data(), s.rows, s.rank, use_gram_schmidt);
     multiply_mtp<W>(m.data(), s, p.data(), q.data());
@@ -875,26 +875,16 @@ TEST(LowRankStep, ColdStartDoesNotImproveLikeWarmStart)
     EXPECT_LT(warm_err, cold_err);
 }
 
-// ---------------------------------------------------------------- known bugs
+// ------------------------------------------------- regressions found in review
 //
-// Tests of bugs in src/compressors/lowrank/powersgd.cc that fail until it is
-// fixed. DISABLED_ keeps them out of the default run and of the unit_lowrank.*
-// CTest tests (which list them as disabled); tests/CMakeLists.txt runs them
-// as the CTest test unit_lowrank_known_bugs (labels unit, known_bug):
-//
-//   cc_coll_unit_lowrank --gtest_also_run_disabled_tests --gtest_filter='DISABLED_LowRankKnownBug*'
-//
-// The MPI-level tests of the same two Gram-Schmidt bugs are
-// mpi_tests/lowrank.c's bug_rank_above_data_gs and bug_zero_first_step.
+// The MPI-level tests of the two Gram-Schmidt cases are in
+// mpi_tests/lowrank.c.
 
-// resolve_shape checks rows * cols != count in std::size_t, which wraps:
-// 2^33 x (2^31 + 1) = 2^64 + 2^33 is 2^33 = count modulo 2^64, so the shape
-// is accepted, and Shape::elements() then names 2^33 elements for a
-// 2^64 + 2^33-element view. (Unreachable through the collectives, which cap
-// count at INT_MAX; cc_coll_lowrank_set_q and direct callers pass any
-// size_t.) Fix: compare without the product, count % rows != 0 ||
-// count / rows != cols.
-TEST(DISABLED_LowRankKnownBug, ResolveShapeRejectsProductThatOverflows)
+// resolve_shape must not compare rows * cols with count in std::size_t, which
+// wraps: 2^33 x (2^31 + 1) = 2^64 + 2^33 is 2^33 = count modulo 2^64.
+// (Unreachable through the collectives, which cap count at INT_MAX;
+// cc_coll_lowrank_set_q and direct callers pass any size_t.)
+TEST(LowRankRegression, ResolveShapeRejectsProductThatOverflows)
 {
     if (sizeof(std::size_t) < 8) GTEST_SKIP() << "needs a 64-bit size_t";
     const std::uint64_t count = std::uint64_t{1} << 33;
@@ -912,41 +902,33 @@ TEST(DISABLED_LowRankKnownBug, ResolveShapeRejectsProductThatOverflows)
 }
 
 template <typename T>
-class DISABLED_LowRankKnownBugTyped : public ::testing::Test {};
-TYPED_TEST_SUITE(DISABLED_LowRankKnownBugTyped, WorkTypes);
+class LowRankRegressionTyped : public ::testing::Test {};
+TYPED_TEST_SUITE(LowRankRegressionTyped, WorkTypes);
 
-// gram_schmidt (r <= 2, and every r for F16/BF16) projects each column once.
-// A column that depended on the earlier ones is rounding noise after that
-// projection, and the noise is not orthogonal to them; normalising it gives
-// a unit column with O(1) overlap (Q^T Q off-diagonal 0.89 in fp32, 0.96 in
-// fp64 here), so P P^T is no projection. Householder QR (the
-// OrthogonalizeDependentColumnQr test) is fine. Fix: project each column
-// against the earlier ones twice before normalising ("twice is enough").
-TYPED_TEST(DISABLED_LowRankKnownBugTyped, GramSchmidtDependentColumnStaysOrthogonal)
+// Gram-Schmidt (r <= 2, and every r for F16/BF16) with a single projection
+// left a column that depended on the earlier ones as rounding noise that is
+// not orthogonal to them (Q^T Q off-diagonal 0.89 in fp32, 0.96 in fp64), so
+// P P^T was no projection. It now projects twice ("twice is enough").
+TYPED_TEST(LowRankRegressionTyped, GramSchmidtDependentColumnStaysOrthogonal)
 {
     check_dependent_column<TypeParam>(200, 2, false);
     check_dependent_column<TypeParam>(200, 8, true);
 }
 
 // The consequence for a step: at r > k the extra columns of P = M Q are
-// dependent, so an exactly rank-k M is not recovered (relative error 0.13 to
-// 0.68 here, where QR's StepRecoversExactlyLowRankAtHigherRankQr gets 1e-7).
-// Rank 2 on a rank-1 gradient (batch size 1, an outer product) hits it.
-TYPED_TEST(DISABLED_LowRankKnownBugTyped, GramSchmidtStepRecoversRankAboveData)
+// dependent; an exactly rank-k M must still be recovered (single projection:
+// relative error 0.13 to 0.68). Rank 2 on a rank-1 gradient (batch size 1,
+// an outer product) is the common case.
+TYPED_TEST(LowRankRegressionTyped, GramSchmidtStepRecoversRankAboveData)
 {
     check_exact_recovery<TypeParam>(64, 48, 1, 2, false);
     check_exact_recovery<TypeParam>(200, 300, 2, 8, true);
 }
 
-// An all-zero M gives P = 0 and Q = M^T P = 0; gram_schmidt leaves the zero
-// Q zero, so with warm start P = M Q = 0 and M^ = 0 at every later step,
-// whatever M becomes: the tensor is never transmitted again and error
-// feedback only accumulates. Householder QR turns a zero Q into orthonormal
-// columns, so r >= 3 in fp32/fp64 recovers (WarmStartRecoversAfterZeroStepQr).
-// Fix: redraw Q from gaussian_fill when the warm-start Q has an all-zero
-// column (allreduce_lowrank.cc and p2p.cc, where the warm Q is taken), or
-// complete a zero column in gram_schmidt as QR does.
-TYPED_TEST(DISABLED_LowRankKnownBugTyped, GramSchmidtWarmStartRecoversAfterZeroStep)
+// An all-zero M gives P = 0 and Q = M^T P = 0; Gram-Schmidt leaves a zero Q
+// zero, so a warm start from it would give M^ = 0 at every later step.
+// start_q redraws a Q with an all-zero column from the seeded Gaussian.
+TYPED_TEST(LowRankRegressionTyped, GramSchmidtWarmStartRecoversAfterZeroStep)
 {
     check_recovers_after_zero_step<TypeParam>(1, false);
     check_recovers_after_zero_step<TypeParam>(2, false);

@@ -2,9 +2,9 @@
 // powerSGD_hook), for every compressed tensor of a group at once.
 //
 // Per tensor, M is the rows x cols view of g' = g + e:
-//  1. Q: the previous step's Q with warm start, else a Gaussian drawn from
-//     (seed, shape, position, call count), identical on every rank;
-//     orthogonalised.
+//  1. Q: the previous step's Q with warm start (unless it has an all-zero
+//     column), else a Gaussian drawn from (seed, shape, position, call
+//     count), identical on every rank; orthogonalised.
 //  2. P = M Q. Every tensor's P goes into one MPI_Allreduce(SUM).
 //  3. P orthogonalised (Gram-Schmidt for r <= 2 and half dtypes, else QR);
 //     Q = M^T P. Every Q goes into a second MPI_Allreduce(SUM), then / W.
@@ -136,12 +136,9 @@ cc_coll_status_t lowrank_batch(Comm &comm, const std::vector<GroupTensor> &tenso
         const CallParams &p = it.t->params;
         const bool half = it.t->args.dtype == CC_COLL_F16 || it.t->args.dtype == CC_COLL_BF16;
         W *q = qbuf.data() + it.q_off;
-        const std::size_t qn = s.cols * static_cast<std::size_t>(s.rank);
-        if (p.warm_start && it.state->has_q<W>(s.rows, s.cols, s.rank))
-            std::memcpy(q, it.state->q<W>().data(), qn * sizeof(W));
-        else
-            lowrank::gaussian_fill<W>(p.seed, q_stream(j, s, it.state->calls), q, qn);
-        lowrank::orthogonalize<W>(q, s.cols, s.rank, half);
+        const bool warm = p.warm_start && it.state->has_q<W>(s.rows, s.cols, s.rank);
+        lowrank::start_q<W>(warm ? it.state->q<W>().data() : nullptr, p.seed, q_stream(j, s, it.state->calls), s,
+                            half, q);
         lowrank::multiply_mq<W>(static_cast<const W *>(it.m), s, q, pbuf.data() + it.p_off);
     }
     const double t1 = now_seconds();

@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <lapacke.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -33,6 +34,18 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double al
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0, c, ldc);
 }
 
+// y = op(A) x for a row-major rows x cols A (rank-1 products: gemv is
+// several times faster than a one-column gemm).
+void gemv(CBLAS_TRANSPOSE t, int rows, int cols, const float *a, const float *x, float *y)
+{
+    cblas_sgemv(CblasRowMajor, t, rows, cols, 1.0f, a, cols, x, 1, 0.0f, y, 1);
+}
+
+void gemv(CBLAS_TRANSPOSE t, int rows, int cols, const double *a, const double *x, double *y)
+{
+    cblas_dgemv(CblasRowMajor, t, rows, cols, 1.0, a, cols, x, 1, 0.0, y, 1);
+}
+
 lapack_int geqrf(lapack_int m, lapack_int n, float *a, lapack_int lda, float *tau)
 {
     return LAPACKE_sgeqrf(LAPACK_ROW_MAJOR, m, n, a, lda, tau);
@@ -53,22 +66,31 @@ lapack_int orgqr(lapack_int m, lapack_int n, double *a, lapack_int lda, const do
 template <typename W>
 void gram_schmidt(W *a, std::size_t rows, int r)
 {
+    // Classical Gram-Schmidt with one re-orthogonalisation ("twice is
+    // enough"): a column that depends on the earlier ones is rounding noise
+    // after one projection, and that noise is not orthogonal to them; the
+    // second pass makes it so. Sums in double: binary32 sums of long
+    // columns lose digits.
     const std::size_t ld = static_cast<std::size_t>(r);
+    std::vector<double> dots(ld);
     for (int i = 0; i < r; ++i) {
-        // Accumulate in double: binary32 sums of long columns lose digits.
+        for (int pass = 0; pass < 2 && i > 0; ++pass) {
+            for (int j = 0; j < i; ++j) {
+                double dot = 0;
+                for (std::size_t k = 0; k < rows; ++k) dot += static_cast<double>(a[k * ld + j]) * a[k * ld + i];
+                dots[static_cast<std::size_t>(j)] = dot;
+            }
+            for (std::size_t k = 0; k < rows; ++k) {
+                double v = a[k * ld + i];
+                for (int j = 0; j < i; ++j) v -= dots[static_cast<std::size_t>(j)] * a[k * ld + j];
+                a[k * ld + i] = static_cast<W>(v);
+            }
+        }
         double norm2 = 0;
         for (std::size_t k = 0; k < rows; ++k) norm2 += static_cast<double>(a[k * ld + i]) * a[k * ld + i];
-        const W norm = static_cast<W>(std::sqrt(norm2));
-        if (norm > W(0) && std::isfinite(norm))
-            for (std::size_t k = 0; k < rows; ++k) a[k * ld + i] /= norm;
-        else if (norm == W(0))
-            continue;
-        for (int j = i + 1; j < r; ++j) {
-            double dot = 0;
-            for (std::size_t k = 0; k < rows; ++k) dot += static_cast<double>(a[k * ld + i]) * a[k * ld + j];
-            const W d = static_cast<W>(dot);
-            for (std::size_t k = 0; k < rows; ++k) a[k * ld + j] -= d * a[k * ld + i];
-        }
+        const double norm = std::sqrt(norm2);
+        if (norm > 0 && std::isfinite(norm))
+            for (std::size_t k = 0; k < rows; ++k) a[k * ld + i] = static_cast<W>(a[k * ld + i] / norm);
     }
 }
 
@@ -90,7 +112,7 @@ bool resolve_shape(std::size_t count, bool has_shape, std::uint64_t rows, std::u
             }
             cols = count / rows;
         }
-        if (rows > count || cols > count || rows * cols != count) {
+        if (rows > count || cols > count || count % rows != 0 || count / rows != cols) {
             *why = "rows x cols = " + std::to_string(rows) + " x " + std::to_string(cols) +
                    " does not equal count = " + std::to_string(count);
             return false;
@@ -143,14 +165,42 @@ void orthogonalize(W *a, std::size_t rows, int r, bool use_gram_schmidt)
         return;
     }
     std::vector<W> tau(static_cast<std::size_t>(r));
+    const std::vector<W> original(a, a + rows * static_cast<std::size_t>(r));
     const auto m = static_cast<lapack_int>(rows);
     const auto n = static_cast<lapack_int>(r);
-    if (geqrf(m, n, a, n, tau.data()) != 0 || orgqr(m, n, a, n, tau.data()) != 0) gram_schmidt(a, rows, r);
+    if (rows < static_cast<std::size_t>(r) || geqrf(m, n, a, n, tau.data()) != 0 || orgqr(m, n, a, n, tau.data()) != 0) {
+        std::copy(original.begin(), original.end(), a);
+        gram_schmidt(a, rows, r);
+    }
+}
+
+template <typename W>
+void start_q(const W *previous, std::uint64_t seed, std::uint64_t stream, const Shape &s, bool use_gram_schmidt, W *q)
+{
+    const std::size_t n = s.cols * static_cast<std::size_t>(s.rank);
+    bool usable = previous != nullptr;
+    // A zero column (an all-zero step leaves Q = M^T P = 0) would stay zero
+    // under Gram-Schmidt and the tensor would never be sent again: redraw.
+    for (int j = 0; usable && j < s.rank; ++j) {
+        bool zero = true;
+        for (std::size_t k = 0; zero && k < s.cols; ++k) zero = previous[k * static_cast<std::size_t>(s.rank) + j] == W(0);
+        usable = !zero;
+    }
+    if (usable) {
+        if (previous != q) std::copy(previous, previous + n, q);
+    } else {
+        gaussian_fill<W>(seed, stream, q, n);
+    }
+    orthogonalize<W>(q, s.cols, s.rank, use_gram_schmidt);
 }
 
 template <typename W>
 void multiply_mq(const W *m, const Shape &s, const W *q, W *p)
 {
+    if (s.rank == 1) {
+        gemv(CblasNoTrans, static_cast<int>(s.rows), static_cast<int>(s.cols), m, q, p);
+        return;
+    }
     gemm(CblasNoTrans, CblasNoTrans, static_cast<int>(s.rows), s.rank, static_cast<int>(s.cols), W(1), m,
          static_cast<int>(s.cols), q, s.rank, p, s.rank);
 }
@@ -158,6 +208,10 @@ void multiply_mq(const W *m, const Shape &s, const W *q, W *p)
 template <typename W>
 void multiply_mtp(const W *m, const Shape &s, const W *p, W *q)
 {
+    if (s.rank == 1) {
+        gemv(CblasTrans, static_cast<int>(s.rows), static_cast<int>(s.cols), m, p, q);
+        return;
+    }
     gemm(CblasTrans, CblasNoTrans, static_cast<int>(s.cols), s.rank, static_cast<int>(s.rows), W(1), m,
          static_cast<int>(s.cols), p, s.rank, q, s.rank);
 }
@@ -178,6 +232,7 @@ void scale(W *x, std::size_t n, W alpha)
 #define CC_COLL_LOWRANK_INSTANTIATE(W)                                                   \
     template void gaussian_fill<W>(std::uint64_t, std::uint64_t, W *, std::size_t);      \
     template void orthogonalize<W>(W *, std::size_t, int, bool);                         \
+    template void start_q<W>(const W *, std::uint64_t, std::uint64_t, const Shape &, bool, W *); \
     template void multiply_mq<W>(const W *, const Shape &, const W *, W *);              \
     template void multiply_mtp<W>(const W *, const Shape &, const W *, W *);             \
     template void reconstruct<W>(const W *, const W *, const Shape &, W, W *);           \

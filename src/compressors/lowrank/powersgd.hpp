@@ -41,11 +41,21 @@ template <typename W>
 void gaussian_fill(std::uint64_t seed, std::uint64_t stream, W *out, std::size_t n);
 
 // Orthonormalises the r columns of the row-major rows x r matrix `a` in
-// place: Gram-Schmidt when r <= 2 or use_gram_schmidt, else Householder QR
-// (LAPACK geqrf + orgqr), as PyTorch's _orthogonalize. A column that is zero
-// after projection stays zero (PyTorch with epsilon 0 would produce NaN).
+// place: Gram-Schmidt (with re-orthogonalisation) when r <= 2 or
+// use_gram_schmidt, else Householder QR (LAPACK geqrf + orgqr), as PyTorch's
+// _orthogonalize. On the Gram-Schmidt path an all-zero column stays zero
+// (PyTorch with epsilon 0 would produce NaN); QR completes it to an
+// orthonormal column.
 template <typename W>
 void orthogonalize(W *a, std::size_t rows, int r, bool use_gram_schmidt);
+
+// The orthonormal Q (cols x r) a step starts from: `previous` (the last
+// step's Q, may equal q) when it is given and has no all-zero column, else a
+// Gaussian from (seed, stream). An all-zero step leaves Q = 0; starting again
+// from it would keep every later P zero.
+template <typename W>
+void start_q(const W *previous, std::uint64_t seed, std::uint64_t stream, const Shape &s, bool use_gram_schmidt,
+             W *q);
 
 // P = M Q (rows x r).
 template <typename W>
