@@ -348,7 +348,13 @@ CC_COLL_API cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void
  * answers; a disagreement is CC_COLL_ERR_MISMATCH on both sides, the receive
  * buffer is left untouched and the sender's residual is as before the call.
  * The answer makes cc_coll_send return only once the receiver has the
- * message. tag must be in [0, cc_coll_p2p_tag_ub()]. */
+ * message. tag must be in [0, cc_coll_p2p_tag_ub()]; count x element size +
+ * 48 must fit an int. A compressed message goes uncompressed when it would
+ * not be smaller, when LOWRANK's compression test fails, or when the data
+ * holds NaN/Inf the method cannot carry; start_iter does not apply. Only the
+ * sender counts the call in its statistics (bytes_wire: header + payload).
+ * Argument errors are found before anything is sent: as with MPI, the peer
+ * then keeps waiting. */
 CC_COLL_API cc_coll_status_t cc_coll_send(const void *buf, size_t count, cc_coll_dtype_t dtype, int dest, int tag,
                                           int compress, const cc_coll_params_t *params, cc_coll_comm_h comm,
                                           void *stream);

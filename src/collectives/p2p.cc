@@ -139,12 +139,10 @@ bool lowrank_factors(Workspace &ws, const W *m, const lowrank::Shape &s, const C
     std::vector<W> &qbuf = ws.q_buffer<W>();
     pbuf.resize(pn);
     qbuf.resize(qn);
-    if (p.warm_start && state != nullptr && state->has_q<W>(s.rows, s.cols, s.rank))
-        std::memcpy(qbuf.data(), state->q<W>().data(), qn * sizeof(W));
-    else
-        lowrank::gaussian_fill<W>(p.seed, q_stream(s, state != nullptr ? state->calls : 0), qbuf.data(), qn);
+    const bool warm = p.warm_start && state != nullptr && state->has_q<W>(s.rows, s.cols, s.rank);
     const bool gram_schmidt = half_dtype(dtype);
-    lowrank::orthogonalize<W>(qbuf.data(), s.cols, s.rank, gram_schmidt);
+    lowrank::start_q<W>(warm ? state->q<W>().data() : nullptr, p.seed,
+                        q_stream(s, state != nullptr ? state->calls : 0), s, gram_schmidt, qbuf.data());
     lowrank::multiply_mq<W>(m, s, qbuf.data(), pbuf.data());
     lowrank::orthogonalize<W>(pbuf.data(), s.rows, s.rank, gram_schmidt);
     lowrank::multiply_mtp<W>(m, s, pbuf.data(), qbuf.data());
