@@ -2,18 +2,24 @@
 //
 //   cc_coll::Comm comm(MPI_COMM_WORLD);          // throws cc_coll::Error
 //   comm.allreduce(send, recv, n, CC_COLL_F32, CC_COLL_SUM);
+//   comm.allreduce(buf, n, CC_COLL_F32, CC_COLL_AVG,
+//                  cc_coll::Params().method(CC_COLL_METHOD_LOWRANK).shape(rows, cols).rank(4));
 //
 // Comm is move-only and destroys its handle when it goes out of scope (which
 // must happen before MPI_Finalize). Every failing call throws cc_coll::Error,
-// which carries the status code and the library's message.
+// which carries the status code and the library's message. Params builds a
+// cc_coll_params_t: each setter sets the field and its mask bit.
 //
 // SPDX-License-Identifier: BSD-3-Clause
 #ifndef CC_COLL_HPP
 #define CC_COLL_HPP
 
+#include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cc_coll.h"
 
@@ -40,6 +46,134 @@ inline void check(cc_coll_status_t status)
     throw Error(status, (why != nullptr && why[0] != '\0') ? std::string(why)
                                                             : std::string(cc_coll_status_string(status)));
 }
+
+// The cc_coll_dtype_t of a C++ element type: dtype_of<float>() is
+// CC_COLL_F32, dtype_of<double>() CC_COLL_F64 (F16 and BF16 data have no
+// C++ type here: pass the dtype explicitly).
+template <typename T>
+struct DtypeOf;
+template <>
+struct DtypeOf<float> {
+    static constexpr cc_coll_dtype_t value = CC_COLL_F32;
+};
+template <>
+struct DtypeOf<double> {
+    static constexpr cc_coll_dtype_t value = CC_COLL_F64;
+};
+template <typename T>
+constexpr cc_coll_dtype_t dtype_of() noexcept
+{
+    return DtypeOf<T>::value;
+}
+
+// A cc_coll_params_t built field by field: every setter sets the field and
+// its CC_COLL_PARAMS_FIELD_* bit, and returns *this for chaining. A default
+// Params (mask 0) means "all defaults". c() is the C struct.
+class Params {
+public:
+    Params() noexcept : p_() {}
+    // Wraps an existing C struct (its mask included).
+    explicit Params(const cc_coll_params_t &p) noexcept : p_(p) {}
+
+    Params &method(cc_coll_method_t m) noexcept { return set(CC_COLL_PARAMS_FIELD_METHOD, p_.method, m); }
+    Params &density(double d) noexcept { return set(CC_COLL_PARAMS_FIELD_DENSITY, p_.density, d); }
+    Params &ef(bool on) noexcept { return set(CC_COLL_PARAMS_FIELD_EF, p_.ef, on ? 1 : 0); }
+    Params &ef_key(std::uint64_t key) noexcept { return set(CC_COLL_PARAMS_FIELD_EF_KEY, p_.ef_key, key); }
+    Params &sparsifier(cc_coll_sparsifier_t s) noexcept { return set(CC_COLL_PARAMS_FIELD_SPARSIFIER, p_.sparsifier, s); }
+    Params &zero_fraction(double f) noexcept { return set(CC_COLL_PARAMS_FIELD_ZERO_FRACTION, p_.zero_fraction, f); }
+    Params &load_factor(double f) noexcept { return set(CC_COLL_PARAMS_FIELD_LOAD_FACTOR, p_.load_factor, f); }
+    Params &seed(std::uint64_t s) noexcept { return set(CC_COLL_PARAMS_FIELD_SEED, p_.seed, s); }
+    // LOWRANK: the buffer viewed as a row-major rows x cols matrix (C order,
+    // like torch's tensor.view(rows, -1)); cols = 0 means count / rows.
+    Params &shape(std::uint64_t rows, std::uint64_t cols = 0) noexcept
+    {
+        p_.rows = rows;
+        return set(CC_COLL_PARAMS_FIELD_SHAPE, p_.cols, cols);
+    }
+    // LOWRANK: the target rank r (a rows x cols tensor uses min(rows, cols, r)).
+    Params &rank(int r) noexcept { return set(CC_COLL_PARAMS_FIELD_RANK, p_.rank, r); }
+    Params &warm_start(bool on) noexcept { return set(CC_COLL_PARAMS_FIELD_WARM_START, p_.warm_start, on ? 1 : 0); }
+    Params &start_iter(std::uint64_t n) noexcept { return set(CC_COLL_PARAMS_FIELD_START_ITER, p_.start_iter, n); }
+    Params &min_compression_rate(double r) noexcept
+    {
+        return set(CC_COLL_PARAMS_FIELD_MIN_COMPRESSION_RATE, p_.min_compression_rate, r);
+    }
+
+    const cc_coll_params_t &c() const noexcept { return p_; }
+    std::uint64_t mask() const noexcept { return p_.mask; }
+
+private:
+    template <typename F, typename V>
+    Params &set(std::uint64_t bit, F &field, V value) noexcept
+    {
+        field = static_cast<F>(value);
+        p_.mask |= bit;
+        return *this;
+    }
+
+    cc_coll_params_t p_;
+};
+
+// What a call takes as its params: nothing or nullptr (all defaults), a
+// pointer to or a cc_coll_params_t, or a Params. It only refers to the
+// caller's object, for the duration of the call: not a type to store.
+class ParamsRef {
+public:
+    ParamsRef(const cc_coll_params_t *p = nullptr) noexcept : p_(p) {}  // NOLINT: implicit on purpose
+    ParamsRef(const cc_coll_params_t &p) noexcept : p_(&p) {}           // NOLINT
+    ParamsRef(const Params &p) noexcept : p_(&p.c()) {}                 // NOLINT
+    const cc_coll_params_t *get() const noexcept { return p_; }
+
+private:
+    const cc_coll_params_t *p_;
+};
+
+// One tensor of a grouped allreduce (Comm::allreduce_group): `count`
+// elements of `dtype` from `send` into `recv`, with `params`. send ==
+// nullptr or send == recv: in place.
+struct Tensor {
+    const void *send = nullptr;
+    void *recv = nullptr;
+    std::size_t count = 0;
+    cc_coll_dtype_t dtype = CC_COLL_F32;
+    cc_coll_params_t params{};  // mask 0: the communicator's defaults
+
+    Tensor() = default;
+    Tensor(const void *send_, void *recv_, std::size_t count_, cc_coll_dtype_t dtype_, ParamsRef params_ = {})
+        : send(send_), recv(recv_), count(count_), dtype(dtype_)
+    {
+        if (params_.get() != nullptr) params = *params_.get();
+    }
+    // In place.
+    Tensor(void *buf, std::size_t count_, cc_coll_dtype_t dtype_, ParamsRef params_ = {})
+        : Tensor(buf, buf, count_, dtype_, params_)
+    {
+    }
+    // float or double buffers: the dtype follows the element type.
+    template <typename T>
+    Tensor(const T *send_, T *recv_, std::size_t count_, ParamsRef params_ = {})
+        : Tensor(static_cast<const void *>(send_), static_cast<void *>(recv_), count_, dtype_of<T>(), params_)
+    {
+    }
+    template <typename T>
+    Tensor(T *buf, std::size_t count_, ParamsRef params_ = {})
+        : Tensor(static_cast<const void *>(buf), static_cast<void *>(buf), count_, dtype_of<T>(), params_)
+    {
+    }
+};
+
+// The LOWRANK state of a tensor (Comm::lowrank_state): the matrix shape of
+// its last compressed step, r (0 before the first), its number of calls,
+// and, when asked for, P (rows x rank) and the warm-start Q (cols x rank,
+// already divided by the communicator size), row-major, as doubles.
+struct LowRankState {
+    std::uint64_t rows = 0;
+    std::uint64_t cols = 0;
+    int rank = 0;
+    std::uint64_t calls = 0;
+    std::vector<double> p;
+    std::vector<double> q;
+};
 
 class Comm {
 public:
@@ -80,18 +214,134 @@ public:
         return s;
     }
 
+    // --- collectives ----------------------------------------------------------
+
     void allreduce(const void *sendbuf, void *recvbuf, size_t count, cc_coll_dtype_t dtype, cc_coll_op_t op,
-                   const cc_coll_params_t *params = nullptr) const
+                   ParamsRef params = {}) const
     {
-        check(cc_coll_allreduce(sendbuf, recvbuf, count, dtype, op, params, handle_, nullptr));
+        check(cc_coll_allreduce(sendbuf, recvbuf, count, dtype, op, params.get(), handle_, nullptr));
     }
 
     // In place: buf holds this rank's input and receives the result.
-    void allreduce(void *buf, size_t count, cc_coll_dtype_t dtype, cc_coll_op_t op,
-                   const cc_coll_params_t *params = nullptr) const
+    void allreduce(void *buf, size_t count, cc_coll_dtype_t dtype, cc_coll_op_t op, ParamsRef params = {}) const
     {
         allreduce(buf, buf, count, dtype, op, params);
     }
+
+    // cc_coll_allreduce_group on C arrays, as in C (sendbufs and params may
+    // be nullptr).
+    void allreduce_group(size_t ntensors, const void *const *sendbufs, void *const *recvbufs, const size_t *counts,
+                         const cc_coll_dtype_t *dtypes, cc_coll_op_t op, const cc_coll_params_t *params) const
+    {
+        check(cc_coll_allreduce_group(ntensors, sendbufs, recvbufs, counts, dtypes, op, params, handle_, nullptr));
+    }
+
+    // Several tensors in one call: LOWRANK tensors share two MPI_Allreduce
+    // calls, dense ones are packed into one per dtype (see
+    // cc_coll_allreduce_group). Every rank passes the same tensors in the
+    // same order.
+    void allreduce_group(const Tensor *tensors, size_t ntensors, cc_coll_op_t op) const
+    {
+        std::vector<const void *> send(ntensors);
+        std::vector<void *> recv(ntensors);
+        std::vector<size_t> counts(ntensors);
+        std::vector<cc_coll_dtype_t> dtypes(ntensors);
+        std::vector<cc_coll_params_t> params(ntensors);
+        for (size_t i = 0; i < ntensors; ++i) {
+            const Tensor &t = tensors[i];
+            send[i] = t.send != nullptr ? t.send : t.recv;
+            recv[i] = t.recv;
+            counts[i] = t.count;
+            dtypes[i] = t.dtype;
+            params[i] = t.params;
+        }
+        allreduce_group(ntensors, send.data(), recv.data(), counts.data(), dtypes.data(), op, params.data());
+    }
+
+    void allreduce_group(const std::vector<Tensor> &tensors, cc_coll_op_t op) const
+    {
+        allreduce_group(tensors.data(), tensors.size(), op);
+    }
+
+    // --- compressed point-to-point ----------------------------------------------
+
+    // Sends `count` elements to `dest` with `tag` (0 <= tag <= p2p_tag_ub()).
+    // compress: with params' method (LOWRANK, TOPK; NONE sends as is), with
+    // lazy error propagation on the channel (dest, ef_key or tag). Returns
+    // once the receiver has the message.
+    void send(const void *buf, size_t count, cc_coll_dtype_t dtype, int dest, int tag, bool compress = false,
+              ParamsRef params = {}) const
+    {
+        check(cc_coll_send(buf, count, dtype, dest, tag, compress ? 1 : 0, params.get(), handle_, nullptr));
+    }
+
+    // Receives from `source` what send() sent with `tag`; for a compressed
+    // message params must match the sender's (method, shape, rank, density).
+    void recv(void *buf, size_t count, cc_coll_dtype_t dtype, int source, int tag, ParamsRef params = {}) const
+    {
+        check(cc_coll_recv(buf, count, dtype, source, tag, params.get(), handle_, nullptr));
+    }
+
+    // The largest tag send() and recv() accept.
+    int p2p_tag_ub() const
+    {
+        int ub = 0;
+        check(cc_coll_p2p_tag_ub(handle_, &ub));
+        return ub;
+    }
+
+    // The LEP residual of the channel (dest, params' ef_key or tag): `count`
+    // doubles, zeros when the channel has none.
+    std::vector<double> lep_residual(int dest, int tag, size_t count, cc_coll_dtype_t dtype,
+                                     ParamsRef params = {}) const
+    {
+        std::vector<double> out(count);
+        check(cc_coll_lep_get_residual(handle_, dest, tag, params.get(), count, dtype, out.data()));
+        return out;
+    }
+
+    // Drops the channel's LEP residual and warm-start Q.
+    void lep_reset(int dest, int tag, ParamsRef params = {}) const
+    {
+        check(cc_coll_lep_reset(handle_, dest, tag, params.get()));
+    }
+
+    // --- LOWRANK state -------------------------------------------------------------
+
+    // The state of the LOWRANK tensor named by (params' ef_key, else recvbuf,
+    // count, dtype): pass the arguments of its calls. With factors, also P
+    // and Q (empty while rank is 0).
+    LowRankState lowrank_state(const void *recvbuf, size_t count, cc_coll_dtype_t dtype, ParamsRef params = {},
+                               bool factors = true) const
+    {
+        LowRankState s;
+        check(cc_coll_lowrank_get_state(handle_, params.get(), recvbuf, count, dtype, &s.rows, &s.cols, &s.rank,
+                                        &s.calls, nullptr, nullptr));
+        if (factors && s.rank > 0) {
+            s.p.assign(static_cast<size_t>(s.rows) * static_cast<size_t>(s.rank), 0.0);
+            s.q.assign(static_cast<size_t>(s.cols) * static_cast<size_t>(s.rank), 0.0);
+            check(cc_coll_lowrank_get_state(handle_, params.get(), recvbuf, count, dtype, &s.rows, &s.cols, &s.rank,
+                                            &s.calls, s.p.data(), s.q.data()));
+        }
+        return s;
+    }
+
+    // Sets the tensor's warm-start Q (cols x r, row-major, with the shape and
+    // r the tensor's params resolve to), e.g. to restore a checkpoint. Do it
+    // alike on every rank.
+    void lowrank_set_q(const void *recvbuf, size_t count, cc_coll_dtype_t dtype, const double *q,
+                       ParamsRef params = {}) const
+    {
+        check(cc_coll_lowrank_set_q(handle_, params.get(), recvbuf, count, dtype, q));
+    }
+
+    void lowrank_set_q(const void *recvbuf, size_t count, cc_coll_dtype_t dtype, const std::vector<double> &q,
+                       ParamsRef params = {}) const
+    {
+        lowrank_set_q(recvbuf, count, dtype, q.empty() ? nullptr : q.data(), params);
+    }
+
+    // --- statistics ------------------------------------------------------------------
 
     cc_coll_stats_t stats() const
     {

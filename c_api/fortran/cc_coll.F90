@@ -58,6 +58,7 @@ module cc_coll
   integer(c_int), parameter, public :: CC_COLL_METHOD_NONE = 0
   integer(c_int), parameter, public :: CC_COLL_METHOD_TOPK = 1
   integer(c_int), parameter, public :: CC_COLL_METHOD_SKETCH = 2
+  integer(c_int), parameter, public :: CC_COLL_METHOD_LOWRANK = 3
   integer(c_int), parameter, public :: CC_COLL_SPARSIFY_TOPK      = 0
   integer(c_int), parameter, public :: CC_COLL_SPARSIFY_THRESHOLD = 1
 
@@ -70,6 +71,11 @@ module cc_coll
   integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_ZERO_FRACTION = 32_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_LOAD_FACTOR   = 64_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_SEED          = 128_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_SHAPE         = 256_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_RANK          = 512_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_WARM_START    = 1024_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_START_ITER    = 2048_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_PARAMS_FIELD_MIN_COMPRESSION_RATE = 4096_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_CALLS              = 1_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED = 2_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_BYTES_WIRE         = 4_c_int64_t
@@ -97,7 +103,17 @@ module cc_coll
     integer(c_int)     :: sparsifier    = 0  ! SKETCH: CC_COLL_SPARSIFY_*
     real(c_double)     :: zero_fraction = 0  ! THRESHOLD: target zeroed fraction, [0, 1)
     real(c_double)     :: load_factor   = 0  ! SKETCH: support / cells, (0, 16]
-    integer(c_int64_t) :: seed          = 0  ! SKETCH: hash seed, the same on every rank
+    integer(c_int64_t) :: seed          = 0  ! SKETCH hash seed, LOWRANK Gaussian seed; same on every rank
+    ! LOWRANK (PowerSGD). The library views the buffer as a row-major (C
+    ! order) rows x cols matrix: a Fortran array a(n, m) is the m x n matrix
+    ! a^T. cc_coll_set_lowrank_shape(params, shape(a)) sets rows = m, cols = n.
+    integer(c_int64_t) :: rows          = 0  ! SHAPE: rows of the matrix, >= 1
+    integer(c_int64_t) :: cols          = 0  ! SHAPE: columns; 0 = count / rows
+    integer(c_int)     :: rank          = 0  ! RANK: target rank r >= 1 (r = min(rows, cols, rank))
+    integer(c_int)     :: warm_start    = 0  ! WARM_START: 1 = start from the previous Q, 0 = fresh
+    integer(c_int64_t) :: start_iter    = 0  ! START_ITER: the first start_iter calls are dense
+    real(c_double)     :: min_compression_rate = 0  ! MIN_COMPRESSION_RATE: compress when
+                                                    ! (rows + cols) r rate < rows cols; >= 1
   end type cc_coll_params
 
   ! cc_coll_stats_t. Set `mask` to the fields wanted (CC_COLL_STATS_FIELD_ALL).
@@ -126,6 +142,12 @@ module cc_coll
   public :: cc_coll_status_string, cc_coll_last_error, cc_coll_version_string, cc_coll_check_version
   public :: cc_coll_ef_bytes, cc_coll_ef_reset_all
   public :: cc_coll_comm_get_stats, cc_coll_comm_reset_stats, cc_coll_build_flags
+  public :: cc_coll_allreduce_group, cc_coll_allreduce_group_inplace
+  public :: cc_coll_set_lowrank_shape
+  public :: cc_coll_lowrank_get_state, cc_coll_lowrank_get_state_raw
+  public :: cc_coll_lowrank_set_q, cc_coll_lowrank_set_q_raw
+  public :: cc_coll_send, cc_coll_send_raw, cc_coll_recv, cc_coll_recv_raw, cc_coll_p2p_tag_ub
+  public :: cc_coll_lep_get_residual, cc_coll_lep_reset
 
   ! cc_coll_allreduce(sendbuf, recvbuf, count, op, handle, ierr [, params])
   interface cc_coll_allreduce
@@ -146,6 +168,37 @@ module cc_coll
   interface cc_coll_reduce_scatter_inplace
     module procedure cc_coll_reduce_scatter_inplace_f32, cc_coll_reduce_scatter_inplace_f64
   end interface cc_coll_reduce_scatter_inplace
+
+  ! cc_coll_allreduce_group(sendbufs, recvbufs, counts, dtypes, op, handle, ierr [, params])
+  ! counts: integer(c_size_t) or default integer.
+  interface cc_coll_allreduce_group
+    module procedure cc_coll_allreduce_group_size_t, cc_coll_allreduce_group_int
+  end interface cc_coll_allreduce_group
+
+  ! cc_coll_allreduce_group_inplace(bufs, counts, dtypes, op, handle, ierr [, params])
+  interface cc_coll_allreduce_group_inplace
+    module procedure cc_coll_allreduce_group_inplace_size_t, cc_coll_allreduce_group_inplace_int
+  end interface cc_coll_allreduce_group_inplace
+
+  ! cc_coll_lowrank_get_state(recvbuf, count, handle, ierr [, params, rows, cols, rank, calls, p, q])
+  interface cc_coll_lowrank_get_state
+    module procedure cc_coll_lowrank_get_state_f32, cc_coll_lowrank_get_state_f64
+  end interface cc_coll_lowrank_get_state
+
+  ! cc_coll_lowrank_set_q(recvbuf, count, q, handle, ierr [, params])
+  interface cc_coll_lowrank_set_q
+    module procedure cc_coll_lowrank_set_q_f32, cc_coll_lowrank_set_q_f64
+  end interface cc_coll_lowrank_set_q
+
+  ! cc_coll_send(buf, count, dest, tag, compress, handle, ierr [, params])
+  interface cc_coll_send
+    module procedure cc_coll_send_f32, cc_coll_send_f64
+  end interface cc_coll_send
+
+  ! cc_coll_recv(buf, count, source, tag, handle, ierr [, params])
+  interface cc_coll_recv
+    module procedure cc_coll_recv_f32, cc_coll_recv_f64
+  end interface cc_coll_recv
 
   ! --- the C functions (include/cc_coll.h) --------------------------------------
   interface
@@ -220,6 +273,87 @@ module cc_coll
       type(c_ptr), value :: params, comm, stream
       integer(c_int) :: status
     end function c_reduce_scatter
+
+    ! Arrays travel as c_loc addresses, so that sendbufs and params can be NULL.
+    function c_allreduce_group(ntensors, sendbufs, recvbufs, counts, dtypes, op, params, comm, stream) &
+        bind(C, name="cc_coll_allreduce_group") result(status)
+      import :: c_int, c_ptr, c_size_t
+      integer(c_size_t), value :: ntensors
+      type(c_ptr), value :: sendbufs, recvbufs, counts, dtypes   ! void **, void **, size_t *, int *
+      integer(c_int), value :: op
+      type(c_ptr), value :: params, comm, stream
+      integer(c_int) :: status
+    end function c_allreduce_group
+
+    function c_send(buf, count, dtype, dest, tag, compress, params, comm, stream) &
+        bind(C, name="cc_coll_send") result(status)
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: buf
+      integer(c_size_t), value :: count
+      integer(c_int), value :: dtype, dest, tag, compress
+      type(c_ptr), value :: params, comm, stream
+      integer(c_int) :: status
+    end function c_send
+
+    function c_recv(buf, count, dtype, source, tag, params, comm, stream) &
+        bind(C, name="cc_coll_recv") result(status)
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: buf
+      integer(c_size_t), value :: count
+      integer(c_int), value :: dtype, source, tag
+      type(c_ptr), value :: params, comm, stream
+      integer(c_int) :: status
+    end function c_recv
+
+    function c_p2p_tag_ub(comm, tag_ub) bind(C, name="cc_coll_p2p_tag_ub") result(status)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: comm
+      integer(c_int), intent(out) :: tag_ub
+      integer(c_int) :: status
+    end function c_p2p_tag_ub
+
+    function c_lep_get_residual(comm, dest, tag, params, count, dtype, out) &
+        bind(C, name="cc_coll_lep_get_residual") result(status)
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: comm
+      integer(c_int), value :: dest, tag
+      type(c_ptr), value :: params
+      integer(c_size_t), value :: count
+      integer(c_int), value :: dtype
+      type(c_ptr), value :: out                     ! double *
+      integer(c_int) :: status
+    end function c_lep_get_residual
+
+    function c_lep_reset(comm, dest, tag, params) bind(C, name="cc_coll_lep_reset") result(status)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: comm
+      integer(c_int), value :: dest, tag
+      type(c_ptr), value :: params
+      integer(c_int) :: status
+    end function c_lep_reset
+
+    function c_lowrank_get_state(comm, params, recvbuf, count, dtype, rows, cols, rank, calls, p, q) &
+        bind(C, name="cc_coll_lowrank_get_state") result(status)
+      import :: c_int, c_int64_t, c_ptr, c_size_t
+      type(c_ptr), value :: comm, params, recvbuf
+      integer(c_size_t), value :: count
+      integer(c_int), value :: dtype
+      integer(c_int64_t), intent(out) :: rows, cols  ! uint64_t *
+      integer(c_int), intent(out) :: rank
+      integer(c_int64_t), intent(out) :: calls       ! uint64_t *
+      type(c_ptr), value :: p, q                     ! double *, may be NULL
+      integer(c_int) :: status
+    end function c_lowrank_get_state
+
+    function c_lowrank_set_q(comm, params, recvbuf, count, dtype, q) &
+        bind(C, name="cc_coll_lowrank_set_q") result(status)
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: comm, params, recvbuf
+      integer(c_size_t), value :: count
+      integer(c_int), value :: dtype
+      type(c_ptr), value :: q                        ! const double *
+      integer(c_int) :: status
+    end function c_lowrank_set_q
 
     function c_ef_bytes(comm, bytes) bind(C, name="cc_coll_ef_bytes") result(status)
       import :: c_int, c_int64_t, c_ptr
@@ -598,6 +732,537 @@ contains
     type(cc_coll_params), intent(in), optional :: params
     ierr = reduce_scatter_c(sendbuf, recvbuf, recvcount, int(dtype, c_int), op, handle, params)
   end subroutine cc_coll_reduce_scatter_raw
+
+  ! --- grouped allreduce ---------------------------------------------------------------
+
+  ! The one place the C grouped allreduce is called. Without sendbufs every
+  ! tensor is reduced in place. Arrays of different sizes, a negative count
+  ! or a params array of another size are CC_COLL_ERR_INVALID_ARG from the
+  ! Fortran layer. The arrays are copied into contiguous C arrays (the
+  ! descriptors of a few tensors, not their data).
+  function allreduce_group_c(recvbufs, counts, dtypes, op, handle, params, sendbufs) result(status)
+    type(c_ptr), intent(in) :: recvbufs(:)
+    integer(c_int64_t), intent(in) :: counts(:)
+    integer(c_int), intent(in) :: dtypes(:)
+    integer, intent(in) :: op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_params), intent(in), optional :: params(:)
+    type(c_ptr), intent(in), optional :: sendbufs(:)
+    integer :: status
+    type(c_ptr), allocatable, target :: sb(:), rb(:)
+    integer(c_size_t), allocatable, target :: cn(:)
+    integer(c_int), allocatable, target :: dt(:)
+    type(cc_coll_params), allocatable, target :: pa(:)
+    type(c_ptr) :: psend, pparams
+    integer :: n
+
+    n = size(recvbufs)
+    if (size(counts) /= n .or. size(dtypes) /= n) then
+      status = fortran_arg_error()
+      return
+    end if
+    if (present(sendbufs)) then
+      if (size(sendbufs) /= n) then
+        status = fortran_arg_error()
+        return
+      end if
+    end if
+    if (present(params)) then
+      if (size(params) /= n) then
+        status = fortran_arg_error()
+        return
+      end if
+    end if
+    if (any(counts < 0)) then
+      status = fortran_arg_error()
+      return
+    end if
+    if (n == 0) then
+      status = c_allreduce_group(0_c_size_t, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, int(op, c_int), &
+                                 c_null_ptr, handle%ptr, c_null_ptr)
+      return
+    end if
+    rb = recvbufs
+    cn = int(counts, c_size_t)
+    dt = dtypes
+    psend = c_null_ptr
+    if (present(sendbufs)) then
+      sb = sendbufs
+      psend = c_loc(sb)
+    end if
+    pparams = c_null_ptr
+    if (present(params)) then
+      pa = params
+      pparams = c_loc(pa)
+    end if
+    status = c_allreduce_group(int(n, c_size_t), psend, c_loc(rb), c_loc(cn), c_loc(dt), int(op, c_int), &
+                               pparams, handle%ptr, c_null_ptr)
+  end function allreduce_group_c
+
+  ! Several tensors in one call: tensor i is sendbufs(i) -> recvbufs(i)
+  ! (C addresses, c_loc of contiguous arrays), counts(i) elements of
+  ! dtypes(i) (CC_COLL_F32, ...), with params(i) when params is present.
+  ! sendbufs(i) == recvbufs(i) reduces that tensor in place.
+  subroutine cc_coll_allreduce_group_size_t(sendbufs, recvbufs, counts, dtypes, op, handle, ierr, params)
+    type(c_ptr), intent(in) :: sendbufs(:), recvbufs(:)
+    integer(c_size_t), intent(in) :: counts(:)
+    integer(c_int), intent(in) :: dtypes(:)
+    integer, intent(in) :: op
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params(:)
+    ierr = allreduce_group_c(recvbufs, int(counts, c_int64_t), dtypes, op, handle, params, sendbufs)
+  end subroutine cc_coll_allreduce_group_size_t
+
+  subroutine cc_coll_allreduce_group_int(sendbufs, recvbufs, counts, dtypes, op, handle, ierr, params)
+    type(c_ptr), intent(in) :: sendbufs(:), recvbufs(:)
+    integer, intent(in) :: counts(:)
+    integer(c_int), intent(in) :: dtypes(:)
+    integer, intent(in) :: op
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params(:)
+    ierr = allreduce_group_c(recvbufs, int(counts, c_int64_t), dtypes, op, handle, params, sendbufs)
+  end subroutine cc_coll_allreduce_group_int
+
+  ! Every tensor in place (sendbufs NULL in C).
+  subroutine cc_coll_allreduce_group_inplace_size_t(bufs, counts, dtypes, op, handle, ierr, params)
+    type(c_ptr), intent(in) :: bufs(:)
+    integer(c_size_t), intent(in) :: counts(:)
+    integer(c_int), intent(in) :: dtypes(:)
+    integer, intent(in) :: op
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params(:)
+    ierr = allreduce_group_c(bufs, int(counts, c_int64_t), dtypes, op, handle, params)
+  end subroutine cc_coll_allreduce_group_inplace_size_t
+
+  subroutine cc_coll_allreduce_group_inplace_int(bufs, counts, dtypes, op, handle, ierr, params)
+    type(c_ptr), intent(in) :: bufs(:)
+    integer, intent(in) :: counts(:)
+    integer(c_int), intent(in) :: dtypes(:)
+    integer, intent(in) :: op
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params(:)
+    ierr = allreduce_group_c(bufs, int(counts, c_int64_t), dtypes, op, handle, params)
+  end subroutine cc_coll_allreduce_group_inplace_int
+
+  ! --- LOWRANK ---------------------------------------------------------------------------
+
+  ! Sets the LOWRANK matrix of `params` (CC_COLL_PARAMS_FIELD_SHAPE, rows and
+  ! cols) to the one libcc_coll sees in an array of shape `extents`. The
+  ! library reads the buffer in C order (row-major), so the last Fortran
+  ! extent is the number of rows and the product of the others the number
+  ! of columns: for a(n, m), rows = m and cols = n, the matrix is a^T. That
+  ! is torch's view(shape[0], -1) of the same memory. Pass shape(a).
+  subroutine cc_coll_set_lowrank_shape(params, extents)
+    type(cc_coll_params), intent(inout) :: params
+    integer, intent(in) :: extents(:)
+    integer :: d
+
+    params%mask = ior(params%mask, CC_COLL_PARAMS_FIELD_SHAPE)
+    params%rows = 1
+    params%cols = 1
+    d = size(extents)
+    if (d == 0) return
+    params%rows = int(extents(d), c_int64_t)
+    if (d > 1) params%cols = product(int(extents(1:d - 1), c_int64_t))
+  end subroutine cc_coll_set_lowrank_shape
+
+  ! The one place the C state query is called. p and q come back as the
+  ! library's matrices, p(rows, rank) and q(cols, rank) with p(i, k) the C
+  ! P[i - 1][k - 1] (the C arrays are row-major: they are transposed here).
+  function lowrank_get_state_c(recvbuf, count, dtype, handle, params, rows, cols, rank, calls, p, q) result(status)
+    type(c_ptr), intent(in) :: recvbuf
+    integer, intent(in) :: count
+    integer(c_int), intent(in) :: dtype
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_params), intent(in), optional, target :: params
+    integer(c_int64_t), intent(out), optional :: rows, cols, calls
+    integer, intent(out), optional :: rank
+    real(c_double), allocatable, intent(out), optional :: p(:, :), q(:, :)
+    integer :: status
+    integer(c_int64_t) :: r_rows, r_cols, r_calls
+    integer(c_int) :: r_rank
+    real(c_double), allocatable, target :: praw(:, :), qraw(:, :)
+    type(c_ptr) :: pp
+
+    r_rows = 0
+    r_cols = 0
+    r_calls = 0
+    r_rank = 0
+    if (present(rows)) rows = 0
+    if (present(cols)) cols = 0
+    if (present(calls)) calls = 0
+    if (present(rank)) rank = 0
+    if (count < 0) then
+      status = fortran_arg_error()
+      return
+    end if
+    pp = c_null_ptr
+    if (present(params)) pp = c_loc(params)
+    status = c_lowrank_get_state(handle%ptr, pp, recvbuf, int(count, c_size_t), dtype, r_rows, r_cols, r_rank, &
+                                 r_calls, c_null_ptr, c_null_ptr)
+    if (status /= CC_COLL_OK) return
+    if ((present(p) .or. present(q)) .and. r_rank > 0) then
+      ! Row-major rows x rank is column-major rank x rows.
+      allocate(praw(r_rank, r_rows), qraw(r_rank, r_cols))
+      praw = 0
+      qraw = 0
+      status = c_lowrank_get_state(handle%ptr, pp, recvbuf, int(count, c_size_t), dtype, r_rows, r_cols, r_rank, &
+                                   r_calls, c_loc(praw), c_loc(qraw))
+      if (status /= CC_COLL_OK) return
+      if (present(p)) p = transpose(praw)
+      if (present(q)) q = transpose(qraw)
+    else
+      if (present(p)) allocate(p(r_rows, 0))
+      if (present(q)) allocate(q(r_cols, 0))
+    end if
+    if (present(rows)) rows = r_rows
+    if (present(cols)) cols = r_cols
+    if (present(calls)) calls = r_calls
+    if (present(rank)) rank = int(r_rank)
+  end function lowrank_get_state_c
+
+  ! The state of the LOWRANK tensor `recvbuf` (named, like its residual, by
+  ! params%ef_key when CC_COLL_PARAMS_FIELD_EF_KEY is set, else by the
+  ! address of recvbuf, count and the dtype; pass the params of the calls).
+  ! rows, cols: the library's matrix (for a(n, m) with
+  ! cc_coll_set_lowrank_shape: rows = m, cols = n); rank: r of the last
+  ! compressed step, 0 before the first; calls: calls on the tensor,
+  ! compressed or not. p(rows, rank) and q(cols, rank) are allocated and
+  ! hold the last step's P and warm-start Q (already divided by the
+  ! communicator size), so that the last AVG result of a(n, m) was
+  ! matmul(q, transpose(p)) (SUM: times the size). On an error p and q are
+  ! left unallocated.
+  subroutine cc_coll_lowrank_get_state_f32(recvbuf, count, handle, ierr, params, rows, cols, rank, calls, p, q)
+    real(c_float), intent(in), target, contiguous :: recvbuf(..)
+    integer, intent(in) :: count
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    integer(c_int64_t), intent(out), optional :: rows, cols, calls
+    integer, intent(out), optional :: rank
+    real(c_double), allocatable, intent(out), optional :: p(:, :), q(:, :)
+    if (count > size(recvbuf)) then
+      ierr = fortran_arg_error()
+    else if (size(recvbuf) == 0) then
+      ierr = lowrank_get_state_c(c_null_ptr, count, CC_COLL_F32, handle, params, rows, cols, rank, calls, p, q)
+    else
+      ierr = lowrank_get_state_c(c_loc(recvbuf), count, CC_COLL_F32, handle, params, rows, cols, rank, calls, p, q)
+    end if
+  end subroutine cc_coll_lowrank_get_state_f32
+
+  subroutine cc_coll_lowrank_get_state_f64(recvbuf, count, handle, ierr, params, rows, cols, rank, calls, p, q)
+    real(c_double), intent(in), target, contiguous :: recvbuf(..)
+    integer, intent(in) :: count
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    integer(c_int64_t), intent(out), optional :: rows, cols, calls
+    integer, intent(out), optional :: rank
+    real(c_double), allocatable, intent(out), optional :: p(:, :), q(:, :)
+    if (count > size(recvbuf)) then
+      ierr = fortran_arg_error()
+    else if (size(recvbuf) == 0) then
+      ierr = lowrank_get_state_c(c_null_ptr, count, CC_COLL_F64, handle, params, rows, cols, rank, calls, p, q)
+    else
+      ierr = lowrank_get_state_c(c_loc(recvbuf), count, CC_COLL_F64, handle, params, rows, cols, rank, calls, p, q)
+    end if
+  end subroutine cc_coll_lowrank_get_state_f64
+
+  ! The same with a C address and an explicit dtype (tensors of a grouped
+  ! call, F16 / BF16 data).
+  subroutine cc_coll_lowrank_get_state_raw(recvbuf, count, dtype, handle, ierr, params, rows, cols, rank, calls, p, q)
+    type(c_ptr), intent(in) :: recvbuf
+    integer, intent(in) :: count, dtype
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    integer(c_int64_t), intent(out), optional :: rows, cols, calls
+    integer, intent(out), optional :: rank
+    real(c_double), allocatable, intent(out), optional :: p(:, :), q(:, :)
+    ierr = lowrank_get_state_c(recvbuf, count, int(dtype, c_int), handle, params, rows, cols, rank, calls, p, q)
+  end subroutine cc_coll_lowrank_get_state_raw
+
+  ! Whether params fix the shape of a tensor's Q (SHAPE and RANK set and
+  ! consistent with count), and if so that shape: cols x r.
+  function lowrank_q_shape(count, params, cols, r) result(known)
+    integer, intent(in) :: count
+    type(cc_coll_params), intent(in), optional :: params
+    integer(c_int64_t), intent(out) :: cols, r
+    logical :: known
+    integer(c_int64_t) :: rows
+
+    known = .false.
+    cols = 0
+    r = 0
+    if (.not. present(params)) return
+    if (iand(params%mask, CC_COLL_PARAMS_FIELD_SHAPE) == 0 .or. iand(params%mask, CC_COLL_PARAMS_FIELD_RANK) == 0) &
+      return
+    rows = params%rows
+    cols = params%cols
+    if (rows <= 0 .or. cols < 0 .or. params%rank < 1 .or. count <= 0) return
+    if (cols == 0) then
+      if (mod(int(count, c_int64_t), rows) /= 0) return
+      cols = int(count, c_int64_t) / rows
+    end if
+    if (rows * cols /= int(count, c_int64_t)) return
+    r = min(rows, cols, int(params%rank, c_int64_t))
+    known = .true.
+  end function lowrank_q_shape
+
+  ! The one place the C set_q is called: q(cols, r) is the library's Q
+  ! matrix, passed to C row-major. When params set both the shape and the
+  ! rank, a q of another shape is CC_COLL_ERR_INVALID_ARG here; otherwise q
+  ! must be cols x r as the call resolves them (cc_coll_lowrank_get_state
+  ! reports them), as in C.
+  function lowrank_set_q_c(recvbuf, count, dtype, q, handle, params) result(status)
+    type(c_ptr), intent(in) :: recvbuf
+    integer, intent(in) :: count
+    integer(c_int), intent(in) :: dtype
+    real(c_double), intent(in) :: q(:, :)
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_params), intent(in), optional, target :: params
+    integer :: status
+    real(c_double), allocatable, target :: qraw(:, :)
+    integer(c_int64_t) :: kcols, kr
+    type(c_ptr) :: pp
+
+    if (count < 0 .or. size(q) == 0) then
+      status = fortran_arg_error()
+      return
+    end if
+    if (lowrank_q_shape(count, params, kcols, kr)) then
+      if (size(q, 1, kind=c_int64_t) /= kcols .or. size(q, 2, kind=c_int64_t) /= kr) then
+        status = fortran_arg_error()
+        return
+      end if
+    end if
+    pp = c_null_ptr
+    if (present(params)) pp = c_loc(params)
+    qraw = transpose(q)
+    status = c_lowrank_set_q(handle%ptr, pp, recvbuf, int(count, c_size_t), dtype, c_loc(qraw))
+  end function lowrank_set_q_c
+
+  ! Sets the warm-start Q of the LOWRANK tensor `recvbuf` (named as for
+  ! cc_coll_lowrank_get_state) to q(cols, r), e.g. one cc_coll_lowrank_get_state
+  ! returned: restoring a checkpoint. Do it alike on every rank.
+  subroutine cc_coll_lowrank_set_q_f32(recvbuf, count, q, handle, ierr, params)
+    real(c_float), intent(in), target, contiguous :: recvbuf(..)
+    integer, intent(in) :: count
+    real(c_double), intent(in) :: q(:, :)
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (count > size(recvbuf) .or. size(recvbuf) == 0) then
+      ierr = fortran_arg_error()
+    else
+      ierr = lowrank_set_q_c(c_loc(recvbuf), count, CC_COLL_F32, q, handle, params)
+    end if
+  end subroutine cc_coll_lowrank_set_q_f32
+
+  subroutine cc_coll_lowrank_set_q_f64(recvbuf, count, q, handle, ierr, params)
+    real(c_double), intent(in), target, contiguous :: recvbuf(..)
+    integer, intent(in) :: count
+    real(c_double), intent(in) :: q(:, :)
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (count > size(recvbuf) .or. size(recvbuf) == 0) then
+      ierr = fortran_arg_error()
+    else
+      ierr = lowrank_set_q_c(c_loc(recvbuf), count, CC_COLL_F64, q, handle, params)
+    end if
+  end subroutine cc_coll_lowrank_set_q_f64
+
+  subroutine cc_coll_lowrank_set_q_raw(recvbuf, count, dtype, q, handle, ierr, params)
+    type(c_ptr), intent(in) :: recvbuf
+    integer, intent(in) :: count, dtype
+    real(c_double), intent(in) :: q(:, :)
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    ierr = lowrank_set_q_c(recvbuf, count, int(dtype, c_int), q, handle, params)
+  end subroutine cc_coll_lowrank_set_q_raw
+
+  ! --- compressed point-to-point ----------------------------------------------------------
+
+  ! The one place the C send is called; a negative count is
+  ! CC_COLL_ERR_INVALID_ARG from the Fortran layer.
+  function send_c(buf, count, dtype, dest, tag, compress, handle, params) result(status)
+    type(c_ptr), intent(in) :: buf
+    integer, intent(in) :: count, dest, tag
+    integer(c_int), intent(in) :: dtype
+    logical, intent(in) :: compress
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_params), intent(in), optional, target :: params
+    integer :: status
+    type(c_ptr) :: p
+
+    if (count < 0) then
+      status = fortran_arg_error()
+      return
+    end if
+    p = c_null_ptr
+    if (present(params)) p = c_loc(params)
+    status = c_send(buf, int(count, c_size_t), dtype, int(dest, c_int), int(tag, c_int), &
+                    merge(1_c_int, 0_c_int, compress), p, handle%ptr, c_null_ptr)
+  end function send_c
+
+  function recv_c(buf, count, dtype, source, tag, handle, params) result(status)
+    type(c_ptr), intent(in) :: buf
+    integer, intent(in) :: count, source, tag
+    integer(c_int), intent(in) :: dtype
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_params), intent(in), optional, target :: params
+    integer :: status
+    type(c_ptr) :: p
+
+    if (count < 0) then
+      status = fortran_arg_error()
+      return
+    end if
+    p = c_null_ptr
+    if (present(params)) p = c_loc(params)
+    status = c_recv(buf, int(count, c_size_t), dtype, int(source, c_int), int(tag, c_int), p, handle%ptr, c_null_ptr)
+  end function recv_c
+
+  ! Sends the first `count` elements of buf to rank `dest` with `tag`
+  ! (0 <= tag <= cc_coll_p2p_tag_ub). compress = .true. compresses with
+  ! params' method (LOWRANK or TOPK; NONE sends as is) and keeps the lazy
+  ! error propagation residual of the channel (dest, params%ef_key or tag).
+  ! Returns once the receiver has the message.
+  subroutine cc_coll_send_f32(buf, count, dest, tag, compress, handle, ierr, params)
+    real(c_float), intent(in), target, contiguous :: buf(..)
+    integer, intent(in) :: count, dest, tag
+    logical, intent(in) :: compress
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (count > size(buf)) then
+      ierr = fortran_arg_error()
+    else if (count <= 0) then
+      ierr = send_c(c_null_ptr, count, CC_COLL_F32, dest, tag, compress, handle, params)
+    else
+      ierr = send_c(c_loc(buf), count, CC_COLL_F32, dest, tag, compress, handle, params)
+    end if
+  end subroutine cc_coll_send_f32
+
+  subroutine cc_coll_send_f64(buf, count, dest, tag, compress, handle, ierr, params)
+    real(c_double), intent(in), target, contiguous :: buf(..)
+    integer, intent(in) :: count, dest, tag
+    logical, intent(in) :: compress
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (count > size(buf)) then
+      ierr = fortran_arg_error()
+    else if (count <= 0) then
+      ierr = send_c(c_null_ptr, count, CC_COLL_F64, dest, tag, compress, handle, params)
+    else
+      ierr = send_c(c_loc(buf), count, CC_COLL_F64, dest, tag, compress, handle, params)
+    end if
+  end subroutine cc_coll_send_f64
+
+  subroutine cc_coll_send_raw(buf, count, dtype, dest, tag, compress, handle, ierr, params)
+    type(c_ptr), intent(in) :: buf
+    integer, intent(in) :: count, dtype, dest, tag
+    logical, intent(in) :: compress
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    ierr = send_c(buf, count, int(dtype, c_int), dest, tag, compress, handle, params)
+  end subroutine cc_coll_send_raw
+
+  ! Receives what cc_coll_send sent from rank `source` with `tag` into the
+  ! first `count` elements of buf. For a compressed message, params must
+  ! match the sender's (method, shape, rank, density); a disagreement is
+  ! CC_COLL_ERR_MISMATCH on both sides and buf is left as it was.
+  subroutine cc_coll_recv_f32(buf, count, source, tag, handle, ierr, params)
+    real(c_float), intent(inout), target, contiguous :: buf(..)
+    integer, intent(in) :: count, source, tag
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (count > size(buf)) then
+      ierr = fortran_arg_error()
+    else if (count <= 0) then
+      ierr = recv_c(c_null_ptr, count, CC_COLL_F32, source, tag, handle, params)
+    else
+      ierr = recv_c(c_loc(buf), count, CC_COLL_F32, source, tag, handle, params)
+    end if
+  end subroutine cc_coll_recv_f32
+
+  subroutine cc_coll_recv_f64(buf, count, source, tag, handle, ierr, params)
+    real(c_double), intent(inout), target, contiguous :: buf(..)
+    integer, intent(in) :: count, source, tag
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (count > size(buf)) then
+      ierr = fortran_arg_error()
+    else if (count <= 0) then
+      ierr = recv_c(c_null_ptr, count, CC_COLL_F64, source, tag, handle, params)
+    else
+      ierr = recv_c(c_loc(buf), count, CC_COLL_F64, source, tag, handle, params)
+    end if
+  end subroutine cc_coll_recv_f64
+
+  subroutine cc_coll_recv_raw(buf, count, dtype, source, tag, handle, ierr, params)
+    type(c_ptr), intent(in) :: buf
+    integer, intent(in) :: count, dtype, source, tag
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    ierr = recv_c(buf, count, int(dtype, c_int), source, tag, handle, params)
+  end subroutine cc_coll_recv_raw
+
+  ! The largest tag cc_coll_send / cc_coll_recv accept on the communicator.
+  subroutine cc_coll_p2p_tag_ub(handle, tag_ub, ierr)
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(out) :: tag_ub, ierr
+    integer(c_int) :: t
+    t = 0
+    ierr = c_p2p_tag_ub(handle%ptr, t)
+    tag_ub = int(t)
+  end subroutine cc_coll_p2p_tag_ub
+
+  ! Copies the lazy-error-propagation residual of the channel (dest,
+  ! params%ef_key or tag) of `count` elements of `dtype` into the first
+  ! `count` elements of residual (zeros when the channel has none).
+  subroutine cc_coll_lep_get_residual(handle, dest, tag, count, dtype, residual, ierr, params)
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(in) :: dest, tag, count, dtype
+    real(c_double), intent(inout), target, contiguous :: residual(..)
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional, target :: params
+    type(c_ptr) :: p, out
+
+    if (count < 0 .or. count > size(residual)) then
+      ierr = fortran_arg_error()
+      return
+    end if
+    p = c_null_ptr
+    if (present(params)) p = c_loc(params)
+    out = c_null_ptr
+    if (count > 0) out = c_loc(residual)
+    ierr = c_lep_get_residual(handle%ptr, int(dest, c_int), int(tag, c_int), p, int(count, c_size_t), &
+                              int(dtype, c_int), out)
+  end subroutine cc_coll_lep_get_residual
+
+  ! Drops the residual (and warm-start Q) of the channel (dest, params%ef_key or tag).
+  subroutine cc_coll_lep_reset(handle, dest, tag, ierr, params)
+    type(cc_coll_comm), intent(in) :: handle
+    integer, intent(in) :: dest, tag
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional, target :: params
+    type(c_ptr) :: p
+    p = c_null_ptr
+    if (present(params)) p = c_loc(params)
+    ierr = c_lep_reset(handle%ptr, int(dest, c_int), int(tag, c_int), p)
+  end subroutine cc_coll_lep_reset
 
   ! --- error-feedback store and statistics ---------------------------------------------
 

@@ -5,7 +5,8 @@
 #   a. by hand: <fc> -I<prefix>/<moddir> <MPI compile flags> allreduce.f90
 #               -L<prefix>/<libdir> -lcc_coll_fortran -lcc_coll <MPI link flags>
 #   b. with CMake: examples/fortran/CMakeLists.txt, find_package(cc_coll) and
-#      cc_coll::cc_coll_fortran.
+#      cc_coll::cc_coll_fortran (which also builds lowrank.f90, run with 2
+#      ranks as well).
 #
 #   cmake -DBUILD_DIR=<top build dir> -DWORK_DIR=<scratch dir> -DEXAMPLE_DIR=<examples/fortran>
 #         -DLIBDIR=<CMAKE_INSTALL_LIBDIR> -DMODDIR=<.mod dir under the prefix> -DSOVERSION=<major>
@@ -97,6 +98,8 @@ run_step("configure examples/fortran" "${CMAKE_COMMAND}" -S "${EXAMPLE_DIR}" -B 
          "-DCMAKE_Fortran_COMPILER=${Fortran_COMPILER}" "-DCMAKE_C_COMPILER=${C_COMPILER}")
 run_step("build examples/fortran" "${CMAKE_COMMAND}" --build "${cbuild}" --config "${CONFIG}")
 find_program(_with_cmake "cc_coll_example_fortran" PATHS "${cbuild}" "${cbuild}/${CONFIG}" NO_DEFAULT_PATH REQUIRED)
+find_program(_lowrank_with_cmake "cc_coll_example_fortran_lowrank" PATHS "${cbuild}" "${cbuild}/${CONFIG}"
+             NO_DEFAULT_PATH REQUIRED)
 
 # 3. Both programs load the installed libraries, not the build tree's.
 find_program(_ldd ldd)
@@ -125,4 +128,9 @@ foreach(_exe "${_by_hand}" "${_with_cmake}")
   endif()
   message(STATUS "  ${STEP_OUTPUT}")
 endforeach()
+run_step("run" "${MPIEXEC}" ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS} "${_lowrank_with_cmake}" ${MPIEXEC_POSTFLAGS})
+if(NOT STEP_OUTPUT MATCHES "lowrank_example: 2 ranks: passed")
+  message(FATAL_ERROR "${_lowrank_with_cmake} did not report success:\n${STEP_OUTPUT}\n${STEP_ERROR}")
+endif()
+message(STATUS "  ${STEP_OUTPUT}")
 message(STATUS "fortran_install: all steps passed")

@@ -1,5 +1,6 @@
 ! ABI test of the cc_coll module, no MPI needed: the bind(C) types have the
-! size and field offsets of the C structs, every parameter has the value of
+! size, field offsets and field sizes of the C structs (and an array of
+! params the C array stride), every parameter has the value of
 ! its C enumerator (both as the C compiler sees include/cc_coll.h, through
 ! abi_values.c), status strings name their codes, and the version parameters
 ! match the library.
@@ -17,8 +18,8 @@ program fortran_abi
     end function c_values
   end interface
 
-  integer, parameter :: maxn = 128
-  type(cc_coll_params), target :: p
+  integer, parameter :: maxn = 160
+  type(cc_coll_params), target :: p, p2(2)
   type(cc_coll_stats), target :: s
   integer(c_int64_t) :: cv(maxn), fv(maxn)
   character(len=48) :: names(maxn)
@@ -36,8 +37,21 @@ program fortran_abi
   call add('offset(params%zero_fraction)', offset_of(c_loc(p%zero_fraction), c_loc(p)))
   call add('offset(params%load_factor)', offset_of(c_loc(p%load_factor), c_loc(p)))
   call add('offset(params%seed)', offset_of(c_loc(p%seed), c_loc(p)))
+  call add('offset(params%rows)', offset_of(c_loc(p%rows), c_loc(p)))
+  call add('offset(params%cols)', offset_of(c_loc(p%cols), c_loc(p)))
+  call add('offset(params%rank)', offset_of(c_loc(p%rank), c_loc(p)))
+  call add('offset(params%warm_start)', offset_of(c_loc(p%warm_start), c_loc(p)))
+  call add('offset(params%start_iter)', offset_of(c_loc(p%start_iter), c_loc(p)))
+  call add('offset(params%min_compression_rate)', offset_of(c_loc(p%min_compression_rate), c_loc(p)))
   call add('sizeof(params%method)', int(c_sizeof(p%method), c_int64_t))
   call add('sizeof(params%sparsifier)', int(c_sizeof(p%sparsifier), c_int64_t))
+  call add('sizeof(params%rows)', int(c_sizeof(p%rows), c_int64_t))
+  call add('sizeof(params%cols)', int(c_sizeof(p%cols), c_int64_t))
+  call add('sizeof(params%rank)', int(c_sizeof(p%rank), c_int64_t))
+  call add('sizeof(params%warm_start)', int(c_sizeof(p%warm_start), c_int64_t))
+  call add('sizeof(params%start_iter)', int(c_sizeof(p%start_iter), c_int64_t))
+  call add('sizeof(params%min_compression_rate)', int(c_sizeof(p%min_compression_rate), c_int64_t))
+  call add('sizeof(params[2])', int(c_sizeof(p2), c_int64_t))
   call add('sizeof(cc_coll_stats)', int(c_sizeof(s), c_int64_t))
   call add('offset(stats%mask)', offset_of(c_loc(s%mask), c_loc(s)))
   call add('offset(stats%calls)', offset_of(c_loc(s%calls), c_loc(s)))
@@ -77,6 +91,7 @@ program fortran_abi
   call add('CC_COLL_METHOD_NONE', int(CC_COLL_METHOD_NONE, c_int64_t))
   call add('CC_COLL_METHOD_TOPK', int(CC_COLL_METHOD_TOPK, c_int64_t))
   call add('CC_COLL_METHOD_SKETCH', int(CC_COLL_METHOD_SKETCH, c_int64_t))
+  call add('CC_COLL_METHOD_LOWRANK', int(CC_COLL_METHOD_LOWRANK, c_int64_t))
   call add('CC_COLL_SPARSIFY_TOPK', int(CC_COLL_SPARSIFY_TOPK, c_int64_t))
   call add('CC_COLL_SPARSIFY_THRESHOLD', int(CC_COLL_SPARSIFY_THRESHOLD, c_int64_t))
   call add('CC_COLL_PARAMS_FIELD_METHOD', CC_COLL_PARAMS_FIELD_METHOD)
@@ -87,6 +102,11 @@ program fortran_abi
   call add('CC_COLL_PARAMS_FIELD_ZERO_FRACTION', CC_COLL_PARAMS_FIELD_ZERO_FRACTION)
   call add('CC_COLL_PARAMS_FIELD_LOAD_FACTOR', CC_COLL_PARAMS_FIELD_LOAD_FACTOR)
   call add('CC_COLL_PARAMS_FIELD_SEED', CC_COLL_PARAMS_FIELD_SEED)
+  call add('CC_COLL_PARAMS_FIELD_SHAPE', CC_COLL_PARAMS_FIELD_SHAPE)
+  call add('CC_COLL_PARAMS_FIELD_RANK', CC_COLL_PARAMS_FIELD_RANK)
+  call add('CC_COLL_PARAMS_FIELD_WARM_START', CC_COLL_PARAMS_FIELD_WARM_START)
+  call add('CC_COLL_PARAMS_FIELD_START_ITER', CC_COLL_PARAMS_FIELD_START_ITER)
+  call add('CC_COLL_PARAMS_FIELD_MIN_COMPRESSION_RATE', CC_COLL_PARAMS_FIELD_MIN_COMPRESSION_RATE)
   call add('CC_COLL_STATS_FIELD_CALLS', CC_COLL_STATS_FIELD_CALLS)
   call add('CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED', CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED)
   call add('CC_COLL_STATS_FIELD_BYTES_WIRE', CC_COLL_STATS_FIELD_BYTES_WIRE)
@@ -125,7 +145,8 @@ program fortran_abi
 
   ! Default-initialised params mean "all defaults".
   if (p%mask /= 0 .or. p%method /= CC_COLL_METHOD_NONE .or. p%ef /= 0 .or. p%ef_key /= 0 .or. &
-      p%sparsifier /= CC_COLL_SPARSIFY_TOPK .or. p%seed /= 0) then
+      p%sparsifier /= CC_COLL_SPARSIFY_TOPK .or. p%seed /= 0 .or. p%rows /= 0 .or. p%cols /= 0 .or. &
+      p%rank /= 0 .or. p%warm_start /= 0 .or. p%start_iter /= 0 .or. p%min_compression_rate /= 0) then
     print '(a)', 'FAIL: type(cc_coll_params) is not zero-initialised'
     nfail = nfail + 1
   end if
