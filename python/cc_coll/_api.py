@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The public Python API: enumerations, Error, Comm and module functions."""
 
+import collections
+import collections.abc
 import ctypes
 import enum
+import math
 import numbers
 
 import numpy as np
@@ -12,7 +15,7 @@ from ._lib import lib
 from ._version import ABI_MAJOR, ABI_MINOR
 
 __all__ = [
-    "Status", "Dtype", "Op", "Method", "Sparsifier", "Error", "Comm",
+    "Status", "Dtype", "Op", "Method", "Sparsifier", "Error", "Params", "LowRankState", "Comm",
     "version", "version_info", "check_version", "settings", "build_info",
     "to_bfloat16", "from_bfloat16",
 ]
@@ -65,6 +68,7 @@ class Method(enum.IntEnum):
     NONE = 0
     TOPK = 1
     SKETCH = 2
+    LOWRANK = 3
 
 
 class Sparsifier(enum.IntEnum):
@@ -243,39 +247,193 @@ def _u64_arg(value, what):
     return int(value)
 
 
-def _params(method=None, density=None, ef=None, ef_key=None, sparsifier=None, zero_fraction=None,
-            load_factor=None, seed=None):
-    """A cc_coll_params_t with a mask bit for every argument that is not None.
-    The Python layer checks types; the library judges the values (ranges,
-    unknown enumeration values) and reports them as Error."""
-    p = _lib.ParamsStruct()
-    if method is not None:
-        p.method = _enum_arg(Method, method, "method")
-        p.mask |= _lib.PARAMS_FIELD_METHOD
-    if density is not None:
-        p.density = _real_arg(density, "density")  # the library checks 0 < density <= 1
-        p.mask |= _lib.PARAMS_FIELD_DENSITY
-    if ef is not None:
-        if not isinstance(ef, (numbers.Integral, np.bool_)) or not _INT_MIN <= int(ef) <= _INT_MAX:
-            raise TypeError("ef must be True/False (or 1/0), not %r" % (ef,))
-        p.ef = int(ef)  # the library rejects values other than 0 and 1
-        p.mask |= _lib.PARAMS_FIELD_EF
-    if ef_key is not None:
-        p.ef_key = _u64_arg(ef_key, "ef_key")
-        p.mask |= _lib.PARAMS_FIELD_EF_KEY
-    if sparsifier is not None:
-        p.sparsifier = _enum_arg(Sparsifier, sparsifier, "sparsifier")
-        p.mask |= _lib.PARAMS_FIELD_SPARSIFIER
-    if zero_fraction is not None:
-        p.zero_fraction = _real_arg(zero_fraction, "zero_fraction")  # library: [0, 1)
-        p.mask |= _lib.PARAMS_FIELD_ZERO_FRACTION
-    if load_factor is not None:
-        p.load_factor = _real_arg(load_factor, "load_factor")  # library: (0, 16]
-        p.mask |= _lib.PARAMS_FIELD_LOAD_FACTOR
-    if seed is not None:
-        p.seed = _u64_arg(seed, "seed")
-        p.mask |= _lib.PARAMS_FIELD_SEED
-    return p
+def _int_arg(value, what):
+    """A Python int that fits a C int."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError("%s must be an int, not %r" % (what, value))
+    value = int(value)
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise ValueError("%s = %d does not fit a C int" % (what, value))
+    return value
+
+
+def _flag_arg(value, what):
+    """An on/off field (ef, warm_start, compress): True/False or an int; the
+    library rejects ints other than 0 and 1."""
+    if not isinstance(value, (numbers.Integral, np.bool_)) or not _INT_MIN <= int(value) <= _INT_MAX:
+        raise TypeError("%s must be True/False (or 1/0), not %r" % (what, value))
+    return int(value)
+
+
+def _shape_arg(value):
+    """(rows, cols) from a pair of ints, or from one int (rows; cols = 0:
+    count / rows)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = (value, 0)
+    if isinstance(value, (str, bytes)) or not isinstance(value, collections.abc.Sequence) or len(value) != 2:
+        raise TypeError("shape must be (rows, cols) (cols 0: count / rows) or rows, not %r" % (value,))
+    return (_u64_arg(value[0], "shape[0] (rows)"), _u64_arg(value[1], "shape[1] (cols)"))
+
+
+# Each field of Params: how the Python value is checked and converted, and the
+# bit of cc_coll_params_t.mask it sets. The order is the positional order of
+# Params() and of _params().
+_FIELDS = collections.OrderedDict([
+    ("method", (lambda v: _enum_arg(Method, v, "method"), _lib.PARAMS_FIELD_METHOD)),
+    ("density", (lambda v: _real_arg(v, "density"), _lib.PARAMS_FIELD_DENSITY)),
+    ("ef", (lambda v: _flag_arg(v, "ef"), _lib.PARAMS_FIELD_EF)),
+    ("ef_key", (lambda v: _u64_arg(v, "ef_key"), _lib.PARAMS_FIELD_EF_KEY)),
+    ("sparsifier", (lambda v: _enum_arg(Sparsifier, v, "sparsifier"), _lib.PARAMS_FIELD_SPARSIFIER)),
+    ("zero_fraction", (lambda v: _real_arg(v, "zero_fraction"), _lib.PARAMS_FIELD_ZERO_FRACTION)),
+    ("load_factor", (lambda v: _real_arg(v, "load_factor"), _lib.PARAMS_FIELD_LOAD_FACTOR)),
+    ("seed", (lambda v: _u64_arg(v, "seed"), _lib.PARAMS_FIELD_SEED)),
+    ("shape", (_shape_arg, _lib.PARAMS_FIELD_SHAPE)),
+    ("rank", (lambda v: _int_arg(v, "rank"), _lib.PARAMS_FIELD_RANK)),
+    ("warm_start", (lambda v: _flag_arg(v, "warm_start"), _lib.PARAMS_FIELD_WARM_START)),
+    ("start_iter", (lambda v: _u64_arg(v, "start_iter"), _lib.PARAMS_FIELD_START_ITER)),
+    ("min_compression_rate", (lambda v: _real_arg(v, "min_compression_rate"),
+                              _lib.PARAMS_FIELD_MIN_COMPRESSION_RATE)),
+])
+
+
+class Params:
+    """Per-call parameters (cc_coll_params_t). Every field left at None is
+    unset (its mask bit clear), so the communicator's configuration (the
+    CC_COLL_* environment, or the default) applies.
+
+    method      -- Method or "none" / "topk" / "sketch" / "lowrank"
+    density     -- TOPK (and SKETCH's top-k sparsifier): kept fraction, (0, 1]
+    ef          -- error feedback on (True) or off (False)
+    ef_key      -- int in [0, 2**64) naming the tensor's residual and state
+    sparsifier  -- SKETCH: Sparsifier or "topk" / "threshold"
+    zero_fraction -- THRESHOLD: [0, 1)
+    load_factor -- SKETCH: (0, 16]
+    seed        -- SKETCH's hash seed, LOWRANK's initial-Q seed; int in [0, 2**64)
+    shape       -- LOWRANK: (rows, cols) of the matrix view, cols 0 meaning
+                   count / rows; a single int is (rows, 0)
+    rank        -- LOWRANK: target rank >= 1 (r = min(rows, cols, rank))
+    warm_start  -- LOWRANK: start from the previous step's Q (True/False)
+    start_iter  -- LOWRANK: the tensor's first start_iter calls are plain
+    min_compression_rate -- LOWRANK: compress only when
+                   (rows + cols) * r * rate < rows * cols; >= 1
+
+    Types are checked here (TypeError, ValueError); the library judges the
+    values (ranges) when a call uses them and raises Error. Params are
+    immutable: replace() returns a modified copy. Wherever the package takes
+    `params`, a dict of these fields is accepted too.
+    """
+
+    __slots__ = tuple(_FIELDS)
+
+    def __init__(self, method=None, density=None, ef=None, ef_key=None, sparsifier=None, zero_fraction=None,
+                 load_factor=None, seed=None, shape=None, rank=None, warm_start=None, start_iter=None,
+                 min_compression_rate=None):
+        values = locals()
+        for name, (convert, _) in _FIELDS.items():
+            value = values[name]
+            object.__setattr__(self, name, None if value is None else convert(value))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("cc_coll.Params is immutable; use params.replace(%s=...)" % name)
+
+    def replace(self, **changes):
+        """A copy with the given fields changed (None unsets a field)."""
+        unknown = set(changes) - set(_FIELDS)
+        if unknown:
+            raise TypeError("Params has no field %s" % ", ".join(sorted(unknown)))
+        fields = self.to_dict()
+        fields.update(changes)
+        return Params(**fields)
+
+    def to_dict(self):
+        """The fields that are set, as a dict."""
+        return {name: getattr(self, name) for name in _FIELDS if getattr(self, name) is not None}
+
+    def __eq__(self, other):
+        return isinstance(other, Params) and self.to_dict() == other.to_dict()
+
+    def __hash__(self):
+        return hash(tuple(sorted(self.to_dict().items())))
+
+    def __repr__(self):
+        def show(v):
+            return repr(v.name.lower()) if isinstance(v, enum.Enum) else repr(v)
+        return "Params(%s)" % ", ".join("%s=%s" % (k, show(v)) for k, v in self.to_dict().items())
+
+    def _struct(self):
+        """The cc_coll_params_t, with a mask bit for every field that is set."""
+        p = _lib.ParamsStruct()
+        for name, (_, bit) in _FIELDS.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            p.mask |= bit
+            if name == "shape":
+                p.rows, p.cols = value
+            else:
+                setattr(p, name, int(value) if isinstance(value, enum.Enum) else value)
+        return p
+
+
+def _as_params(params, what="params"):
+    """A Params from None, a Params or a mapping of its fields."""
+    if params is None:
+        return Params()
+    if isinstance(params, Params):
+        return params
+    if isinstance(params, collections.abc.Mapping):
+        try:
+            return Params(**params)
+        except TypeError as exc:
+            if "unexpected keyword" in str(exc):
+                raise TypeError("%s: %s" % (what, exc)) from None
+            raise
+    raise TypeError("%s must be a cc_coll.Params, a dict of its fields or None, not %s"
+                    % (what, type(params).__name__))
+
+
+def _merge(params, fields):
+    """params (as _as_params takes it) with the keyword fields that are not
+    None put over it."""
+    base = _as_params(params)
+    given = {k: v for k, v in fields.items() if v is not None}
+    return base.replace(**given) if given else base
+
+
+def _params(*args, **kwargs):
+    """The cc_coll_params_t of Params(*args, **kwargs)."""
+    return Params(*args, **kwargs)._struct()
+
+
+def _lowrank_shape(count, shape, rank):
+    """(rows, cols, r) as the library resolves a LOWRANK tensor of `count`
+    elements (lowrank::resolve_shape), or None where it would refuse."""
+    if count == 0:
+        return None
+    if shape is not None:
+        rows, cols = shape
+        if rows == 0:
+            return None
+        if cols == 0:
+            if count % rows:
+                return None
+            cols = count // rows
+        if rows * cols != count:
+            return None
+    else:
+        rows = math.isqrt(count)
+        if rows * rows < count:
+            rows += 1
+        cols = -(-count // rows)
+    return rows, cols, min(max(rank, 1), rows, cols)
+
+
+#: What Comm.lowrank_state returns.
+LowRankState = collections.namedtuple("LowRankState", "rows cols rank calls p q")
+LowRankState.__doc__ = """A LOWRANK tensor's state (cc_coll_lowrank_get_state): the matrix shape
+rows x cols and rank r of its last compressed step (r = 0 before the first),
+its number of calls, P (rows x r) and Q (cols x r, already divided by the
+communicator size) as float64 arrays."""
 
 
 def _array(a, name, writable):
@@ -326,6 +484,31 @@ def _fint_of(comm):
 # Communicator
 # --------------------------------------------------------------------------
 
+def _check_recvbuf(send, recv, send_name, recv_name):
+    """An out-of-place result array: C-contiguous, writable, same dtype and shape."""
+    _array(recv, recv_name, writable=True)
+    if recv.dtype != send.dtype:
+        raise TypeError("%s has dtype %s but %s has %s" % (recv_name, recv.dtype, send_name, send.dtype))
+    if recv.shape != send.shape:
+        raise ValueError("%s has shape %s but %s has %s" % (recv_name, recv.shape, send_name, send.shape))
+
+
+def _per_tensor(value, n, what, is_single, single_ok=True):
+    """A list of n entries from None, one value for all (is_single(value)),
+    or a sequence of n."""
+    if value is None:
+        return [None] * n
+    if single_ok and is_single(value):
+        return [value] * n
+    if isinstance(value, (str, bytes, np.ndarray)) or not isinstance(value, collections.abc.Iterable):
+        raise TypeError("%s must be %sa sequence with one entry per tensor, not %s"
+                        % (what, "None, one value or " if single_ok else "None or ", type(value).__name__))
+    value = list(value)
+    if len(value) != n:
+        raise ValueError("%s has %d entries for %d tensors" % (what, len(value), n))
+    return value
+
+
 class Comm:
     """A libcc_coll communicator over an MPI communicator.
 
@@ -346,6 +529,18 @@ class Comm:
                                                       ABI_MAJOR, ABI_MINOR))
         self._handle = handle.value
         self._closed = False
+        # The configuration the library read from the environment just now,
+        # for the Python-side defaults that depend on it (the LOWRANK matrix
+        # view of an n-d array, the expected size of a Q).
+        config = {s["name"]: s["value"] for s in settings()}
+        try:
+            self._config_method = Method[str(config.get("METHOD", "none")).upper()]
+        except KeyError:
+            self._config_method = None
+        try:
+            self._config_rank = int(config.get("LOWRANK_RANK", 1))
+        except ValueError:
+            self._config_rank = 1
 
     # -- lifetime ----------------------------------------------------------
 
@@ -400,11 +595,25 @@ class Comm:
         _check(lib.cc_coll_comm_size(self._handle, ctypes.byref(s)))
         return s.value
 
+    # -- parameters --------------------------------------------------------
+
+    def _call_params(self, params, fields, buf, lowrank=False):
+        """The Params of a call: `params` with the keyword fields over it and,
+        for LOWRANK (the call's method, the communicator's, or `lowrank`) on
+        an array of two or more dimensions without a shape, the matrix view
+        (shape[0], product of the rest), like torch's tensor.view(shape[0], -1)."""
+        p = _merge(params, fields)
+        method = p.method if p.method is not None else self._config_method
+        if (p.shape is None and (lowrank or method == Method.LOWRANK) and buf.ndim >= 2 and buf.size > 0):
+            p = p.replace(shape=(buf.shape[0], buf.size // buf.shape[0]))
+        return p
+
     # -- collectives -------------------------------------------------------
 
     def allreduce(self, sendbuf, recvbuf=None, op=Op.SUM, method=None, density=None,
                   ef=None, ef_key=None, dtype=None, sparsifier=None, zero_fraction=None,
-                  load_factor=None, seed=None):
+                  load_factor=None, seed=None, shape=None, rank=None, warm_start=None,
+                  start_iter=None, min_compression_rate=None, params=None):
         """Allreduce numpy arrays over the communicator (cc_coll_allreduce).
 
         sendbuf -- C-contiguous numpy array of float32, float64 or float16
@@ -413,16 +622,17 @@ class Comm:
                    sendbuf itself reduces in place
         op      -- Op.SUM / Op.AVG or "sum" / "avg"
         method, density, ef, ef_key, sparsifier, zero_fraction, load_factor,
-        seed    -- per-call parameters; None leaves a field unset, so it comes
-                   from the CC_COLL_* environment or the default.
-                   method: Method or "none" / "topk" / "sketch"; density in
-                   (0, 1]; ef: True/False; ef_key: int in [0, 2**64);
-                   sparsifier (SKETCH): Sparsifier or "topk" / "threshold";
-                   zero_fraction (THRESHOLD) in [0, 1); load_factor (SKETCH)
-                   in (0, 1]; seed (SKETCH): int in [0, 2**64), the same on
-                   every rank
+        seed, shape, rank, warm_start, start_iter, min_compression_rate
+                -- per-call parameters, as the fields of Params; None leaves
+                   a field unset, so it comes from `params`, else from the
+                   CC_COLL_* environment or the default
+        params  -- a Params (or a dict of its fields) for the fields not
+                   given as keywords
         dtype   -- None (from the array) or a Dtype; required for BF16
 
+        LOWRANK views the buffer as a rows x cols matrix: `shape` when given,
+        else (sendbuf.shape[0], sendbuf.size // sendbuf.shape[0]) for an
+        array of two or more dimensions, else the library's near-square view.
         Every rank must pass the same shape, dtype, op and parameters.
         Returns recvbuf (sendbuf when in place).
         """
@@ -432,22 +642,74 @@ class Comm:
         if in_place:
             recvbuf = sendbuf
         else:
-            _array(recvbuf, "recvbuf", writable=True)
-            if recvbuf.dtype != sendbuf.dtype:
-                raise TypeError("recvbuf has dtype %s but sendbuf has %s"
-                                % (recvbuf.dtype, sendbuf.dtype))
-            if recvbuf.shape != sendbuf.shape:
-                raise ValueError("recvbuf has shape %s but sendbuf has %s"
-                                 % (recvbuf.shape, sendbuf.shape))
+            _check_recvbuf(sendbuf, recvbuf, "sendbuf", "recvbuf")
         op = _enum_arg(Op, op, "op")
-        params = _params(method, density, ef, ef_key, sparsifier, zero_fraction, load_factor, seed)
+        p = self._call_params(params, dict(
+            method=method, density=density, ef=ef, ef_key=ef_key, sparsifier=sparsifier,
+            zero_fraction=zero_fraction, load_factor=load_factor, seed=seed, shape=shape, rank=rank,
+            warm_start=warm_start, start_iter=start_iter, min_compression_rate=min_compression_rate), sendbuf)
         _check(lib.cc_coll_allreduce(sendbuf.ctypes.data, recvbuf.ctypes.data, sendbuf.size,
-                                     int(d), int(op), ctypes.byref(params), self._handle, None))
+                                     int(d), int(op), ctypes.byref(p._struct()), self._handle, None))
         return recvbuf
+
+    def allreduce_group(self, sendbufs, recvbufs=None, op=Op.SUM, params=None, dtype=None):
+        """Allreduce several arrays in one call (cc_coll_allreduce_group), as
+        a DDP bucket: the compressed LOWRANK tensors share one MPI_Allreduce
+        for their P and one for their Q, and the NONE tensors and the LOWRANK
+        tensors not compressed this step share one plain allreduce per dtype.
+
+        sendbufs -- a sequence of C-contiguous numpy arrays (as for allreduce)
+        recvbufs -- None (every tensor in place), or a sequence as long as
+                    sendbufs of arrays of the same shapes and dtypes; an entry
+                    that is None or sendbufs[i] itself is in place
+        op       -- one Op for all tensors
+        params   -- None, one Params (or dict) for every tensor, or a sequence
+                    of one per tensor (entries may be None)
+        dtype    -- None, one Dtype for every tensor, or a sequence of one per
+                    tensor (as for allreduce)
+
+        Each array of two or more dimensions with LOWRANK and no shape gets
+        the view (shape[0], rest), as in allreduce. Tensors that set ef_key
+        need distinct keys. Every rank must pass the same tensors, in the
+        same order, with the same parameters. Returns the list of results
+        (recvbufs[i], or sendbufs[i] in place).
+        """
+        if isinstance(sendbufs, np.ndarray) or not isinstance(sendbufs, collections.abc.Iterable):
+            raise TypeError("sendbufs must be a sequence of numpy arrays, not %s" % type(sendbufs).__name__)
+        sendbufs = list(sendbufs)
+        n = len(sendbufs)
+        recvs = _per_tensor(recvbufs, n, "recvbufs", lambda v: False, single_ok=False)
+        plist = _per_tensor(params, n, "params", lambda v: v is None or isinstance(v, (Params, collections.abc.Mapping)))
+        dlist = _per_tensor(dtype, n, "dtype", lambda v: v is None or isinstance(v, (str, numbers.Integral)))
+        op = _enum_arg(Op, op, "op")
+        outs, dtypes, structs, keys = [], [], [], {}
+        for i, send in enumerate(sendbufs):
+            recv = recvs[i]
+            in_place = recv is None or recv is send
+            _array(send, "sendbufs[%d]" % i, writable=in_place)
+            dtypes.append(int(_dtype_of(send, dlist[i], "sendbufs[%d]" % i)))
+            if in_place:
+                recv = send
+            else:
+                _check_recvbuf(send, recv, "sendbufs[%d]" % i, "recvbufs[%d]" % i)
+            p = self._call_params(_as_params(plist[i], "params[%d]" % i), {}, send)
+            if p.ef_key is not None:
+                if p.ef_key in keys:
+                    raise ValueError("tensors %d and %d have the same ef_key %d: each tensor needs its own"
+                                     % (keys[p.ef_key], i, p.ef_key))
+                keys[p.ef_key] = i
+            outs.append(recv)
+            structs.append(p._struct())
+        _check(lib.cc_coll_allreduce_group(
+            n, (ctypes.c_void_p * n)(*(a.ctypes.data for a in sendbufs)),
+            (ctypes.c_void_p * n)(*(a.ctypes.data for a in outs)),
+            (ctypes.c_size_t * n)(*(a.size for a in sendbufs)), (ctypes.c_int * n)(*dtypes), int(op),
+            (_lib.ParamsStruct * n)(*structs), self._handle, None))
+        return outs
 
     def reduce_scatter(self, sendbuf, recvbuf=None, op=Op.SUM, method=None, density=None,
                        ef=None, ef_key=None, dtype=None, sparsifier=None, zero_fraction=None,
-                       load_factor=None, seed=None):
+                       load_factor=None, seed=None, params=None):
         """Reduce-scatter numpy arrays over the communicator, like
         MPI_Reduce_scatter_block (cc_coll_reduce_scatter).
 
@@ -460,7 +722,8 @@ class Comm:
                    reduces in place, and the result is the first recvcount
                    elements of sendbuf
         op, method, density, ef, ef_key, dtype, sparsifier, zero_fraction,
-        load_factor, seed -- as for allreduce (method NONE, TOPK or SKETCH)
+        load_factor, seed, params -- as for allreduce (method NONE, TOPK or
+                   SKETCH; LOWRANK is Status.NOT_SUPPORTED)
 
         Every rank must pass the same size, dtype, op and parameters.
         Returns recvbuf, or in place a 1-D view of sendbuf's first recvcount
@@ -488,40 +751,168 @@ class Comm:
                 raise ValueError("recvbuf has %d elements but sendbuf has %d = %d x %d ranks; recvbuf "
                                  "needs %d" % (recvbuf.size, sendbuf.size, recvcount, nranks, recvcount))
         op = _enum_arg(Op, op, "op")
-        params = _params(method, density, ef, ef_key, sparsifier, zero_fraction, load_factor, seed)
+        p = _merge(params, dict(method=method, density=density, ef=ef, ef_key=ef_key, sparsifier=sparsifier,
+                                zero_fraction=zero_fraction, load_factor=load_factor, seed=seed))
         _check(lib.cc_coll_reduce_scatter(sendbuf.ctypes.data, recvbuf.ctypes.data, recvcount,
-                                          int(d), int(op), ctypes.byref(params), self._handle, None))
+                                          int(d), int(op), ctypes.byref(p._struct()), self._handle, None))
         if in_place:
             return sendbuf.reshape(-1)[:recvcount]
         return recvbuf
 
+    # -- point to point ----------------------------------------------------
+
+    def send(self, buf, dest, tag, compress=True, params=None, dtype=None, **fields):
+        """Send an array to rank `dest` (cc_coll_send); returns once the
+        receiver has it.
+
+        buf      -- C-contiguous numpy array (as for allreduce); not modified
+        dest     -- the receiving rank of this communicator
+        tag      -- int in [0, p2p_tag_ub()]
+        compress -- True: compress with the params' method (LOWRANK: one local
+                    PowerSGD step, P and Q are sent; TOPK: (index, value)
+                    pairs; NONE: the data as it is; SKETCH is
+                    Status.NOT_SUPPORTED). False: send uncompressed, which
+                    also flushes the channel's LEP residual into this message
+        params, **fields -- Params and keyword fields as for allreduce; an
+                    array of two or more dimensions gets the LOWRANK view
+                    (shape[0], rest). ef (default on) keeps the lazy error
+                    propagation residual of the channel (dest, ef_key if
+                    set, else tag)
+        dtype    -- None (from the array) or a Dtype
+
+        The receiver must call recv with the same count, dtype and, for a
+        compressed message, the same method, shape and rank or density;
+        otherwise both sides raise Error(Status.MISMATCH).
+        """
+        _array(buf, "buf", writable=False)
+        d = _dtype_of(buf, dtype, "buf")
+        p = self._call_params(params, fields, buf)
+        _check(lib.cc_coll_send(buf.ctypes.data, buf.size, int(d), _int_arg(dest, "dest"),
+                                    _int_arg(tag, "tag"), _flag_arg(compress, "compress"),
+                                    ctypes.byref(p._struct()), self._handle, None))
+
+    def recv(self, buf, source, tag, params=None, dtype=None, **fields):
+        """Receive into `buf` what send() sent from rank `source` with `tag`,
+        compressed or not (cc_coll_recv); returns buf.
+
+        buf    -- C-contiguous, writable numpy array of the sender's size and dtype
+        source -- the sending rank (not MPI.ANY_SOURCE)
+        params, **fields -- what a compressed message must match (method,
+                  shape, rank, density): pass the sender's. As in send, an
+                  array of two or more dimensions gets the LOWRANK view
+                  (shape[0], rest)
+        """
+        _array(buf, "buf", writable=True)
+        d = _dtype_of(buf, dtype, "buf")
+        p = self._call_params(params, fields, buf)
+        _check(lib.cc_coll_recv(buf.ctypes.data, buf.size, int(d), _int_arg(source, "source"),
+                                    _int_arg(tag, "tag"), ctypes.byref(p._struct()), self._handle, None))
+        return buf
+
+    def p2p_tag_ub(self):
+        """The largest tag send() and recv() accept (cc_coll_p2p_tag_ub)."""
+        ub = ctypes.c_int()
+        _check(lib.cc_coll_p2p_tag_ub(self._handle, ctypes.byref(ub)))
+        return ub.value
+
+    def lep_residual(self, buf, dest, tag, params=None, dtype=None, **fields):
+        """The LEP residual of the send channel (dest, ef_key if given, else
+        tag) as a float64 array shaped like buf (zeros when the channel has
+        none), buf giving the size and dtype (cc_coll_lep_get_residual)."""
+        _array(buf, "buf", writable=False)
+        d = _dtype_of(buf, dtype, "buf")
+        p = _merge(params, fields)
+        out = np.zeros(buf.shape, dtype=np.float64)
+        _check(lib.cc_coll_lep_get_residual(self._handle, _int_arg(dest, "dest"), _int_arg(tag, "tag"),
+                                                ctypes.byref(p._struct()), buf.size, int(d), out.ctypes.data))
+        return out
+
+    def lep_reset(self, dest, tag, params=None, **fields):
+        """Drop the LEP residual (and warm-start Q) of the send channel (dest,
+        ef_key if given, else tag) (cc_coll_lep_reset)."""
+        p = _merge(params, fields)
+        _check(lib.cc_coll_lep_reset(self._handle, _int_arg(dest, "dest"), _int_arg(tag, "tag"),
+                                         ctypes.byref(p._struct())))
+
+    # -- low-rank state ----------------------------------------------------
+
+    def lowrank_state(self, recvbuf, params=None, dtype=None, **fields):
+        """The LOWRANK state of the tensor that allreduce calls name with
+        (recvbuf, ef_key) (cc_coll_lowrank_get_state): a LowRankState
+        (rows, cols, rank, calls, p, q). rank is 0, and p and q are empty,
+        before the tensor's first compressed step; p is rows x rank and q is
+        cols x rank (already divided by the communicator size), float64."""
+        _array(recvbuf, "recvbuf", writable=False)
+        d = _dtype_of(recvbuf, dtype, "recvbuf")
+        params = _merge(params, fields)._struct()
+        rows, cols, calls, rank = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_int()
+
+        def get(p, q):
+            _check(lib.cc_coll_lowrank_get_state(self._handle, ctypes.byref(params), recvbuf.ctypes.data,
+                                                 recvbuf.size, int(d), ctypes.byref(rows), ctypes.byref(cols),
+                                                 ctypes.byref(rank), ctypes.byref(calls), p, q))
+
+        get(None, None)
+        p = np.zeros((rows.value, max(rank.value, 0)), dtype=np.float64)
+        q = np.zeros((cols.value, max(rank.value, 0)), dtype=np.float64)
+        if rank.value > 0:
+            get(p.ctypes.data, q.ctypes.data)
+            if (p.shape, q.shape) != ((rows.value, rank.value), (cols.value, rank.value)):
+                raise Error(Status.INTERNAL, "cc_coll_lowrank_get_state: the state changed between two reads")
+        return LowRankState(rows.value, cols.value, rank.value, calls.value, p, q)
+
+    def lowrank_set_q(self, recvbuf, q, params=None, dtype=None, **fields):
+        """Set the warm-start Q of the LOWRANK tensor named by (recvbuf,
+        ef_key) (cc_coll_lowrank_set_q): with warm start on, its next
+        compressed call orthogonalises q and starts from it. q is cols x r
+        (array-like, converted to float64) for the shape and rank the
+        params resolve to, as a call with recvbuf would: an array of two or
+        more dimensions gets the view (shape[0], rest). Do it alike on every
+        rank."""
+        _array(recvbuf, "recvbuf", writable=False)
+        d = _dtype_of(recvbuf, dtype, "recvbuf")
+        p = self._call_params(params, fields, recvbuf, lowrank=True)
+        q = np.ascontiguousarray(q, dtype=np.float64)
+        resolved = _lowrank_shape(recvbuf.size, p.shape, p.rank if p.rank is not None else self._config_rank)
+        q_ptr = None  # a shape the library refuses: it says why before reading q
+        if resolved is not None:
+            rows, cols, r = resolved
+            if q.size != cols * r or (q.ndim == 2 and q.shape != (cols, r)) or q.ndim > 2:
+                raise ValueError("q has shape %s; this tensor (%d x %d, rank %d) needs Q of cols x r = %d x %d"
+                                 % (q.shape, rows, cols, r, cols, r))
+            q_ptr = q.ctypes.data
+        _check(lib.cc_coll_lowrank_set_q(self._handle, ctypes.byref(p._struct()), recvbuf.ctypes.data,
+                                         recvbuf.size, int(d), q_ptr))
+
     # -- error feedback ----------------------------------------------------
 
     def ef_bytes(self):
-        """Bytes held by all error-feedback residuals of this communicator on this rank."""
+        """Bytes held by all error-feedback residuals of this communicator on
+        this rank (LEP residuals of point-to-point channels included)."""
         n = ctypes.c_uint64()
         _check(lib.cc_coll_ef_bytes(self._handle, ctypes.byref(n)))
         return n.value
 
-    def ef_residual(self, recvbuf, ef_key=None, dtype=None):
+    def ef_residual(self, recvbuf, ef_key=None, dtype=None, params=None):
         """This rank's residual of the tensor that allreduce calls name with
         (recvbuf, ef_key): a float64 array shaped like recvbuf (zeros when
-        there is none yet). Without ef_key the key is recvbuf's address,
-        size and dtype."""
+        there is none yet). Without ef_key (here or in params) the key is
+        recvbuf's address, size and dtype."""
         _array(recvbuf, "recvbuf", writable=False)
         d = _dtype_of(recvbuf, dtype, "recvbuf")
-        params = _params(ef_key=ef_key)
+        p = _merge(params, dict(ef_key=ef_key))
         out = np.zeros(recvbuf.shape, dtype=np.float64)
-        _check(lib.cc_coll_ef_get_residual(self._handle, ctypes.byref(params), recvbuf.ctypes.data,
+        _check(lib.cc_coll_ef_get_residual(self._handle, ctypes.byref(p._struct()), recvbuf.ctypes.data,
                                            recvbuf.size, int(d), out.ctypes.data))
         return out
 
-    def ef_reset(self, recvbuf, ef_key=None, dtype=None):
-        """Drop the residual of one tensor, named as in ef_residual()."""
+    def ef_reset(self, recvbuf, ef_key=None, dtype=None, params=None):
+        """Drop the residual of one tensor, named as in ef_residual(), and
+        its LOWRANK state (call count, P, Q)."""
         _array(recvbuf, "recvbuf", writable=False)
         d = _dtype_of(recvbuf, dtype, "recvbuf")
-        params = _params(ef_key=ef_key)
-        _check(lib.cc_coll_ef_reset(self._handle, ctypes.byref(params), recvbuf.ctypes.data,
+        p = _merge(params, dict(ef_key=ef_key))
+        _check(lib.cc_coll_ef_reset(self._handle, ctypes.byref(p._struct()), recvbuf.ctypes.data,
                                     recvbuf.size, int(d)))
 
     def ef_reset_all(self):

@@ -34,6 +34,13 @@ class ParamsStruct(ctypes.Structure):
         ("zero_fraction", ctypes.c_double),
         ("load_factor", ctypes.c_double),
         ("seed", ctypes.c_uint64),
+        # LOWRANK (PowerSGD)
+        ("rows", ctypes.c_uint64),
+        ("cols", ctypes.c_uint64),
+        ("rank", ctypes.c_int),
+        ("warm_start", ctypes.c_int),
+        ("start_iter", ctypes.c_uint64),
+        ("min_compression_rate", ctypes.c_double),
     ]
 
 
@@ -73,6 +80,11 @@ PARAMS_FIELD_SPARSIFIER = 1 << 4
 PARAMS_FIELD_ZERO_FRACTION = 1 << 5
 PARAMS_FIELD_LOAD_FACTOR = 1 << 6
 PARAMS_FIELD_SEED = 1 << 7
+PARAMS_FIELD_SHAPE = 1 << 8
+PARAMS_FIELD_RANK = 1 << 9
+PARAMS_FIELD_WARM_START = 1 << 10
+PARAMS_FIELD_START_ITER = 1 << 11
+PARAMS_FIELD_MIN_COMPRESSION_RATE = 1 << 12
 
 STATS_FIELD_ALL = (1 << 8) - 1  # CALLS .. TIME_DECOMPRESS, SKETCH_ELEMENTS, SKETCH_PEELED
 
@@ -159,6 +171,21 @@ _proto("cc_coll_allreduce", _status, ctypes.c_void_p, ctypes.c_void_p, _size_t, 
        ctypes.c_int, _P(ParamsStruct), _handle, ctypes.c_void_p)
 _proto("cc_coll_reduce_scatter", _status, ctypes.c_void_p, ctypes.c_void_p, _size_t, ctypes.c_int,
        ctypes.c_int, _P(ParamsStruct), _handle, ctypes.c_void_p)
+_proto("cc_coll_allreduce_group", _status, _size_t, _P(ctypes.c_void_p), _P(ctypes.c_void_p), _P(_size_t),
+       _P(ctypes.c_int), ctypes.c_int, _P(ParamsStruct), _handle, ctypes.c_void_p)
+_proto("cc_coll_lowrank_get_state", _status, _handle, _P(ParamsStruct), ctypes.c_void_p, _size_t, ctypes.c_int,
+       _P(ctypes.c_uint64), _P(ctypes.c_uint64), _P(ctypes.c_int), _P(ctypes.c_uint64), ctypes.c_void_p,
+       ctypes.c_void_p)
+_proto("cc_coll_lowrank_set_q", _status, _handle, _P(ParamsStruct), ctypes.c_void_p, _size_t, ctypes.c_int,
+       ctypes.c_void_p)
+_proto("cc_coll_send", _status, ctypes.c_void_p, _size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+       _P(ParamsStruct), _handle, ctypes.c_void_p)
+_proto("cc_coll_recv", _status, ctypes.c_void_p, _size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+       _P(ParamsStruct), _handle, ctypes.c_void_p)
+_proto("cc_coll_p2p_tag_ub", _status, _handle, _P(ctypes.c_int))
+_proto("cc_coll_lep_get_residual", _status, _handle, ctypes.c_int, ctypes.c_int, _P(ParamsStruct), _size_t,
+       ctypes.c_int, ctypes.c_void_p)
+_proto("cc_coll_lep_reset", _status, _handle, ctypes.c_int, ctypes.c_int, _P(ParamsStruct))
 _proto("cc_coll_ef_bytes", _status, _handle, _P(ctypes.c_uint64))
 _proto("cc_coll_ef_get_residual", _status, _handle, _P(ParamsStruct), ctypes.c_void_p, _size_t,
        ctypes.c_int, ctypes.c_void_p)

@@ -24,6 +24,12 @@ int main(void)
     OFF(cc_coll_params_t, zero_fraction);
     OFF(cc_coll_params_t, load_factor);
     OFF(cc_coll_params_t, seed);
+    OFF(cc_coll_params_t, rows);
+    OFF(cc_coll_params_t, cols);
+    OFF(cc_coll_params_t, rank);
+    OFF(cc_coll_params_t, warm_start);
+    OFF(cc_coll_params_t, start_iter);
+    OFF(cc_coll_params_t, min_compression_rate);
     SIZE(cc_coll_stats_t);
     OFF(cc_coll_stats_t, mask);
     OFF(cc_coll_stats_t, calls);

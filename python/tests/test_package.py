@@ -34,12 +34,14 @@ if __name__ == "__main__" and len(sys.argv) > 1 and not sys.argv[1].startswith("
 #   cc_coll_params_t: mask u64 @0, method enum(int) @8 + 4 padding,
 #     density double @16, ef int @24 + 4 padding, ef_key u64 @32,
 #     sparsifier enum(int) @40 + 4 padding, zero_fraction double @48,
-#     load_factor double @56, seed u64 @64 -> 72 bytes
+#     load_factor double @56, seed u64 @64, rows u64 @72, cols u64 @80,
+#     rank int @88, warm_start int @92, start_iter u64 @96,
+#     min_compression_rate double @104 -> 112 bytes
 #   cc_coll_stats_t: 9 eight-byte fields, sketch_elements @56,
 #     sketch_peeled @64 -> 72 bytes
 #   cc_coll_setting_t: 5 pointers @0..32, from_env int @40 + 4 padding -> 48
 LP64_LAYOUT = {
-    "sizeof.cc_coll_params_t": 72,
+    "sizeof.cc_coll_params_t": 112,
     "offsetof.cc_coll_params_t.mask": 0,
     "offsetof.cc_coll_params_t.method": 8,
     "offsetof.cc_coll_params_t.density": 16,
@@ -49,6 +51,18 @@ LP64_LAYOUT = {
     "offsetof.cc_coll_params_t.zero_fraction": 48,
     "offsetof.cc_coll_params_t.load_factor": 56,
     "offsetof.cc_coll_params_t.seed": 64,
+    "offsetof.cc_coll_params_t.rows": 72,
+    "offsetof.cc_coll_params_t.cols": 80,
+    "offsetof.cc_coll_params_t.rank": 88,
+    "offsetof.cc_coll_params_t.warm_start": 92,
+    "offsetof.cc_coll_params_t.start_iter": 96,
+    "offsetof.cc_coll_params_t.min_compression_rate": 104,
+    "sizeof.cc_coll_params_t.rows": 8,
+    "sizeof.cc_coll_params_t.cols": 8,
+    "sizeof.cc_coll_params_t.rank": 4,
+    "sizeof.cc_coll_params_t.warm_start": 4,
+    "sizeof.cc_coll_params_t.start_iter": 8,
+    "sizeof.cc_coll_params_t.min_compression_rate": 8,
     "sizeof.cc_coll_params_t.method": 4,
     "sizeof.cc_coll_params_t.ef": 4,
     "sizeof.cc_coll_params_t.sparsifier": 4,
@@ -99,7 +113,7 @@ class AbiLayout(unittest.TestCase):
         text = subprocess.run([LAYOUT_EXE], stdout=subprocess.PIPE, check=True,
                               universal_newlines=True).stdout
         c_layout = {k: int(v) for k, v in (line.split() for line in text.splitlines())}
-        self.assertEqual(len(c_layout), 57)
+        self.assertEqual(len(c_layout), 69)
         self.assertEqual(self.ctypes_layout(), c_layout)
 
     @unittest.skipUnless(ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(ctypes.c_long) == 8,
@@ -183,12 +197,30 @@ class Enums(unittest.TestCase):
                                 "SPARSIFIER": _lib.PARAMS_FIELD_SPARSIFIER,
                                 "ZERO_FRACTION": _lib.PARAMS_FIELD_ZERO_FRACTION,
                                 "LOAD_FACTOR": _lib.PARAMS_FIELD_LOAD_FACTOR,
-                                "SEED": _lib.PARAMS_FIELD_SEED})
+                                "SEED": _lib.PARAMS_FIELD_SEED, "SHAPE": _lib.PARAMS_FIELD_SHAPE,
+                                "RANK": _lib.PARAMS_FIELD_RANK, "WARM_START": _lib.PARAMS_FIELD_WARM_START,
+                                "START_ITER": _lib.PARAMS_FIELD_START_ITER,
+                                "MIN_COMPRESSION_RATE": _lib.PARAMS_FIELD_MIN_COMPRESSION_RATE})
+        # every Params field sets its own bit, and together they set every bit
+        from cc_coll._api import _FIELDS
+        self.assertEqual(sorted(bit for _, bit in _FIELDS.values()), sorted(bits.values()))
+        self.assertEqual(list(_FIELDS), list(cc_coll.Params.__slots__))
         stats = re.findall(r"CC_COLL_STATS_FIELD_(\w+)\s*=\s*\(1ULL << (\d+)\)", header_text())
         self.assertEqual(sum(1 << int(b) for _, b in stats), _lib.STATS_FIELD_ALL)
         # every stats bit has its field in StatsStruct (same name, lower case)
         self.assertEqual({name.lower() for name, _ in stats},
                          {name for name, _ in _lib.StatsStruct._fields_ if name != "mask"})
+
+
+class Prototypes(unittest.TestCase):
+    def test_every_header_function_is_declared(self):
+        # Every function of the C API has its ctypes prototype, but the one
+        # that takes a C MPI_Comm (Python passes Fortran handles).
+        header = set(re.findall(r"CC_COLL_API\s[^;{]*?\b(cc_coll_\w+)\s*\(", header_text()))
+        self.assertIn("cc_coll_allreduce_group", header)
+        declared = {name for name, fn in vars(_lib.lib).items()
+                    if name.startswith("cc_coll_") and getattr(fn, "argtypes", None) is not None}
+        self.assertEqual(header - declared, {"cc_coll_comm_create_versioned"})
 
 
 class Loading(unittest.TestCase):
@@ -317,6 +349,79 @@ class NoMpi(unittest.TestCase):
             with self.assertRaises(TypeError, msg=str(bad)):
                 _params(**bad)
 
+    def test_lowrank_params(self):
+        from cc_coll._api import _params
+        p = _params(method="lowrank", shape=(6, 7), rank=4, warm_start=False, start_iter=2,
+                    min_compression_rate=1.5)
+        self.assertEqual(p.mask, _lib.PARAMS_FIELD_METHOD | _lib.PARAMS_FIELD_SHAPE | _lib.PARAMS_FIELD_RANK
+                         | _lib.PARAMS_FIELD_WARM_START | _lib.PARAMS_FIELD_START_ITER
+                         | _lib.PARAMS_FIELD_MIN_COMPRESSION_RATE)
+        self.assertEqual((p.method, p.rows, p.cols, p.rank, p.warm_start, p.start_iter, p.min_compression_rate),
+                         (3, 6, 7, 4, 0, 2, 1.5))
+        # one int is (rows, 0): cols = count / rows
+        self.assertEqual((_params(shape=5).rows, _params(shape=5).cols), (5, 0))
+        self.assertEqual(_params(shape=[2, 0]).mask, _lib.PARAMS_FIELD_SHAPE)
+        self.assertEqual(_params(start_iter=(1 << 64) - 1).start_iter, (1 << 64) - 1)
+        self.assertEqual(_params(warm_start=True).warm_start, 1)
+        # values are the library's to judge
+        self.assertEqual(_params(rank=0).rank, 0)
+        self.assertEqual(_params(warm_start=3).warm_start, 3)
+        self.assertEqual(_params(min_compression_rate=0.5).min_compression_rate, 0.5)
+        for bad in ({"shape": (1, 2, 3)}, {"shape": "3x4"}, {"shape": (1.5, 2)}, {"shape": (True, 1)},
+                    {"rank": 1.0}, {"rank": "2"}, {"warm_start": "yes"}, {"start_iter": 2.0},
+                    {"min_compression_rate": "2"}):
+            with self.assertRaises(TypeError, msg=str(bad)):
+                _params(**bad)
+        for bad in ({"shape": (-1, 2)}, {"shape": (2, 1 << 64)}, {"rank": 1 << 31}, {"start_iter": -1}):
+            with self.assertRaises(ValueError, msg=str(bad)):
+                _params(**bad)
+
+    def test_params_object(self):
+        P = cc_coll.Params
+        p = P(method=cc_coll.Method.LOWRANK, rank=2, shape=(4, 0))
+        self.assertEqual(p.method, cc_coll.Method.LOWRANK)
+        self.assertEqual((p.rank, p.shape, p.density), (2, (4, 0), None))
+        self.assertEqual(P(method="LowRank", rank=2, shape=4), p)
+        self.assertNotEqual(P(rank=2), p)
+        self.assertEqual(hash(P(method="lowrank", rank=2, shape=(4, 0))), hash(p))
+        self.assertEqual(repr(p), "Params(method='lowrank', shape=(4, 0), rank=2)")
+        self.assertEqual(p.to_dict(), {"method": cc_coll.Method.LOWRANK, "shape": (4, 0), "rank": 2})
+        q = p.replace(rank=4, shape=None, ef_key=9)
+        self.assertEqual(q.to_dict(), {"method": cc_coll.Method.LOWRANK, "rank": 4, "ef_key": 9})
+        self.assertEqual(p.rank, 2)  # immutable
+        with self.assertRaises(AttributeError):
+            p.rank = 3
+        with self.assertRaises(TypeError):
+            p.replace(colour=1)
+        with self.assertRaises(TypeError):
+            P(colour=1)
+        self.assertEqual(P("topk", 0.5)._struct().mask, _lib.PARAMS_FIELD_METHOD | _lib.PARAMS_FIELD_DENSITY)
+        # what the calls accept as params
+        from cc_coll._api import _as_params, _merge
+        self.assertEqual(_as_params(None), P())
+        self.assertIs(_as_params(p), p)
+        self.assertEqual(_as_params({"method": "lowrank", "rank": 2, "shape": 4}), p)
+        with self.assertRaisesRegex(TypeError, "params"):
+            _as_params({"colour": 1})
+        with self.assertRaises(TypeError):
+            _as_params([("rank", 2)])
+        # keyword fields go over params
+        self.assertEqual(_merge(p, {"rank": 8, "density": None}).to_dict(),
+                         {"method": cc_coll.Method.LOWRANK, "shape": (4, 0), "rank": 8})
+
+    def test_lowrank_shape(self):
+        # the Python mirror of the library's shape resolution (for Q's size)
+        from cc_coll._api import _lowrank_shape
+        self.assertEqual(_lowrank_shape(12, (3, 4), 2), (3, 4, 2))
+        self.assertEqual(_lowrank_shape(12, (3, 0), 8), (3, 4, 3))
+        self.assertEqual(_lowrank_shape(12, None, 1), (4, 3, 1))      # ceil(sqrt(12)) = 4
+        self.assertEqual(_lowrank_shape(16, None, 9), (4, 4, 4))
+        self.assertEqual(_lowrank_shape(17, None, 2), (5, 4, 2))      # padded: 5 x 4 = 20
+        self.assertEqual(_lowrank_shape(1, None, 4), (1, 1, 1))
+        self.assertEqual(_lowrank_shape((1 << 40) + 1, None, 1)[:2], ((1 << 20) + 1, (1 << 20)))
+        for bad in ((12, (5, 0)), (12, (3, 5)), (12, (0, 12)), (0, None)):
+            self.assertIsNone(_lowrank_shape(bad[0], bad[1], 1), bad)
+
     def test_bfloat16(self):
         x = np.array([0.0, -0.0, 1.0, -2.5, 3.140625, np.inf, -np.inf, 2.0 ** 100], dtype=np.float32)
         self.assertTrue(np.array_equal(cc_coll.from_bfloat16(cc_coll.to_bfloat16(x)), x))
@@ -328,13 +433,14 @@ class NoMpi(unittest.TestCase):
 
 
 class Docs(unittest.TestCase):
-    def test_docs_show_the_tested_example(self):
-        with open(os.path.join(SOURCE_DIR, "python", "examples", "allreduce.py")) as f:
-            example = f.read()
+    def test_docs_show_the_tested_examples(self):
         with open(os.path.join(SOURCE_DIR, "docs", "python.md")) as f:
             docs = f.read()
-        self.assertIn("```python\n" + example + "```\n", docs,
-                      "docs/python.md must quote python/examples/allreduce.py verbatim")
+        for name in ("allreduce.py", "powersgd.py"):
+            with open(os.path.join(SOURCE_DIR, "python", "examples", name)) as f:
+                example = f.read()
+            self.assertIn("```python\n" + example + "```\n", docs,
+                          "docs/python.md must quote python/examples/%s verbatim" % name)
 
 
 if __name__ == "__main__":
