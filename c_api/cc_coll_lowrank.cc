@@ -26,10 +26,11 @@ cc_coll_status_t shape_of(const char *fn, const CallParams &p, std::size_t count
     return CC_COLL_OK;
 }
 
+// Copies `src` into dst[0..n) when it holds exactly n values.
 template <typename W>
-void copy_out(const std::vector<W> &src, double *dst)
+void copy_out(const std::vector<W> &src, std::size_t n, double *dst)
 {
-    std::copy(src.begin(), src.end(), dst);
+    if (dst != nullptr && src.size() == n) std::copy(src.begin(), src.end(), dst);
 }
 
 }  // namespace
@@ -100,13 +101,18 @@ cc_coll_status_t cc_coll_lowrank_get_state(cc_coll_comm_h comm, const cc_coll_pa
         if (rank) *rank = s ? s->rank : 0;
         if (calls) *calls = s ? s->calls : 0;
         if (s == nullptr || s->rank == 0) return CC_COLL_OK;
-        if (p != nullptr) {
-            if (dtype == CC_COLL_F64) copy_out(s->p<double>(), p);
-            else copy_out(s->p<float>(), p);
-        }
-        if (q != nullptr) {
-            if (dtype == CC_COLL_F64) copy_out(s->q<double>(), q);
-            else copy_out(s->q<float>(), q);
+        // Only the factors of the reported shape, and only when they are
+        // held in this dtype's work type; otherwise the outputs stay zero.
+        const std::size_t pn = s->rows * static_cast<std::size_t>(s->rank);
+        const std::size_t qn = s->cols * static_cast<std::size_t>(s->rank);
+        if (p != nullptr) std::fill(p, p + pn, 0.0);
+        if (q != nullptr) std::fill(q, q + qn, 0.0);
+        if (dtype == CC_COLL_F64) {
+            copy_out(s->p<double>(), pn, p);
+            copy_out(s->q<double>(), qn, q);
+        } else {
+            copy_out(s->p<float>(), pn, p);
+            copy_out(s->q<float>(), qn, q);
         }
         return CC_COLL_OK;
     });

@@ -207,6 +207,7 @@ cc_coll_status_t lowrank_batch(Comm &comm, const std::vector<GroupTensor> &tenso
         state.rank = s.rank;
         state.p<W>().assign(p, p + s.rows * static_cast<std::size_t>(s.rank));
         state.q<W>().assign(q, q + s.cols * static_cast<std::size_t>(s.rank));
+        state.clear_other<W>();
     }
     stats->time_decompress += now_seconds() - t4;
 

@@ -31,6 +31,19 @@ struct LowRankState {
     {
         return rank == k && rows == r && cols == c && q<W>().size() == c * static_cast<std::size_t>(k);
     }
+    // Drops the factors of the other work type (a key reused with another
+    // dtype must not report stale factors).
+    template <typename W>
+    void clear_other()
+    {
+        if (sizeof(W) == sizeof(double)) {
+            p_f32.clear();
+            q_f32.clear();
+        } else {
+            p_f64.clear();
+            q_f64.clear();
+        }
+    }
     std::uint64_t bytes() const
     {
         return (p_f32.size() + q_f32.size()) * sizeof(float) + (p_f64.size() + q_f64.size()) * sizeof(double);
