@@ -361,4 +361,123 @@ static inline void run_test(const char *name, TestFn fn, cc_coll_comm_h h)
     }
 }
 
+/* ---- dense binary64 linear algebra (LOWRANK references) --------------------- */
+
+/* A standard normal value (Box-Muller on the rng above). */
+static inline double rng_gauss(uint64_t *s)
+{
+    const double u1 = ((double)(rng_next(s) >> 11) + 1.0) * (1.0 / 9007199254740992.0); /* (0, 1] */
+    const double u2 = rng_uniform(s);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static inline void gauss_fill(double *x, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; ++i) x[i] = rng_gauss(&seed);
+}
+
+/* c (m x n) = a (m x k) times b^T, b being n x k; row-major. */
+static inline void mat_mul_abt(const double *a, const double *b, size_t m, size_t n, size_t k, double *c)
+{
+    for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < n; ++j) {
+            double s = 0.0;
+            for (size_t l = 0; l < k; ++l) s += a[i * k + l] * b[j * k + l];
+            c[i * n + j] = s;
+        }
+}
+
+/* c (m x n) = a (m x k) times b (k x n); row-major. */
+static inline void mat_mul_ab(const double *a, const double *b, size_t m, size_t n, size_t k, double *c)
+{
+    for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < n; ++j) {
+            double s = 0.0;
+            for (size_t l = 0; l < k; ++l) s += a[i * k + l] * b[l * n + j];
+            c[i * n + j] = s;
+        }
+}
+
+/* c (k x n) = a^T times b, a being m x k and b m x n; row-major. */
+static inline void mat_mul_atb(const double *a, const double *b, size_t m, size_t n, size_t k, double *c)
+{
+    for (size_t i = 0; i < k; ++i)
+        for (size_t j = 0; j < n; ++j) {
+            double s = 0.0;
+            for (size_t l = 0; l < m; ++l) s += a[l * k + i] * b[l * n + j];
+            c[i * n + j] = s;
+        }
+}
+
+/* Orthonormalises the k columns of the row-major m x k matrix a in place:
+ * modified Gram-Schmidt with a second pass ("twice is enough"); a column
+ * left with less than 1e-10 of its norm after the projections (dependent on
+ * the ones before it) becomes zero. Returns the number of nonzero columns. */
+static inline int orthonormalize_columns(double *a, size_t m, int k)
+{
+    int kept = 0;
+    for (int i = 0; i < k; ++i) {
+        double n0 = 0.0;
+        for (size_t r = 0; r < m; ++r) n0 += a[r * (size_t)k + (size_t)i] * a[r * (size_t)k + (size_t)i];
+        n0 = sqrt(n0);
+        for (int pass = 0; pass < 2; ++pass)
+            for (int j = 0; j < i; ++j) {
+                double d = 0.0;
+                for (size_t r = 0; r < m; ++r) d += a[r * (size_t)k + (size_t)j] * a[r * (size_t)k + (size_t)i];
+                for (size_t r = 0; r < m; ++r) a[r * (size_t)k + (size_t)i] -= d * a[r * (size_t)k + (size_t)j];
+            }
+        double n1 = 0.0;
+        for (size_t r = 0; r < m; ++r) n1 += a[r * (size_t)k + (size_t)i] * a[r * (size_t)k + (size_t)i];
+        n1 = sqrt(n1);
+        const int zero = !(n1 > 1e-10 * n0);
+        for (size_t r = 0; r < m; ++r) a[r * (size_t)k + (size_t)i] = zero ? 0.0 : a[r * (size_t)k + (size_t)i] / n1;
+        kept += !zero;
+    }
+    return kept;
+}
+
+/* Frobenius norm of x - y over n values (y NULL: of x). */
+static inline double norm_diff(const double *x, const double *y, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        const double d = x[i] - (y ? y[i] : 0.0);
+        s += d * d;
+    }
+    return sqrt(s);
+}
+
+/* ---- LOWRANK params and matrix view ----------------------------------------- */
+
+/* LOWRANK with RANK = rank, and SHAPE = rows x cols when rows > 0 (cols 0:
+ * count / rows); without SHAPE the library picks the near-square view. */
+static inline cc_coll_params_t lowrank_params(uint64_t rows, uint64_t cols, int rank)
+{
+    cc_coll_params_t p = method_params(CC_COLL_METHOD_LOWRANK);
+    p.mask |= CC_COLL_PARAMS_FIELD_RANK;
+    p.rank = rank;
+    if (rows > 0) {
+        p.mask |= CC_COLL_PARAMS_FIELD_SHAPE;
+        p.rows = rows;
+        p.cols = cols;
+    }
+    return p;
+}
+
+/* The documented matrix view of `count` elements: rows x cols, cols 0
+ * meaning count / rows; rows 0 (no SHAPE): the smallest r with r * r >=
+ * count, and cols = ceil(count / r). */
+static inline void lowrank_view(size_t count, uint64_t rows, uint64_t cols, size_t *vrows, size_t *vcols)
+{
+    if (rows > 0) {
+        *vrows = (size_t)rows;
+        *vcols = cols > 0 ? (size_t)cols : count / (size_t)rows;
+        return;
+    }
+    size_t r = 1;
+    while (r * r < count) ++r;
+    *vrows = r;
+    *vcols = (count + r - 1) / r;
+}
+
 #endif
