@@ -69,16 +69,21 @@ cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void *const *sen
             if ((st = check_host_buffers(what, send, recvbufs[i], counts[i], stream)) != CC_COLL_OK) return st;
             tensors[i] = GroupTensor{AllreduceArgs{send, recvbufs[i], counts[i], dtypes[i], op}, p};
         }
-        // Two tensors writing the same memory would make the result depend on
-        // the order of the writes.
+        // A tensor writing memory another tensor reads or writes would make
+        // the result depend on the order in which the group runs them.
+        const auto overlap = [](const void *x, std::size_t xb, const void *y, std::size_t yb) {
+            const auto a = reinterpret_cast<std::uintptr_t>(x), b = reinterpret_cast<std::uintptr_t>(y);
+            return a < b + yb && b < a + xb;
+        };
         for (std::size_t i = 0; i < ntensors; ++i)
-            for (std::size_t j = i + 1; j < ntensors; ++j) {
+            for (std::size_t j = 0; j < ntensors; ++j) {
                 const AllreduceArgs &a = tensors[i].args, &b = tensors[j].args;
-                if (a.count == 0 || b.count == 0) continue;
-                const auto ar = reinterpret_cast<std::uintptr_t>(a.recv);
-                const auto br = reinterpret_cast<std::uintptr_t>(b.recv);
-                if (ar < br + b.count * dtype_size(b.dtype) && br < ar + a.count * dtype_size(a.dtype))
+                if (i == j || a.count == 0 || b.count == 0) continue;
+                const std::size_t ab = a.count * dtype_size(a.dtype), bb = b.count * dtype_size(b.dtype);
+                if (i < j && overlap(a.recv, ab, b.recv, bb))
                     return fail(CC_COLL_ERR_INVALID_ARG, "%s: recvbufs[%zu] and recvbufs[%zu] overlap", fn, i, j);
+                if (overlap(a.send, ab, b.recv, bb))
+                    return fail(CC_COLL_ERR_INVALID_ARG, "%s: sendbufs[%zu] overlaps recvbufs[%zu]", fn, i, j);
             }
         return allreduce_group(*c, tensors);
     });

@@ -32,13 +32,7 @@
  * Any failure prints the case and calls MPI_Abort (exit status non-zero). A
  * watchdog (SIGALRM) aborts a test that hangs.
  *
- * Known bugs of the implementation have their own test, not run by default
- * (it fails until the library is fixed; ctest runs it as
- * mpi_lowrank_group_known_bugs_np*):
- *   bug_invalid_shape_on_one_rank  one rank's shape invalid: the others hang
- *
- *   mpi_lowrank_group [TEST...]     run the default tests, or only the named ones
- *   mpi_lowrank_group --known-bugs  run the known-bug tests
+ *   mpi_lowrank_group [TEST...]     run every test, or only the named ones
  */
 #define _POSIX_C_SOURCE 200809L /* unsetenv, sigaction */
 
@@ -786,15 +780,14 @@ static void test_group_bad_args(cc_coll_comm_h h)
     CHECK_CC(cc_coll_ef_reset_all(h));
 }
 
-/* ---- known bugs ------------------------------------------------------------------------------ */
+/* ---- one rank's local error ---------------------------------------------------------------- */
 
 /* Rank 0 passes a shape that is invalid for the count (rows 7, count 100),
- * the others a valid one (rows 10). Rank 0 finds that while planning and
- * returns CC_COLL_ERR_INVALID_ARG before the layout check, so the other
- * ranks wait in the layout check's MPI_Allreduce for ever. Expected: rank 0
- * its own error (or MISMATCH), every other rank CC_COLL_ERR_MISMATCH, and no
- * hang (the watchdog aborts after 20 s). */
-static void bug_invalid_shape_on_one_rank(cc_coll_comm_h h)
+ * the others a valid one (rows 10). Rank 0 finds that while planning; it
+ * still takes part in the layout check, so rank 0 gets its own error (or
+ * MISMATCH), every other rank CC_COLL_ERR_MISMATCH, and nobody hangs (the
+ * watchdog aborts after 20 s). */
+static void invalid_shape_on_one_rank(cc_coll_comm_h h)
 {
     if (g_size < 2) {
         if (g_rank == 0) printf("    (needs 2 or more ranks)\n");
@@ -818,20 +811,12 @@ static void bug_invalid_shape_on_one_rank(cc_coll_comm_h h)
 
 /* ---- main -------------------------------------------------------------------------------- */
 
-static int named(int argc, char **argv, const char *name)
-{
-    for (int a = 1; a < argc; ++a)
-        if (strcmp(argv[a], name) == 0) return 1;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-    const int known_bugs = named(argc, argv, "--known-bugs");
-    g_argc = known_bugs ? 1 : argc;
+    g_argc = argc;
     g_argv = argv;
     const double t0 = MPI_Wtime();
     CHECK_CC(cc_coll_check_version());
@@ -846,7 +831,7 @@ int main(int argc, char **argv)
 
     cc_coll_comm_h h = NULL;
     CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
-    if (g_rank == 0) printf("lowrank_group%s: %d ranks\n", known_bugs ? " (known bugs)" : "", g_size);
+    if (g_rank == 0) printf("lowrank_group: %d ranks\n", g_size);
 
     /* The interposition works: a plain MPI_Allreduce through the library
      * reaches this program's MPI_Allreduce. */
@@ -858,16 +843,12 @@ int main(int argc, char **argv)
         CHECK(g_allreduce_calls == c0 + 1, "libcc_coll's MPI_Allreduce does not reach this program's definition");
     }
 
-    if (!known_bugs) {
-        run_test("group_vs_singles", test_group_vs_singles, h);
-        run_test("group_calls", test_group_calls, h);
-        run_test("group_dense_routes", test_group_dense_routes, h);
-        run_test("group_mismatch", test_group_mismatch, h);
-        run_test("group_bad_args", test_group_bad_args, h);
-    }
-    /* Run with --known-bugs, or when named. */
-    if (known_bugs || named(argc, argv, "bug_invalid_shape_on_one_rank"))
-        run_test("bug_invalid_shape_on_one_rank", bug_invalid_shape_on_one_rank, h);
+    run_test("group_vs_singles", test_group_vs_singles, h);
+    run_test("group_calls", test_group_calls, h);
+    run_test("group_dense_routes", test_group_dense_routes, h);
+    run_test("group_mismatch", test_group_mismatch, h);
+    run_test("group_bad_args", test_group_bad_args, h);
+    run_test("invalid_shape_on_one_rank", invalid_shape_on_one_rank, h);
 
     CHECK_CC(cc_coll_comm_destroy(h));
     if (g_rank == 0) printf("lowrank_group: %d ranks: all tests passed in %.1f s\n", g_size, MPI_Wtime() - t0);

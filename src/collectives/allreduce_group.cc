@@ -61,13 +61,18 @@ cc_coll_status_t make_plan(Comm &comm, const std::vector<GroupTensor> &tensors, 
         } else if (p.method == CC_COLL_METHOD_LOWRANK) {
             std::string why;
             if (!lowrank::resolve_shape(t.args.count, p.has_shape, p.rows, p.cols, p.rank, &plan->shape[i], &why))
-                return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_allreduce_group: tensor %zu (LOWRANK): %s", i,
+                return fail(CC_COLL_ERR_INVALID_ARG, "LOWRANK shape of tensor %zu (params rows/cols): %s", i,
                             why.c_str());
             const EfKey key = EfKey::from(p.has_ef_key, p.ef_key, t.args.recv, t.args.count, t.args.dtype);
             LowRankState &st = comm.lowrank().get(key);
             plan->state[i] = &st;
             const bool warm = st.calls >= p.start_iter;
-            const bool worth = lowrank::should_compress(plan->shape[i], p.min_compression_rate);
+            // PyTorch's test counts elements; F16/BF16 factors travel as
+            // binary32, so they must also take fewer bytes than the tensor.
+            const lowrank::Shape &sh = plan->shape[i];
+            const bool half = t.args.dtype == CC_COLL_F16 || t.args.dtype == CC_COLL_BF16;
+            const bool worth = lowrank::should_compress(sh, p.min_compression_rate) &&
+                               (!half || 2 * sh.factor_elements() < sh.elements());
             plan->route[i] = warm && worth ? Route::LowRank : Route::Dense;
             h = mix(h, plan->shape[i].rows);
             h = mix(h, plan->shape[i].cols);
@@ -167,10 +172,17 @@ cc_coll_status_t allreduce_group(Comm &comm, const std::vector<GroupTensor> &ten
     log_message(LogLevel::Debug, "allreduce_group rank %d/%d: %zu tensors", comm.rank(), comm.size(), tensors.size());
     if (tensors.empty()) return CC_COLL_OK;
     Plan plan;
-    cc_coll_status_t st = make_plan(comm, tensors, &plan);
-    if (st != CC_COLL_OK) return st;
+    const cc_coll_status_t plan_st = make_plan(comm, tensors, &plan);
+    // A rank whose layout is invalid still takes part in the agreement, with
+    // a signature no valid plan has, so the other ranks get MISMATCH instead
+    // of waiting for it for ever; it returns its own error.
+    const std::string plan_error = plan_st == CC_COLL_OK ? std::string() : std::string(last_error());
     bool agree = false;
-    if ((st = signatures_agree(plan.signature, comm.mpi(), &agree)) != CC_COLL_OK) return st;
+    cc_coll_status_t st =
+        signatures_agree(plan_st == CC_COLL_OK ? plan.signature : mix(plan.signature, 0x696e76616c6964ull),
+                         comm.mpi(), &agree);
+    if (plan_st != CC_COLL_OK) return fail(plan_st, "%s", plan_error.c_str());
+    if (st != CC_COLL_OK) return st;
     if (!agree)
         return fail(CC_COLL_ERR_MISMATCH,
                     "cc_coll_allreduce_group: the ranks disagree on the group (number of tensors, counts, dtypes, "
