@@ -341,7 +341,9 @@ CC_COLL_API cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void
  * its residual to the data first; a compressed send leaves the compression
  * error in it, an uncompressed send empties it (up to rounding to the dtype).
  * So the running sum of what the receiver got tracks the running sum of what
- * was sent, with a bounded difference: the residual.
+ * was sent, with a bounded difference: the residual. A send with EF off
+ * neither reads nor changes the channel's residual (to carry the error only
+ * to the next compressed send, pass ef = 0 on the uncompressed ones).
  *
  * The receiver checks the message against its own arguments (count, dtype,
  * and, for a compressed message, method, shape and rank or density) and
