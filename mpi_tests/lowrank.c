@@ -43,7 +43,6 @@
 #include "check.h"
 #include "test_util.h"
 
-static int g_size = 1;
 static uint64_t g_next_key = 0x10000;
 
 static uint64_t next_key(void) { return g_next_key++; }
@@ -1029,43 +1028,34 @@ static void test_zero_first_step(cc_coll_comm_h h)
 
 /* ---- main ----------------------------------------------------------------------------------------------- */
 
-int main(int argc, char **argv)
+static void setup(void)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-    g_argc = argc;
-    g_argv = argv;
-    const double t0 = MPI_Wtime();
-    CHECK_CC(cc_coll_check_version());
     /* The settings these tests rely on come from params, never from the
      * environment the test happens to run in. */
     static const char *const vars[] = {"CC_COLL_METHOD", "CC_COLL_EF", "CC_COLL_EF_MAX_BYTES", "CC_COLL_SEED",
                                        "CC_COLL_LOWRANK_RANK", "CC_COLL_LOWRANK_WARM_START",
                                        "CC_COLL_LOWRANK_START_ITER", "CC_COLL_LOWRANK_MIN_COMPRESSION_RATE"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i) unsetenv(vars[i]);
+}
 
-    cc_coll_comm_h h = NULL;
-    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
-    if (g_rank == 0) printf("lowrank: %d ranks\n", g_size);
+static const NamedTest kTests[] = {
+    {"exact_recovery", test_exact_recovery},
+    {"rank_above_data_gs", test_rank_above_data_gs},
+    {"ef_invariant", test_ef_invariant},
+    {"warm_start", test_warm_start},
+    {"zero_first_step", test_zero_first_step},
+    {"start_iter", test_start_iter},
+    {"min_compression_rate", test_min_compression_rate},
+    {"nonfinite", test_nonfinite},
+    {"dtypes", test_dtypes},
+    {"state", test_state},
+    {"set_q", test_set_q},
+    {"bad_args", test_bad_args},
+    {"count_zero", test_count_zero},
+    {"reduce_scatter", test_reduce_scatter},
+};
 
-    run_test("exact_recovery", test_exact_recovery, h);
-    run_test("rank_above_data_gs", test_rank_above_data_gs, h);
-    run_test("ef_invariant", test_ef_invariant, h);
-    run_test("warm_start", test_warm_start, h);
-    run_test("zero_first_step", test_zero_first_step, h);
-    run_test("start_iter", test_start_iter, h);
-    run_test("min_compression_rate", test_min_compression_rate, h);
-    run_test("nonfinite", test_nonfinite, h);
-    run_test("dtypes", test_dtypes, h);
-    run_test("state", test_state, h);
-    run_test("set_q", test_set_q, h);
-    run_test("bad_args", test_bad_args, h);
-    run_test("count_zero", test_count_zero, h);
-    run_test("reduce_scatter", test_reduce_scatter, h);
-
-    CHECK_CC(cc_coll_comm_destroy(h));
-    if (g_rank == 0) printf("lowrank: %d ranks: all tests passed in %.1f s\n", g_size, MPI_Wtime() - t0);
-    MPI_Finalize();
-    return 0;
+int main(int argc, char **argv)
+{
+    return run_suite(argc, argv, "lowrank", kTests, sizeof kTests / sizeof kTests[0], 1, setup);
 }

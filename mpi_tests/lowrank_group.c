@@ -50,8 +50,6 @@
 #include "check.h"
 #include "test_util.h"
 
-static int g_size = 1;
-
 /* ---- MPI_Allreduce, counted (and optionally summed in rank order) --------- */
 
 static long g_allreduce_calls = 0;
@@ -811,15 +809,8 @@ static void invalid_shape_on_one_rank(cc_coll_comm_h h)
 
 /* ---- main -------------------------------------------------------------------------------- */
 
-int main(int argc, char **argv)
+static void setup(void)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-    g_argc = argc;
-    g_argv = argv;
-    const double t0 = MPI_Wtime();
-    CHECK_CC(cc_coll_check_version());
     static const char *const vars[] = {"CC_COLL_METHOD", "CC_COLL_EF", "CC_COLL_EF_MAX_BYTES", "CC_COLL_SEED",
                                        "CC_COLL_LOWRANK_RANK", "CC_COLL_LOWRANK_WARM_START",
                                        "CC_COLL_LOWRANK_START_ITER", "CC_COLL_LOWRANK_MIN_COMPRESSION_RATE"};
@@ -829,29 +820,29 @@ int main(int argc, char **argv)
     sa.sa_handler = on_alarm;
     sigaction(SIGALRM, &sa, NULL);
 
+    /* The interposition works: a plain MPI_Allreduce through the library
+     * reaches this program's MPI_Allreduce (checked on a communicator of its
+     * own, before any test, whichever tests are selected). */
     cc_coll_comm_h h = NULL;
     CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
-    if (g_rank == 0) printf("lowrank_group: %d ranks\n", g_size);
-
-    /* The interposition works: a plain MPI_Allreduce through the library
-     * reaches this program's MPI_Allreduce. */
-    {
-        float x = 1.0f;
-        cc_coll_params_t p = method_params(CC_COLL_METHOD_NONE);
-        const long c0 = g_allreduce_calls;
-        CHECK_CC(cc_coll_allreduce(&x, &x, 1, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL));
-        CHECK(g_allreduce_calls == c0 + 1, "libcc_coll's MPI_Allreduce does not reach this program's definition");
-    }
-
-    run_test("group_vs_singles", test_group_vs_singles, h);
-    run_test("group_calls", test_group_calls, h);
-    run_test("group_dense_routes", test_group_dense_routes, h);
-    run_test("group_mismatch", test_group_mismatch, h);
-    run_test("group_bad_args", test_group_bad_args, h);
-    run_test("invalid_shape_on_one_rank", invalid_shape_on_one_rank, h);
-
+    float x = 1.0f;
+    cc_coll_params_t p = method_params(CC_COLL_METHOD_NONE);
+    const long c0 = g_allreduce_calls;
+    CHECK_CC(cc_coll_allreduce(&x, &x, 1, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL));
+    CHECK(g_allreduce_calls == c0 + 1, "libcc_coll's MPI_Allreduce does not reach this program's definition");
     CHECK_CC(cc_coll_comm_destroy(h));
-    if (g_rank == 0) printf("lowrank_group: %d ranks: all tests passed in %.1f s\n", g_size, MPI_Wtime() - t0);
-    MPI_Finalize();
-    return 0;
+}
+
+static const NamedTest kTests[] = {
+    {"group_vs_singles", test_group_vs_singles},
+    {"group_calls", test_group_calls},
+    {"group_dense_routes", test_group_dense_routes},
+    {"group_mismatch", test_group_mismatch},
+    {"group_bad_args", test_group_bad_args},
+    {"invalid_shape_on_one_rank", invalid_shape_on_one_rank},
+};
+
+int main(int argc, char **argv)
+{
+    return run_suite(argc, argv, "lowrank_group", kTests, sizeof kTests / sizeof kTests[0], 1, setup);
 }

@@ -43,8 +43,6 @@
 #include "check.h"
 #include "test_util.h"
 
-static int g_size = 1;
-
 enum { kHeaderBytes = 48, kSideTag = 777 };
 
 /* ---- pairs ----------------------------------------------------------------- */
@@ -918,39 +916,22 @@ static void warm_start_pair(cc_coll_comm_h h, int peer, int sender)
 
 static void test_warm_start(cc_coll_comm_h h) { each_pair(h, warm_start_pair); }
 
+static void setup(void) { unsetenv("CC_COLL_EF_MAX_BYTES"); }
+
+static const NamedTest kTests[] = {
+    {"bad_args", test_bad_args},
+    {"raw", test_raw},
+    {"lowrank_exact", test_lowrank_exact},
+    {"lep_invariant", test_lep_invariant},
+    {"lep_bounded", test_lep_bounded},
+    {"topk", test_topk},
+    {"mismatch", test_mismatch},
+    {"channels", test_channels},
+    {"flush", test_flush},
+    {"warm_start", test_warm_start},
+};
+
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-    g_argc = argc;
-    g_argv = argv;
-    const double t0 = MPI_Wtime();
-    CHECK_CC(cc_coll_check_version());
-    unsetenv("CC_COLL_EF_MAX_BYTES");
-    if (g_size < 2) {
-        if (g_rank == 0) printf("p2p: needs at least 2 ranks\n");
-        MPI_Finalize();
-        return 0;
-    }
-
-    cc_coll_comm_h h = NULL;
-    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
-    if (g_rank == 0) printf("p2p: %d ranks\n", g_size);
-
-    run_test("bad_args", test_bad_args, h);
-    run_test("raw", test_raw, h);
-    run_test("lowrank_exact", test_lowrank_exact, h);
-    run_test("lep_invariant", test_lep_invariant, h);
-    run_test("lep_bounded", test_lep_bounded, h);
-    run_test("topk", test_topk, h);
-    run_test("mismatch", test_mismatch, h);
-    run_test("channels", test_channels, h);
-    run_test("flush", test_flush, h);
-    run_test("warm_start", test_warm_start, h);
-
-    CHECK_CC(cc_coll_comm_destroy(h));
-    if (g_rank == 0) printf("p2p: %d ranks: all tests passed in %.1f s\n", g_size, MPI_Wtime() - t0);
-    MPI_Finalize();
-    return 0;
+    return run_suite(argc, argv, "p2p", kTests, sizeof kTests / sizeof kTests[0], 2, setup);
 }

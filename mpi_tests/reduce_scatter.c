@@ -43,8 +43,6 @@
 #include "check.h"
 #include "test_util.h"
 
-static int g_size = 1;
-
 /* ---- seeds --------------------------------------------------------------- */
 
 static uint64_t seed_for(int rank, int test_case)
@@ -671,36 +669,27 @@ static void test_errors(cc_coll_comm_h h)
 
 /* ---- main ------------------------------------------------------------------------ */
 
-int main(int argc, char **argv)
+static void setup(void)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-    g_argc = argc;
-    g_argv = argv;
-    const double t0 = MPI_Wtime();
-    CHECK_CC(cc_coll_check_version());
     CHECK(encode16(1.0f, 10, 5) == 0x3c00 && encode16(1.0f + 3.0f / 256, 7, 8) == 0x3f82, "16-bit self test");
     /* params NULL must mean method NONE: the environment must not say otherwise. */
     unsetenv("CC_COLL_METHOD");
     unsetenv("CC_COLL_EF_MAX_BYTES");
+}
 
-    cc_coll_comm_h h = NULL;
-    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
-    if (g_rank == 0) printf("reduce_scatter: %d ranks\n", g_size);
+static const NamedTest kTests[] = {
+    {"errors", test_errors},
+    {"none", test_none},
+    {"none_subcomm", test_none_subcomm},
+    {"topk_dense", test_topk_dense},
+    {"topk_sparse", test_topk_sparse},
+    {"topk_ef_invariant", test_topk_ef_invariant},
+    {"topk_nonfinite", test_topk_nonfinite},
+    {"sketch_nonfinite", test_sketch_nonfinite},
+    {"sketch", test_sketch},
+};
 
-    run_test("errors", test_errors, h);
-    run_test("none", test_none, h);
-    run_test("none_subcomm", test_none_subcomm, h);
-    run_test("topk_dense", test_topk_dense, h);
-    run_test("topk_sparse", test_topk_sparse, h);
-    run_test("topk_ef_invariant", test_topk_ef_invariant, h);
-    run_test("topk_nonfinite", test_topk_nonfinite, h);
-    run_test("sketch_nonfinite", test_sketch_nonfinite, h);
-    run_test("sketch", test_sketch, h);
-
-    CHECK_CC(cc_coll_comm_destroy(h));
-    if (g_rank == 0) printf("reduce_scatter: %d ranks: all tests passed in %.1f s\n", g_size, MPI_Wtime() - t0);
-    MPI_Finalize();
-    return 0;
+int main(int argc, char **argv)
+{
+    return run_suite(argc, argv, "reduce_scatter", kTests, sizeof kTests / sizeof kTests[0], 1, setup);
 }

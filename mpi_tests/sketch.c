@@ -40,8 +40,6 @@
 #include "check.h"
 #include "test_util.h"
 
-static int g_size = 1;
-
 /* ---- seeds --------------------------------------------------------------- */
 
 static uint64_t seed_for(int rank, int test_case)
@@ -799,40 +797,31 @@ static void test_bad_params(cc_coll_comm_h h)
 static void ef_invariant_f32(cc_coll_comm_h h) { test_ef_invariant(h, CC_COLL_F32); }
 static void ef_invariant_f64(cc_coll_comm_h h) { test_ef_invariant(h, CC_COLL_F64); }
 
-int main(int argc, char **argv)
+static void setup(void)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-    g_argc = argc;
-    g_argv = argv;
-    const double t0 = MPI_Wtime();
-    CHECK_CC(cc_coll_check_version());
     CHECK(encode16(1.0f, 10, 5) == 0x3c00 && encode16(1.0f + 3.0f / 256, 7, 8) == 0x3f82, "16-bit self test");
     /* Every setting these tests rely on comes from params. */
     unsetenv("CC_COLL_EF_MAX_BYTES");
+}
 
-    cc_coll_comm_h h = NULL;
-    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
-    if (g_rank == 0) printf("sketch: %d ranks\n", g_size);
+static const NamedTest kTests[] = {
+    {"bad_params", test_bad_params},
+    {"count_zero", test_count_zero},
+    {"zeros", test_zeros},
+    {"density_one", test_density_one},
+    {"nonfinite", test_nonfinite},
+    {"overloaded", test_overloaded},
+    {"lossless", test_lossless},
+    {"integers", test_integers},
+    {"seeds", test_seeds},
+    {"half", test_half},
+    {"threshold", test_threshold},
+    {"ef_invariant_f32", ef_invariant_f32},
+    {"ef_invariant_f64", ef_invariant_f64},
+    {"convergence", test_convergence},
+};
 
-    run_test("bad_params", test_bad_params, h);
-    run_test("count_zero", test_count_zero, h);
-    run_test("zeros", test_zeros, h);
-    run_test("density_one", test_density_one, h);
-    run_test("nonfinite", test_nonfinite, h);
-    run_test("overloaded", test_overloaded, h);
-    run_test("lossless", test_lossless, h);
-    run_test("integers", test_integers, h);
-    run_test("seeds", test_seeds, h);
-    run_test("half", test_half, h);
-    run_test("threshold", test_threshold, h);
-    run_test("ef_invariant_f32", ef_invariant_f32, h);
-    run_test("ef_invariant_f64", ef_invariant_f64, h);
-    run_test("convergence", test_convergence, h);
-
-    CHECK_CC(cc_coll_comm_destroy(h));
-    if (g_rank == 0) printf("sketch: %d ranks: all tests passed in %.1f s\n", g_size, MPI_Wtime() - t0);
-    MPI_Finalize();
-    return 0;
+int main(int argc, char **argv)
+{
+    return run_suite(argc, argv, "sketch", kTests, sizeof kTests / sizeof kTests[0], 1, setup);
 }

@@ -1,9 +1,11 @@
 /* Helpers shared by the mpirun test programs (topk.c, sketch.c,
- * reduce_scatter.c, passthrough.c): allocation, random data, the 16-bit
- * formats and element access written independently of the library, the
- * reference top-k, element-wise checks, params builders, the stats getter and
- * the test runner. Everything is `static inline`, so a program that uses only
- * part of it gets no unused-function warnings. Include after check.h. */
+ * reduce_scatter.c, lowrank.c, lowrank_group.c, p2p.c, passthrough.c):
+ * allocation, random data, the 16-bit formats and element access written
+ * independently of the library, the reference top-k, element-wise checks,
+ * params builders, the stats getter, the test runner (run_test) and a
+ * program's whole main (run_suite). Everything is `static inline`, so a
+ * program that uses only part of it gets no unused-function warnings.
+ * Include after check.h. */
 #ifndef CC_COLL_MPI_TESTS_TEST_UTIL_H
 #define CC_COLL_MPI_TESTS_TEST_UTIL_H
 
@@ -338,10 +340,11 @@ static inline cc_coll_stats_t get_stats(cc_coll_comm_h h)
 
 typedef void (*TestFn)(cc_coll_comm_h);
 
-/* Test names given on the command line select tests (default: all); main
- * sets these. */
+/* Test names given on the command line select tests (default: all);
+ * run_suite sets these, and the size of MPI_COMM_WORLD. */
 static int g_argc = 0;
 static char **g_argv = NULL;
+static int g_size = 1;
 
 static inline void run_test(const char *name, TestFn fn, cc_coll_comm_h h)
 {
@@ -359,6 +362,43 @@ static inline void run_test(const char *name, TestFn fn, cc_coll_comm_h h)
         printf("  %-22s ok (%.2f s)\n", name, MPI_Wtime() - t0);
         fflush(stdout);
     }
+}
+
+typedef struct {
+    const char *name;
+    TestFn fn;
+} NamedTest;
+
+/* A test program's whole main: MPI_Init, the version check, then with fewer
+ * than min_ranks ranks "<program>: needs at least K ranks" and exit status 0;
+ * otherwise setup (NULL: none), a communicator on MPI_COMM_WORLD, the tests
+ * in table order (those named on the command line, or all), and
+ * MPI_Finalize. Returns main's exit status. */
+static inline int run_suite(int argc, char **argv, const char *program, const NamedTest *tests, size_t ntests,
+                            int min_ranks, void (*setup)(void))
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    g_argc = argc;
+    g_argv = argv;
+    const double t0 = MPI_Wtime();
+    CHECK_CC(cc_coll_check_version());
+    if (g_size < min_ranks) {
+        if (g_rank == 0) printf("%s: needs at least %d ranks\n", program, min_ranks);
+        MPI_Finalize();
+        return 0;
+    }
+    if (setup != NULL) setup();
+
+    cc_coll_comm_h h = NULL;
+    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
+    if (g_rank == 0) printf("%s: %d ranks\n", program, g_size);
+    for (size_t i = 0; i < ntests; ++i) run_test(tests[i].name, tests[i].fn, h);
+    CHECK_CC(cc_coll_comm_destroy(h));
+    if (g_rank == 0) printf("%s: %d ranks: all tests passed in %.1f s\n", program, g_size, MPI_Wtime() - t0);
+    MPI_Finalize();
+    return 0;
 }
 
 /* ---- dense binary64 linear algebra (LOWRANK references) --------------------- */

@@ -36,8 +36,6 @@
 #include "check.h"
 #include "test_util.h"
 
-static int g_size = 1;
-
 /* ---- seeds --------------------------------------------------------------- */
 
 static uint64_t seed_for(int rank, int test_case) { return 0x1234567ull + (uint64_t)rank * 1000003ull + (uint64_t)test_case * 7919ull; }
@@ -901,43 +899,34 @@ static void ef_cap(cc_coll_comm_h h)
     test_ef_cap();
 }
 
-int main(int argc, char **argv)
+static void setup(void)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-    g_argc = argc;
-    g_argv = argv;
-    const double t0 = MPI_Wtime();
-    CHECK_CC(cc_coll_check_version());
     self_test_16bit();
     /* The settings these tests rely on come from params, never from the
      * environment the test happens to run in. */
     unsetenv("CC_COLL_EF_MAX_BYTES");
+}
 
-    cc_coll_comm_h h = NULL;
-    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
-    if (g_rank == 0) printf("topk: %d ranks\n", g_size);
+static const NamedTest kTests[] = {
+    {"density_one", test_density_one},
+    {"sparse_exact", test_sparse_exact},
+    {"ef_invariant_f32", ef_invariant_f32},
+    {"ef_invariant_f64", ef_invariant_f64},
+    {"convergence", test_convergence},
+    {"small_k_and_boundary", test_small_k_and_boundary},
+    {"count_zero", test_count_zero},
+    {"zeros", test_zeros},
+    {"ties", test_ties},
+    {"nonfinite", test_nonfinite},
+    {"bad_params", test_bad_params},
+    {"ef_store", test_ef_store},
+    {"ef_across_paths", test_ef_across_paths},
+    {"ef_cap", ef_cap},
+    {"stats", test_stats},
+    {"half", test_half},
+};
 
-    run_test("density_one", test_density_one, h);
-    run_test("sparse_exact", test_sparse_exact, h);
-    run_test("ef_invariant_f32", ef_invariant_f32, h);
-    run_test("ef_invariant_f64", ef_invariant_f64, h);
-    run_test("convergence", test_convergence, h);
-    run_test("small_k_and_boundary", test_small_k_and_boundary, h);
-    run_test("count_zero", test_count_zero, h);
-    run_test("zeros", test_zeros, h);
-    run_test("ties", test_ties, h);
-    run_test("nonfinite", test_nonfinite, h);
-    run_test("bad_params", test_bad_params, h);
-    run_test("ef_store", test_ef_store, h);
-    run_test("ef_across_paths", test_ef_across_paths, h);
-    run_test("ef_cap", ef_cap, h);
-    run_test("stats", test_stats, h);
-    run_test("half", test_half, h);
-
-    CHECK_CC(cc_coll_comm_destroy(h));
-    if (g_rank == 0) printf("topk: %d ranks: all tests passed in %.1f s\n", g_size, MPI_Wtime() - t0);
-    MPI_Finalize();
-    return 0;
+int main(int argc, char **argv)
+{
+    return run_suite(argc, argv, "topk", kTests, sizeof kTests / sizeof kTests[0], 1, setup);
 }
