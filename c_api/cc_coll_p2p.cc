@@ -61,6 +61,19 @@ cc_coll_status_t check_elements(const char *fn, const void *buf, std::size_t cou
     return CC_COLL_OK;
 }
 
+// The preamble of send and receive: the call's params, the buffer's
+// elements, the peer and the tag.
+cc_coll_status_t begin_p2p(const char *fn, cc_coll_comm_h comm, const cc_coll_params_t *params, const void *buf,
+                           std::size_t count, cc_coll_dtype_t dtype, const char *peer_name, int peer, int tag,
+                           std::shared_ptr<Comm> *c, CallParams *p)
+{
+    cc_coll_status_t st = begin_call(fn, comm, params, c, p);
+    if (st != CC_COLL_OK || (st = check_elements(fn, buf, count, dtype)) != CC_COLL_OK ||
+        (st = check_peer(fn, peer_name, peer, **c)) != CC_COLL_OK)
+        return st;
+    return check_tag(fn, tag, **c);
+}
+
 }  // namespace
 
 extern "C" {
@@ -72,10 +85,8 @@ cc_coll_status_t cc_coll_send(const void *buf, size_t count, cc_coll_dtype_t dty
         const char *fn = "cc_coll_send";
         std::shared_ptr<Comm> c;
         CallParams p;
-        cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
-        if (st != CC_COLL_OK || (st = check_elements(fn, buf, count, dtype)) != CC_COLL_OK ||
-            (st = check_peer(fn, "dest", dest, *c)) != CC_COLL_OK || (st = check_tag(fn, tag, *c)) != CC_COLL_OK)
-            return st;
+        cc_coll_status_t st = begin_p2p(fn, comm, params, buf, count, dtype, "dest", dest, tag, &c, &p);
+        if (st != CC_COLL_OK) return st;
         if (compress != 0 && compress != 1)
             return fail(CC_COLL_ERR_INVALID_ARG, "%s: compress = %d must be 0 (uncompressed) or 1 (params' method)",
                         fn, compress);
@@ -96,11 +107,8 @@ cc_coll_status_t cc_coll_recv(void *buf, size_t count, cc_coll_dtype_t dtype, in
         const char *fn = "cc_coll_recv";
         std::shared_ptr<Comm> c;
         CallParams p;
-        cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
-        if (st != CC_COLL_OK || (st = check_elements(fn, buf, count, dtype)) != CC_COLL_OK ||
-            (st = check_peer(fn, "source", source, *c)) != CC_COLL_OK || (st = check_tag(fn, tag, *c)) != CC_COLL_OK ||
-            (st = check_host_buffers(fn, nullptr, buf, count, stream)) != CC_COLL_OK)
-            return st;
+        cc_coll_status_t st = begin_p2p(fn, comm, params, buf, count, dtype, "source", source, tag, &c, &p);
+        if (st != CC_COLL_OK || (st = check_host_buffers(fn, nullptr, buf, count, stream)) != CC_COLL_OK) return st;
         return p2p_recv(*c, RecvArgs{buf, count, dtype, source, tag}, p);
     });
 }
