@@ -8,6 +8,7 @@ program fortran_api
   use mpi
   use, intrinsic :: iso_c_binding, only: c_int16_t, c_int64_t, c_loc, c_null_ptr
   use cc_coll
+  use cc_coll_test_checks
   implicit none
 
   type(cc_coll_comm) :: cc, dead
@@ -20,7 +21,7 @@ program fortran_api
   real(8) :: g(1000), x
   integer(c_int16_t), target :: h(8)
   integer(c_int64_t) :: ef_bytes
-  integer :: ierr, mpierr, rank, nranks, crank, csize, i, j, k, q, nfail
+  integer :: ierr, mpierr, nranks, crank, csize, i, j, k, q
   real(4), allocatable :: rs(:, :), rs_in(:, :), rs_out(:), rs_exp(:), sk(:), sk_topk(:), sk_exp(:)
   real(8), allocatable :: rd(:, :, :), rd_exp(:), dense(:), dense_exp(:)
   real(4), target, allocatable :: rr(:), rr_exp(:)
@@ -351,27 +352,5 @@ program fortran_api
   if (rank == 0 .and. nfail == 0) print '(a,i0,a)', 'fortran_api: ', nranks, ' ranks: passed'
   call MPI_Finalize(mpierr)
   if (nfail /= 0) error stop 1
-
-contains
-
-  subroutine expect(what, got, want)
-    character(len=*), intent(in) :: what
-    integer, intent(in) :: got, want
-    if (got /= want) then
-      print '(a,a,a,a,a,a,a,i0)', 'FAIL: ', what, ': ', cc_coll_status_string(got), ', expected ', &
-            cc_coll_status_string(want), ' on rank ', rank
-      if (len(cc_coll_last_error()) > 0) print '(a,a)', '  ', cc_coll_last_error()
-      nfail = nfail + 1
-    end if
-  end subroutine expect
-
-  subroutine check(what, ok)
-    character(len=*), intent(in) :: what
-    logical, intent(in) :: ok
-    if (.not. ok) then
-      print '(a,a,a,i0)', 'FAIL: ', what, ' on rank ', rank
-      nfail = nfail + 1
-    end if
-  end subroutine check
 
 end program fortran_api

@@ -10,6 +10,7 @@ program fortran_group
   use mpi
   use, intrinsic :: iso_c_binding, only: c_int, c_int16_t, c_int64_t, c_size_t, c_ptr, c_loc, c_null_ptr
   use cc_coll
+  use cc_coll_test_checks
   implicit none
 
   integer, parameter :: n1 = 24, m1 = 16, n2 = 30, m2 = 20, nb = 7, ns = 5
@@ -25,7 +26,7 @@ program fortran_group
   integer :: counts(4)
   integer(c_int) :: dtypes(4)
   integer(c_int64_t) :: rows, cols, calls
-  integer :: ierr, mpierr, rank, nranks, lr, i, j, rank_i, nfail
+  integer :: ierr, mpierr, nranks, lr, i, j, rank_i
   real(8) :: avg1, tol
 
   call MPI_Init(mpierr)
@@ -269,25 +270,5 @@ contains
     real(8) :: x
     x = real(r * r + 1, 8)
   end function q2i
-
-  subroutine expect(what, got, want)
-    character(len=*), intent(in) :: what
-    integer, intent(in) :: got, want
-    if (got /= want) then
-      print '(a,a,a,a,a,a,a,i0)', 'FAIL: ', what, ': ', cc_coll_status_string(got), ', expected ', &
-            cc_coll_status_string(want), ' on rank ', rank
-      if (len(cc_coll_last_error()) > 0) print '(a,a)', '  ', cc_coll_last_error()
-      nfail = nfail + 1
-    end if
-  end subroutine expect
-
-  subroutine check(what, ok)
-    character(len=*), intent(in) :: what
-    logical, intent(in) :: ok
-    if (.not. ok) then
-      print '(a,a,a,i0)', 'FAIL: ', what, ' on rank ', rank
-      nfail = nfail + 1
-    end if
-  end subroutine check
 
 end program fortran_group

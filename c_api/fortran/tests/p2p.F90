@@ -11,6 +11,7 @@ program fortran_p2p
   use mpi
   use, intrinsic :: iso_c_binding, only: c_loc
   use cc_coll
+  use cc_coll_test_checks
   implicit none
 
   integer, parameter :: n = 24, m = 16, nx = 16, tag_lr = 3, tag_x = 5, tag_f = 6
@@ -20,7 +21,7 @@ program fortran_p2p
   real(4), target :: f(10), f_exp(10)
   real(4) :: a(n, m), a_exp(n, m)
   real(8) :: res_lr(n * m)
-  integer :: ierr, mpierr, rank, nranks, peer, tag_ub, world_tag_ub, i, j, step, nfail
+  integer :: ierr, mpierr, nranks, peer, tag_ub, world_tag_ub, i, j, step
   integer :: status(MPI_STATUS_SIZE)
   logical :: flag
   integer(kind=MPI_ADDRESS_KIND) :: attr
@@ -197,27 +198,5 @@ program fortran_p2p
   if (rank == 0 .and. nfail == 0) print '(a,i0,a)', 'fortran_p2p: ', nranks, ' ranks: passed'
   call MPI_Finalize(mpierr)
   if (nfail /= 0) error stop 1
-
-contains
-
-  subroutine expect(what, got_status, want)
-    character(len=*), intent(in) :: what
-    integer, intent(in) :: got_status, want
-    if (got_status /= want) then
-      print '(a,a,a,a,a,a,a,i0)', 'FAIL: ', what, ': ', cc_coll_status_string(got_status), ', expected ', &
-            cc_coll_status_string(want), ' on rank ', rank
-      if (len(cc_coll_last_error()) > 0) print '(a,a)', '  ', cc_coll_last_error()
-      nfail = nfail + 1
-    end if
-  end subroutine expect
-
-  subroutine check(what, ok)
-    character(len=*), intent(in) :: what
-    logical, intent(in) :: ok
-    if (.not. ok) then
-      print '(a,a,a,i0)', 'FAIL: ', what, ' on rank ', rank
-      nfail = nfail + 1
-    end if
-  end subroutine check
 
 end program fortran_p2p
