@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "cc_coll.h"
+#include "compressors/lowrank/powersgd.hpp"
+#include "core/lowrank_store.hpp"
 #include "core/comm.hpp"
 #include "core/params.hpp"
 #include "core/stats.hpp"
@@ -53,10 +55,12 @@ struct GroupTensor {
 cc_coll_status_t allreduce_group(Comm &comm, const std::vector<GroupTensor> &tensors);
 
 // Method LOWRANK on the tensors `idx` of `tensors` that are compressed this
-// step (each has a resolved shape with rank >= 1 and passed the compression
-// test): PowerSGD with EF and warm start, every P in one MPI_Allreduce and
-// every Q in another, per work type. Fills `stats`.
+// step: shapes[i] and states[i] are tensor i's matrix view (rank >= 1, past
+// the compression test) and low-rank state, as the group's plan found them.
+// PowerSGD with EF and warm start, every P in one MPI_Allreduce and every Q
+// in another, per work type. Fills `stats`.
 cc_coll_status_t allreduce_lowrank(Comm &comm, const std::vector<GroupTensor> &tensors,
-                                   const std::vector<std::size_t> &idx, StatsSnapshot *stats);
+                                   const std::vector<std::size_t> &idx, const std::vector<lowrank::Shape> &shapes,
+                                   const std::vector<LowRankState *> &states, StatsSnapshot *stats);
 
 }  // namespace cc_coll::detail

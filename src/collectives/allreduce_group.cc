@@ -70,7 +70,7 @@ cc_coll_status_t make_plan(Comm &comm, const std::vector<GroupTensor> &tensors, 
             // PyTorch's test counts elements; F16/BF16 factors travel as
             // binary32, so they must also take fewer bytes than the tensor.
             const lowrank::Shape &sh = plan->shape[i];
-            const bool half = t.args.dtype == CC_COLL_F16 || t.args.dtype == CC_COLL_BF16;
+            const bool half = is_half(t.args.dtype);
             const bool worth = lowrank::should_compress(sh, p.min_compression_rate) &&
                                (!half || 2 * sh.factor_elements() < sh.elements());
             plan->route[i] = warm && worth ? Route::LowRank : Route::Dense;
@@ -202,7 +202,7 @@ cc_coll_status_t allreduce_group(Comm &comm, const std::vector<GroupTensor> &ten
     std::vector<std::size_t> low;
     for (std::size_t i = 0; i < tensors.size(); ++i)
         if (plan.route[i] == Route::LowRank) low.push_back(i);
-    if (!low.empty() && (st = allreduce_lowrank(comm, tensors, low, &call)) != CC_COLL_OK) return st;
+    if (!low.empty() && (st = allreduce_lowrank(comm, tensors, low, plan.shape, plan.state, &call)) != CC_COLL_OK) return st;
     for (std::size_t i = 0; i < tensors.size(); ++i)
         if (plan.state[i] != nullptr) ++plan.state[i]->calls;
     // 5. TOPK and SKETCH, one by one.

@@ -18,7 +18,6 @@
 // MPI_SUM would; every rank sees the same summed P and takes the same branch.
 #include <cmath>
 #include <cstring>
-#include <string>
 
 #include "collectives/allreduce.hpp"
 #include "collectives/lossy_common.hpp"
@@ -55,14 +54,6 @@ std::uint64_t q_stream(std::size_t position, const lowrank::Shape &s, std::uint6
 }
 
 template <typename W>
-bool all_finite(const W *x, std::size_t n)
-{
-    for (std::size_t i = 0; i < n; ++i)
-        if (!std::isfinite(x[i])) return false;
-    return true;
-}
-
-template <typename W>
 void undo_all(std::vector<Item> &items)
 {
     for (Item &it : items)
@@ -72,7 +63,8 @@ void undo_all(std::vector<Item> &items)
 
 template <typename W>
 cc_coll_status_t lowrank_batch(Comm &comm, const std::vector<GroupTensor> &tensors,
-                               const std::vector<std::size_t> &idx, StatsSnapshot *stats)
+                               const std::vector<std::size_t> &idx, const std::vector<lowrank::Shape> &shapes,
+                               const std::vector<LowRankState *> &states, StatsSnapshot *stats)
 {
     Workspace &ws = workspace_of(comm);
     const double t0 = now_seconds();
@@ -86,14 +78,10 @@ cc_coll_status_t lowrank_batch(Comm &comm, const std::vector<GroupTensor> &tenso
         const CallParams &p = t.params;
         Item it;
         it.t = &t;
-        std::string why;
-        if (!lowrank::resolve_shape(t.args.count, p.has_shape, p.rows, p.cols, p.rank, &it.shape, &why)) {
-            undo_all<W>(items);
-            return fail(CC_COLL_ERR_INTERNAL, "lowrank: shape of tensor %zu: %s", idx[j], why.c_str());
-        }
-        const EfKey key = EfKey::from(p.has_ef_key, p.ef_key, t.args.recv, t.args.count, t.args.dtype);
-        it.state = &comm.lowrank().get(key);
+        it.shape = shapes[idx[j]];
+        it.state = states[idx[j]];
         if (p.ef) {
+            const EfKey key = EfKey::from(p.has_ef_key, p.ef_key, t.args.recv, t.args.count, t.args.dtype);
             const cc_coll_status_t st = comm.ef().acquire(key, t.args.count, t.args.dtype, &it.res);
             if (st != CC_COLL_OK) {
                 undo_all<W>(items);
@@ -134,7 +122,7 @@ cc_coll_status_t lowrank_batch(Comm &comm, const std::vector<GroupTensor> &tenso
         Item &it = items[j];
         const lowrank::Shape &s = it.shape;
         const CallParams &p = it.t->params;
-        const bool half = it.t->args.dtype == CC_COLL_F16 || it.t->args.dtype == CC_COLL_BF16;
+        const bool half = is_half(it.t->args.dtype);
         W *q = qbuf.data() + it.q_off;
         const bool warm = p.warm_start && it.state->has_q<W>(s.rows, s.cols, s.rank);
         lowrank::start_q<W>(warm ? it.state->q<W>().data() : nullptr, p.seed, q_stream(j, s, it.state->calls), s,
@@ -158,12 +146,12 @@ cc_coll_status_t lowrank_batch(Comm &comm, const std::vector<GroupTensor> &tenso
         const lowrank::Shape &s = it.shape;
         W *p = pbuf.data() + it.p_off;
         W *q = qbuf.data() + it.q_off;
-        if (!all_finite(p, s.rows * static_cast<std::size_t>(s.rank))) {
+        if (any_nonfinite(p, s.rows * static_cast<std::size_t>(s.rank))) {
             it.dense = true;
             std::fill(q, q + s.cols * static_cast<std::size_t>(s.rank), W(0));
             continue;
         }
-        const bool half = it.t->args.dtype == CC_COLL_F16 || it.t->args.dtype == CC_COLL_BF16;
+        const bool half = is_half(it.t->args.dtype);
         lowrank::orthogonalize<W>(p, s.rows, s.rank, half);
         lowrank::multiply_mtp<W>(static_cast<const W *>(it.m), s, p, q);
     }
@@ -223,13 +211,14 @@ cc_coll_status_t lowrank_batch(Comm &comm, const std::vector<GroupTensor> &tenso
 }  // namespace
 
 cc_coll_status_t allreduce_lowrank(Comm &comm, const std::vector<GroupTensor> &tensors,
-                                   const std::vector<std::size_t> &idx, StatsSnapshot *stats)
+                                   const std::vector<std::size_t> &idx, const std::vector<lowrank::Shape> &shapes,
+                                   const std::vector<LowRankState *> &states, StatsSnapshot *stats)
 {
     std::vector<std::size_t> single, dbl;
     for (std::size_t i : idx) (tensors[i].args.dtype == CC_COLL_F64 ? dbl : single).push_back(i);
     cc_coll_status_t st = CC_COLL_OK;
-    if (!single.empty()) st = lowrank_batch<float>(comm, tensors, single, stats);
-    if (st == CC_COLL_OK && !dbl.empty()) st = lowrank_batch<double>(comm, tensors, dbl, stats);
+    if (!single.empty()) st = lowrank_batch<float>(comm, tensors, single, shapes, states, stats);
+    if (st == CC_COLL_OK && !dbl.empty()) st = lowrank_batch<double>(comm, tensors, dbl, shapes, states, stats);
     return st;
 }
 

@@ -61,7 +61,6 @@ const char *method_name(cc_coll_method_t m)
     return name != nullptr ? name : "?";
 }
 
-bool half_dtype(cc_coll_dtype_t d) { return d == CC_COLL_F16 || d == CC_COLL_BF16; }
 
 // The Gaussian stream of a channel's initial Q: a function of the matrix
 // shape and the channel's call count (the seed comes from params).
@@ -140,7 +139,7 @@ bool lowrank_factors(Workspace &ws, const W *m, const lowrank::Shape &s, const C
     pbuf.resize(pn);
     qbuf.resize(qn);
     const bool warm = p.warm_start && state != nullptr && state->has_q<W>(s.rows, s.cols, s.rank);
-    const bool gram_schmidt = half_dtype(dtype);
+    const bool gram_schmidt = is_half(dtype);
     lowrank::start_q<W>(warm ? state->q<W>().data() : nullptr, p.seed,
                         q_stream(s, state != nullptr ? state->calls : 0), s, gram_schmidt, qbuf.data());
     lowrank::multiply_mq<W>(m, s, qbuf.data(), pbuf.data());

@@ -9,6 +9,8 @@
 namespace cc_coll::detail {
 
 inline bool dtype_valid(int dtype) { return dtype >= CC_COLL_F32 && dtype <= CC_COLL_BF16; }
+// The 16-bit types, which travel and round differently from F32/F64.
+inline bool is_half(cc_coll_dtype_t d) { return d == CC_COLL_F16 || d == CC_COLL_BF16; }
 inline bool op_valid(int op) { return op == CC_COLL_SUM || op == CC_COLL_AVG; }
 
 std::size_t dtype_size(cc_coll_dtype_t dtype);  // 0 for an unknown dtype
