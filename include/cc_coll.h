@@ -30,7 +30,7 @@
 
 /* The single source of the version: CMake reads these three lines. */
 #define CC_COLL_VERSION_MAJOR 0
-#define CC_COLL_VERSION_MINOR 2
+#define CC_COLL_VERSION_MINOR 3
 #define CC_COLL_VERSION_PATCH 0
 
 /* One integer, ordered like the version: MAJOR*10000 + MINOR*100 + PATCH. */
@@ -73,9 +73,12 @@ typedef enum cc_coll_status {
     CC_COLL_ERR_NO_MEMORY          = -14, /* an allocation failed                    */
     CC_COLL_ERR_INTERNAL           = -15, /* a bug in libcc_coll: please report it   */
     CC_COLL_ERR_EF_LIMIT           = -16, /* a new residual would pass EF_MAX_BYTES  */
-    CC_COLL_ERR_MISMATCH           = -17  /* ranks disagree on a call's arguments,
+    CC_COLL_ERR_MISMATCH           = -17, /* ranks disagree on a call's arguments,
                                              or a residual's key is reused with
                                              another count or dtype              */
+    CC_COLL_ERR_CUDA               = -18  /* a CUDA runtime, cuBLAS, cuSOLVER or
+                                             cuRAND call failed (message says
+                                             which, with the library's text)     */
 } cc_coll_status_t;
 
 /* A static string naming the status ("CC_COLL_ERR_NULL_BUFFER: ..."); never
@@ -275,12 +278,40 @@ typedef struct cc_coll_params {
 /* Collectives                                                               */
 /* ------------------------------------------------------------------------ */
 
+/* Device buffers and streams (builds with CUDA: cc_coll_build_flags() has
+ * CC_COLL_BUILD_CUDA).
+ *  - Every buffer may be host memory or CUDA device memory (cudaMalloc, or
+ *    managed memory); each call finds out with cudaPointerGetAttributes. A
+ *    call's buffers must all be in the same kind of memory, device buffers on
+ *    the calling thread's current device (else CC_COLL_ERR_INVALID_ARG).
+ *  - `stream` is a cudaStream_t, NULL meaning the legacy default stream. The
+ *    call first waits for the work already enqueued on `stream` (so a kernel
+ *    that produces sendbuf may still be queued), enqueues its own kernels on
+ *    it, and returns once recvbuf holds the result: like MPI_Allreduce it is
+ *    blocking, and on return none of its work is pending on `stream`. With
+ *    host buffers a non-NULL stream is synchronised first; in a build without
+ *    CUDA a non-NULL stream is CC_COLL_ERR_NOT_SUPPORTED.
+ *  - cc_coll_allreduce runs every method on the device (CUDA kernels, cuBLAS,
+ *    cuSOLVER, cuRAND); the wire format is that of host buffers, so TOPK and
+ *    SKETCH results agree with the host path, and LOWRANK's Gaussian start
+ *    comes from cuRAND (same seed rule, other numbers). Every rank should pass
+ *    the same kind of memory. Residuals and LOWRANK state of device calls stay
+ *    on the device.
+ *  - cc_coll_reduce_scatter, cc_coll_allreduce_group and cc_coll_send/recv
+ *    accept device buffers by copying them through host memory and running
+ *    the host algorithm.
+ *  - Device data reaches MPI directly when MPI is CUDA-aware
+ *    (cc_coll_mpi_cuda_aware()), else staged through pinned host buffers in
+ *    chunks (CC_COLL_CUDA_TRANSPORT=auto|direct|staged,
+ *    CC_COLL_CUDA_STAGING_CHUNK). */
+
 /* Allreduce of `count` elements of `dtype` with `op` over `comm`, like
  * MPI_Allreduce. In place when sendbuf == recvbuf; partially overlapping
  * buffers are an error. Buffers may be NULL when count == 0. `params` may be
  * NULL (all defaults). Every rank must pass the same count, dtype, op and
- * params. `stream` is reserved for device buffers and must be NULL in this
- * version. count must fit MPI's count type (INT_MAX elements). */
+ * params. Buffers may be device memory and `stream` a cudaStream_t (see
+ * "Device buffers and streams" above; NULL for host-only code). count must
+ * fit MPI's count type (INT_MAX elements). */
 CC_COLL_API cc_coll_status_t cc_coll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                                                cc_coll_dtype_t dtype, cc_coll_op_t op,
                                                const cc_coll_params_t *params, cc_coll_comm_h comm,
@@ -510,6 +541,10 @@ CC_COLL_API unsigned cc_coll_build_flags(void);
 /* 1 when the MPI library reports CUDA-aware support at run time, 0 when it
  * reports none or cannot tell (no MPIX_Query_cuda_support). */
 CC_COLL_API int cc_coll_mpi_cuda_aware(void);
+
+/* The CUDA devices this process can use: 0 in a build without CUDA, or where
+ * there is no driver or GPU (device buffers then cannot exist). */
+CC_COLL_API int cc_coll_cuda_device_count(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

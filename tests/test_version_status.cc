@@ -123,6 +123,7 @@ const NamedStatus kAllStatuses[] = {
     CC_NAMED(CC_COLL_ERR_INTERNAL),
     CC_NAMED(CC_COLL_ERR_EF_LIMIT),
     CC_NAMED(CC_COLL_ERR_MISMATCH),
+    CC_NAMED(CC_COLL_ERR_CUDA),
 };
 #undef CC_NAMED
 

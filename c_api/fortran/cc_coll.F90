@@ -47,6 +47,7 @@ module cc_coll
   integer(c_int), parameter, public :: CC_COLL_ERR_INTERNAL            = -15
   integer(c_int), parameter, public :: CC_COLL_ERR_EF_LIMIT            = -16
   integer(c_int), parameter, public :: CC_COLL_ERR_MISMATCH            = -17
+  integer(c_int), parameter, public :: CC_COLL_ERR_CUDA                = -18
 
   ! --- cc_coll_dtype_t, cc_coll_op_t, cc_coll_method_t, cc_coll_sparsifier_t ---
   integer(c_int), parameter, public :: CC_COLL_F32  = 0

@@ -47,6 +47,7 @@ class Status(enum.IntEnum):
     INTERNAL = -15
     EF_LIMIT = -16
     MISMATCH = -17
+    CUDA = -18
 
 
 class Dtype(enum.IntEnum):

@@ -12,4 +12,4 @@ ABI_MINOR = 2
 ABI_PATCH = 0
 
 #: Version of the Python package itself (read by pyproject.toml).
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -116,6 +116,30 @@ bool apply_log_level(const std::string &text, Config *cfg, std::string *why)
     return false;
 }
 
+bool apply_cuda_transport(const std::string &text, Config *cfg, std::string *why)
+{
+    const std::string s = trim_lower(text);
+    if (s == "auto") cfg->cuda_transport = CudaTransport::Auto;
+    else if (s == "direct") cfg->cuda_transport = CudaTransport::Direct;
+    else if (s == "staged") cfg->cuda_transport = CudaTransport::Staged;
+    else {
+        *why = "expected one of: auto, direct, staged";
+        return false;
+    }
+    return true;
+}
+
+bool apply_cuda_chunk_bytes(const std::string &text, Config *cfg, std::string *why)
+{
+    std::uint64_t v = 0;
+    if (parse_bytes(text, &v) && v >= 4096 && v <= (std::uint64_t{1} << 30)) {
+        cfg->cuda_chunk_bytes = v;
+        return true;
+    }
+    *why = "expected a byte count from 4K to 1G, such as 256K or 4M";
+    return false;
+}
+
 bool parse_u64(const std::string &text, std::uint64_t *out)
 {
     const std::string s = trim_lower(text);
@@ -233,6 +257,17 @@ const SettingDef kSettings[] = {
      "Diagnostics printed to stderr: none; error (every failed call's message); info (also "
      "communicator creation); debug (also every call). Read once per process.",
      apply_log_level},
+    {"CUDA_TRANSPORT", "CC_COLL_CUDA_TRANSPORT", "auto",
+     "How device buffers reach MPI: direct (device pointers straight to MPI; needs an MPI that "
+     "reports CUDA-aware support, else calls fail with CC_COLL_ERR_NOT_SUPPORTED), staged (through "
+     "pinned host buffers in chunks, copies overlapping the communication), or auto (direct when "
+     "MPIX_Query_cuda_support() says yes, else staged). F16/BF16 sums are always staged: MPI's "
+     "user-defined reduction runs on the host.",
+     apply_cuda_transport},
+    {"CUDA_STAGING_CHUNK", "CC_COLL_CUDA_STAGING_CHUNK", "1M",
+     "Staged transport: bytes per chunk of a dense device sum (K/M/G suffixes, powers of 1024; 4K to "
+     "1G). Smaller chunks overlap more, larger ones pay less per-message overhead.",
+     apply_cuda_chunk_bytes},
 };
 
 }  // namespace

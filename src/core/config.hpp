@@ -15,6 +15,13 @@
 namespace cc_coll::detail {
 
 // The resolved configuration a communicator snapshots at creation.
+// How device buffers reach MPI (CC_COLL_CUDA_TRANSPORT).
+enum class CudaTransport {
+    Auto,    // direct when MPI reports CUDA-aware support, else staged
+    Direct,  // device pointers straight to MPI (needs a CUDA-aware MPI)
+    Staged,  // through pinned host buffers in chunks
+};
+
 struct Config {
     cc_coll_method_t method = CC_COLL_METHOD_NONE;
     LogLevel log_level = LogLevel::None;
@@ -31,6 +38,8 @@ struct Config {
     double min_compression_rate = 2.0;  // LOWRANK: compress only above this rate
     std::uint64_t min_bytes = 1 << 20;  // LD_PRELOAD: smallest call compressed
     bool stats = false;                 // LD_PRELOAD: summary at MPI_Finalize
+    CudaTransport cuda_transport = CudaTransport::Auto;  // device buffers' path to MPI
+    std::uint64_t cuda_chunk_bytes = 1 << 20;           // staged transport: bytes per chunk
 };
 
 // Looks up an environment variable: returns false when unset.

@@ -43,9 +43,9 @@ constexpr cc_coll_dtype_t dtype_of_work()
     return sizeof(W) == sizeof(double) ? CC_COLL_F64 : CC_COLL_F32;
 }
 
-// Element i of a dtype buffer as the work type W.
+// Element i of a dtype buffer as the work type W (host and device code).
 template <typename W>
-inline W load_element(const void *buf, std::size_t i, cc_coll_dtype_t dtype)
+CC_COLL_HD inline W load_element(const void *buf, std::size_t i, cc_coll_dtype_t dtype)
 {
     switch (dtype) {
     case CC_COLL_F32: return static_cast<W>(static_cast<const float *>(buf)[i]);
@@ -58,7 +58,7 @@ inline W load_element(const void *buf, std::size_t i, cc_coll_dtype_t dtype)
 
 // Stores v into element i of a dtype buffer (rounded to nearest even).
 template <typename W>
-inline void store_element(void *buf, std::size_t i, cc_coll_dtype_t dtype, W v)
+CC_COLL_HD inline void store_element(void *buf, std::size_t i, cc_coll_dtype_t dtype, W v)
 {
     switch (dtype) {
     case CC_COLL_F32: static_cast<float *>(buf)[i] = static_cast<float>(v); break;

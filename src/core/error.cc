@@ -53,6 +53,7 @@ const char *status_string(cc_coll_status_t status)
     case CC_COLL_ERR_INTERNAL: return "CC_COLL_ERR_INTERNAL: internal error in libcc_coll";
     case CC_COLL_ERR_EF_LIMIT: return "CC_COLL_ERR_EF_LIMIT: a new residual would exceed CC_COLL_EF_MAX_BYTES";
     case CC_COLL_ERR_MISMATCH: return "CC_COLL_ERR_MISMATCH: ranks or calls disagree on a tensor's count, dtype or parameters";
+    case CC_COLL_ERR_CUDA: return "CC_COLL_ERR_CUDA: a CUDA, cuBLAS, cuSOLVER or cuRAND call failed";
     }
     return "CC_COLL_ERR_UNKNOWN: not a cc_coll_status_t value";
 }

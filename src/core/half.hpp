@@ -2,28 +2,44 @@
 // Round to nearest, ties to even; NaN stays NaN, infinities stay infinite.
 #pragma once
 
+// The same functions run in CUDA kernels (src/gpu/), so a device result
+// rounds exactly like the host's.
 #include <cstdint>
 #include <cstring>
 
+#ifdef __CUDACC__
+#define CC_COLL_HD __host__ __device__
+#else
+#define CC_COLL_HD
+#endif
+
 namespace cc_coll::detail {
 
-inline std::uint32_t float_bits(float f)
+CC_COLL_HD inline std::uint32_t float_bits(float f)
 {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
     std::uint32_t u;
     std::memcpy(&u, &f, sizeof u);
     return u;
+#endif
 }
 
-inline float bits_float(std::uint32_t u)
+CC_COLL_HD inline float bits_float(std::uint32_t u)
 {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
     float f;
     std::memcpy(&f, &u, sizeof f);
     return f;
+#endif
 }
 
-inline float bf16_to_float(std::uint16_t h) { return bits_float(static_cast<std::uint32_t>(h) << 16); }
+CC_COLL_HD inline float bf16_to_float(std::uint16_t h) { return bits_float(static_cast<std::uint32_t>(h) << 16); }
 
-inline std::uint16_t float_to_bf16(float f)
+CC_COLL_HD inline std::uint16_t float_to_bf16(float f)
 {
     const std::uint32_t u = float_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
@@ -31,7 +47,7 @@ inline std::uint16_t float_to_bf16(float f)
     return static_cast<std::uint16_t>((u + rounding) >> 16);
 }
 
-inline float f16_to_float(std::uint16_t h)
+CC_COLL_HD inline float f16_to_float(std::uint16_t h)
 {
     const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
     const std::uint32_t exp = (h >> 10) & 0x1fu;
@@ -49,7 +65,7 @@ inline float f16_to_float(std::uint16_t h)
     return bits_float(sign | (static_cast<std::uint32_t>(112 - e) << 23) | (mant << 13));
 }
 
-inline std::uint16_t float_to_f16(float f)
+CC_COLL_HD inline std::uint16_t float_to_f16(float f)
 {
     const std::uint32_t u = float_bits(f);
     const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);

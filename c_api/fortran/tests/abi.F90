@@ -81,6 +81,7 @@ program fortran_abi
   call add('CC_COLL_ERR_INTERNAL', int(CC_COLL_ERR_INTERNAL, c_int64_t))
   call add('CC_COLL_ERR_EF_LIMIT', int(CC_COLL_ERR_EF_LIMIT, c_int64_t))
   call add('CC_COLL_ERR_MISMATCH', int(CC_COLL_ERR_MISMATCH, c_int64_t))
+  call add('CC_COLL_ERR_CUDA', int(CC_COLL_ERR_CUDA, c_int64_t))
   last_status = n
   call add('CC_COLL_F32', int(CC_COLL_F32, c_int64_t))
   call add('CC_COLL_F64', int(CC_COLL_F64, c_int64_t))

@@ -1,0 +1,51 @@
+// The count sketch of count_sketch.hpp on the device: support bitmap,
+// column loads for the sizing rule, encode, and the peeling decode with a
+// device-side worklist and the median-of-3 fallback. The same hashing as the
+// host (the hash functions are shared host/device code), so a sketch encoded
+// here sums with one encoded on the host. Knows nothing of MPI. All pointers
+// are device memory unless a comment says otherwise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "compressors/sketch/count_sketch.hpp"
+#include "gpu/cuda_util.hpp"
+#include "gpu/result.hpp"
+
+namespace cc_coll::detail::sketch::cuda {
+
+// Sets the bits of the k positions idx[0..k) in `bitmap` (bitmap_bytes(n)
+// bytes rounded up to a multiple of 4, zeroed by the caller).
+gpu::Result bitmap_set(std::uint8_t *bitmap, const std::uint32_t *idx, std::size_t k, cudaStream_t stream);
+
+// loads[t] (device, kBlock entries) = support elements at offset t of every
+// block, the input of the sizing rule (rows_for_loads in count_sketch.hpp).
+gpu::Result column_loads(const std::uint8_t *bitmap, std::size_t n, std::uint32_t *loads, cudaStream_t stream);
+
+// sketch[cell_j(i)] += sign_j(i) x[i] for the k positions idx[0..k), j = 0..2
+// (`sketch`: layout.cells() elements, zeroed by the caller). Elements are
+// hashed per block and cells written with atomics, so the sum's rounding may
+// differ from the host's in the last bits.
+template <typename W>
+gpu::Result encode(const Layout &layout, const W *x, const std::uint32_t *idx, std::size_t k, W *sketch,
+                   cudaStream_t stream);
+
+// Reusable decoder memory.
+struct DecodeScratch {
+    gpu::DeviceArray<unsigned char> temp;
+    gpu::PinnedArray<unsigned long long> host;  // DecodeInfo read back by the host
+};
+
+// sketch::decode on the device: out[i] for i < n is the recovered value at
+// support positions and 0 elsewhere; `sketch` is modified. Peeling proceeds
+// in rounds (every pure cell of a round is peeled at once, a device worklist
+// feeding the next round); what does not peel gets the median of its three
+// signed cells. Fills *info (host memory), synchronising `stream`.
+template <typename W>
+gpu::Result decode(const Layout &layout, const std::uint8_t *bitmap, W *sketch, W *out, DecodeScratch *scratch,
+                   DecodeInfo *info, cudaStream_t stream);
+
+}  // namespace cc_coll::detail::sketch::cuda
