@@ -24,6 +24,10 @@ namespace cc_coll::detail {
 
 enum class DeviceTransportMode { Direct, Staged };
 
+// True when the MPI library reports CUDA-aware support at run time
+// (MPIX_Query_cuda_support() where <mpi-ext.h> declares it), else false.
+bool mpi_reports_cuda_aware();
+
 // The mode of CC_COLL_CUDA_TRANSPORT for this MPI: Auto resolves to Direct
 // when MPI reports CUDA-aware support, else Staged. Direct without a
 // CUDA-aware MPI is CC_COLL_ERR_NOT_SUPPORTED, saying so.
@@ -50,22 +54,56 @@ public:
     virtual cc_coll_status_t wait_all() = 0;
 };
 
-// The staged pipelines, over any copier and any host staging memory: `host`
-// holds kStagingSlots x chunk_bytes bytes. Exposed for tests.
+// The staged pipelines, over any copier and any host staging memory.
+// Exposed for tests. Each returns once every copy it started has finished,
+// also when it fails: a copier's or MPI's failure is returned as is, after
+// wait_all().
 constexpr int kStagingSlots = 3;
-// recv (device) = sum over ranks of send (device), count elements of dtype,
-// in chunks of chunk_bytes (rounded down to whole elements). In place when
-// send == recv. Results are bit-identical to allreduce_sum on host buffers
-// with the same data for F32/F64 when every rank uses the same chunk size
-// (each chunk is one MPI_Allreduce).
+// recv (device) = sum over ranks of send (device), count elements of dtype.
+// `host` holds kStagingSlots x chunk_bytes bytes. The data moves in chunks
+// of chunk_bytes rounded down to whole elements (a chunk_bytes smaller than
+// one element is CC_COLL_ERR_INVALID_ARG); slot c % kStagingSlots carries
+// chunk c. While MPI sums chunk c on the host, chunk c+1 is copied down and
+// chunk c-1 copied up. In place when send == recv.
+// What is guaranteed: chunk c is one allreduce_sum (one MPI_Allreduce, in
+// place on the host slot) of the chunk's elements, chunks in order, so the
+// result is bit-identical to allreduce_sum applied chunk by chunk, in place,
+// to host buffers holding the same data with the same chunk size, for every
+// dtype, provided MPI returns the same result for the same call (the MPI
+// standard recommends this; Open MPI's choice of algorithm depends only on
+// the count, datatype and communicator). Every rank must pass the same
+// chunk_bytes: each chunk is a collective call. Against one allreduce_sum of
+// the whole buffer the result is bit-identical when every sum is exact (such
+// as integer-valued data well inside the format's precision) or with at most
+// 2 ranks (a single rounded addition is commutative); with 3 or more ranks
+// and inexact sums it may differ in the last bits, because MPI may combine
+// the ranks' values in an order that depends on the message size (recursive
+// doubling for small messages, a ring for large ones).
 cc_coll_status_t staged_allreduce_sum(StagingCopier &copier, unsigned char *host, std::size_t chunk_bytes,
                                       const void *send, void *recv, std::size_t count, cc_coll_dtype_t dtype,
                                       MPI_Comm comm);
+// Bitwise OR over the ranks of `bytes` bytes of device `buf`, in place:
+// copied down into `host` (at least `bytes` bytes, slot 0), allreduce_bor on
+// the host, copied back up.
+cc_coll_status_t staged_allreduce_bor(StagingCopier &copier, unsigned char *host, void *buf, std::size_t bytes,
+                                      MPI_Comm comm);
+// Every rank's `bytes` bytes of device `send`, in rank order, into device
+// `recv` (P x bytes): `send` is copied down into the first `bytes` bytes of
+// `host`, allgather_bytes gathers into the P x bytes after them, and those
+// are copied up. `host` holds at least (P + 1) x bytes.
+cc_coll_status_t staged_allgather_bytes(StagingCopier &copier, unsigned char *host, const void *send,
+                                        std::size_t bytes, void *recv, MPI_Comm comm);
 
 // The device data paths of one communicator: owns the pinned staging memory,
-// the copy streams and events. Not thread-safe.
+// the copy streams and events. Device buffers are on the calling thread's
+// current device; the streams, events and pinned memory are made on first
+// use on that device, and made again on the new current device when a later
+// call finds another one current. Not thread-safe. Built only with CUDA.
 class DeviceTransport {
 public:
+    // No CUDA call here: resources come on first use. chunk_bytes (the
+    // staged chunk, CC_COLL_CUDA_STAGING_CHUNK) must be at least 8 bytes, one
+    // element of every dtype.
     static cc_coll_status_t create(DeviceTransportMode mode, std::size_t chunk_bytes,
                                    std::unique_ptr<DeviceTransport> *out);
     ~DeviceTransport();
@@ -78,10 +116,12 @@ public:
     // allreduce_sum. In place when send == recv.
     cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, cc_coll_dtype_t dtype,
                                    MPI_Comm comm);
-    // Bitwise OR of `bytes` bytes (device) over the ranks, in place.
+    // Bitwise OR of `bytes` bytes (device) over the ranks, in place. Staged:
+    // in one piece, the pinned memory grown to fit.
     cc_coll_status_t allreduce_bor(void *buf, std::size_t bytes, MPI_Comm comm);
     // Every rank's `bytes` bytes of `send` (device), in rank order, into
-    // `recv` (device, P x bytes).
+    // `recv` (device, P x bytes). Staged: in one piece, the pinned memory
+    // grown to fit.
     cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm);
 
     struct Impl;
