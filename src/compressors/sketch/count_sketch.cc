@@ -9,86 +9,11 @@ namespace cc_coll::detail::sketch {
 
 namespace {
 
-constexpr std::uint32_t kBlockShift = 10;  // kBlock == 1 << kBlockShift
-static_assert(kBlock == (std::size_t{1} << kBlockShift), "kBlock must be 1 << kBlockShift");
-constexpr std::uint32_t kBlockMask = static_cast<std::uint32_t>(kBlock - 1);
-
 // Cell indices are 32-bit: 3 * m * kBlock must stay below 2^32. (The
 // decoder also packs three rows of a sub-table into 21 bits each.)
 constexpr std::uint32_t kMaxRowsPerTable =
     static_cast<std::uint32_t>((std::numeric_limits<std::uint32_t>::max() / 3) / kBlock);
 static_assert(kMaxRowsPerTable < (1u << 21), "rows must fit 21 bits");
-static_assert(kRotation >= 1 && kBlock % kRotation == 0 && (kRotation & (kRotation - 1)) == 0,
-              "kRotation: a power of two dividing kBlock");
-
-// Column t rotated by o within its group of mask + 1 columns.
-inline std::uint32_t rotate(std::uint32_t t, std::uint32_t o, std::uint32_t mask)
-{
-    return (t & ~mask) | ((t + o) & mask);
-}
-
-// MurmurHash3 (x86, 32-bit) finalizer.
-inline std::uint32_t fmix32(std::uint32_t h)
-{
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    h ^= h >> 16;
-    return h;
-}
-
-inline std::uint32_t rotl32(std::uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
-
-// MurmurHash3_x86_32 of the 4-byte key `key` with seed `seed`.
-inline std::uint32_t murmur3_u32(std::uint32_t key, std::uint32_t seed)
-{
-    std::uint32_t k = key * 0xcc9e2d51u;
-    k = rotl32(k, 15);
-    k *= 0x1b873593u;
-    std::uint32_t h = seed ^ k;
-    h = rotl32(h, 13);
-    h = h * 5 + 0xe6546b64u;
-    h ^= 4u;  // length in bytes
-    return fmix32(h);
-}
-
-// SplitMix64 step: the per-hash seeds from the layout's 64-bit seed.
-inline std::uint64_t splitmix64(std::uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-// The three hashes of a layout: seeds, and the row/sign/rotation of a block.
-struct Hasher {
-    std::uint32_t seed[3];
-    std::uint32_t m;
-    std::uint32_t rot_mask;  // rotation_columns(m) - 1
-
-    explicit Hasher(const Layout &layout)
-        : m(layout.m), rot_mask(static_cast<std::uint32_t>(rotation_columns(layout.m) - 1))
-    {
-        for (std::uint32_t j = 0; j < 3; ++j)
-            seed[j] = static_cast<std::uint32_t>(splitmix64(layout.seed ^ (0x632be59bd9b4e019ull * (j + 1))) >> 32);
-    }
-
-    // First cell of block b's row in sub-table j (row * kBlock), its sign
-    // bit (1: negative) and its column rotation.
-    void block(std::uint32_t b, std::uint32_t base[3], std::uint32_t neg[3], std::uint32_t rot[3]) const
-    {
-        for (std::uint32_t j = 0; j < 3; ++j) {
-            const std::uint32_t h = murmur3_u32(b, seed[j]);
-            const std::uint32_t row =
-                j * m + static_cast<std::uint32_t>((static_cast<std::uint64_t>(h) * m) >> 32);
-            base[j] = row << kBlockShift;
-            neg[j] = h & 1u;
-            rot[j] = (h >> 1) & rot_mask;
-        }
-    }
-};
 
 // Word w (bits 64w .. 64w+63) of an n-bit bitmap stored as bytes, bits at or
 // beyond n cleared.
@@ -129,12 +54,6 @@ inline void for_each_word(const std::uint8_t *bitmap, std::size_t n, F &&f)
     if (n % 64) f(full, load_word(bitmap, n, full));
 }
 
-template <typename W>
-inline W apply_sign(W v, std::uint32_t neg)
-{
-    return neg ? -v : v;
-}
-
 // +1 or -1 from a sign bit (1: negative), for branch-free sign application:
 // multiplying by +-1 is exact.
 template <typename W>
@@ -144,30 +63,19 @@ inline W sign_value(std::uint32_t neg)
     return kSign[neg];
 }
 
-template <typename W>
-inline W median3(W a, W b, W c)
-{
-    const W lo = std::min(a, b), hi = std::max(a, b);
-    return std::max(lo, std::min(hi, c));
-}
-
 }  // namespace
 
 void hits(const Layout &layout, std::size_t i, Hit out[3])
 {
-    const Hasher hasher(layout);
-    std::uint32_t base[3], neg[3], rot[3];
-    hasher.block(static_cast<std::uint32_t>(i >> kBlockShift), base, neg, rot);
-    const std::uint32_t t = static_cast<std::uint32_t>(i) & kBlockMask;
+    const ElementHits e = element_hits(Hasher(layout.seed, layout.m), i);
     for (int j = 0; j < 3; ++j) {
-        out[j].cell = base[j] + rotate(t, rot[j], hasher.rot_mask);
-        out[j].sign = neg[j] ? -1 : 1;
+        out[j].cell = e.cell[j];
+        out[j].sign = e.neg[j] ? -1 : 1;
     }
 }
 
 std::uint32_t rows_per_table(const std::uint8_t *bitmap, std::size_t n, double load_factor)
 {
-    if (!(load_factor > 0)) load_factor = std::numeric_limits<double>::min();
     // Column t = i % kBlock; word w covers columns 64 * (w % 16) .. + 63.
     std::uint32_t col[kBlock] = {};
     constexpr std::size_t kWordsPerBlock = kBlock / 64;
@@ -178,7 +86,13 @@ std::uint32_t rows_per_table(const std::uint8_t *bitmap, std::size_t n, double l
             v &= v - 1;
         }
     });
-    const std::uint32_t maxcol = *std::max_element(col, col + kBlock);
+    return rows_for_loads(col, load_factor);
+}
+
+std::uint32_t rows_for_loads(const std::uint32_t *loads, double load_factor)
+{
+    if (!(load_factor > 0)) load_factor = std::numeric_limits<double>::min();
+    const std::uint32_t maxcol = *std::max_element(loads, loads + kBlock);
     if (maxcol == 0) return 1;
     // Smallest m with maxcol <= load_factor * 3m, computed then corrected
     // for rounding in either direction.
@@ -208,26 +122,26 @@ template <typename W>
 void encode(const Layout &layout, const W *x, const std::uint32_t *idx, std::size_t k, W *sketch)
 {
     if (layout.m == 0) return;  // no cells (m >= 1 is the contract)
-    const Hasher hasher(layout);
+    const Hasher hasher(layout.seed, layout.m);
     // x is read sparsely: prefetch kAhead positions ahead, so that its cache
     // misses overlap (on their own they wait behind the stores to the cells
     // whenever the addresses agree modulo 4 KiB, which serializes them).
     constexpr std::size_t kAhead = 16;
     std::uint32_t block = std::numeric_limits<std::uint32_t>::max();
-    std::uint32_t base[3] = {0, 0, 0}, neg[3] = {0, 0, 0}, rot[3] = {0, 0, 0};
+    BlockHash h{};
     for (std::size_t p = 0; p < k; ++p) {
         if (p + kAhead < k) __builtin_prefetch(x + idx[p + kAhead]);
         const std::uint32_t i = idx[p];
         const std::uint32_t b = i >> kBlockShift;
         if (b != block) {  // ascending indices rehash once per block
-            hasher.block(b, base, neg, rot);
+            h = hasher.block(b);
             block = b;
         }
         const std::uint32_t t = i & kBlockMask;
         const W v = x[i];
-        sketch[base[0] + rotate(t, rot[0], hasher.rot_mask)] += apply_sign(v, neg[0]);
-        sketch[base[1] + rotate(t, rot[1], hasher.rot_mask)] += apply_sign(v, neg[1]);
-        sketch[base[2] + rotate(t, rot[2], hasher.rot_mask)] += apply_sign(v, neg[2]);
+        sketch[hasher.cell(h, 0, t)] += apply_sign(v, h.neg[0]);
+        sketch[hasher.cell(h, 1, t)] += apply_sign(v, h.neg[1]);
+        sketch[hasher.cell(h, 2, t)] += apply_sign(v, h.neg[2]);
     }
 }
 
@@ -309,15 +223,14 @@ DecodeInfo decode_groups(const Layout &layout, const std::uint8_t *bitmap, W *sk
     // 2. Per block: its row in sub-table j (0 .. m-1, < 2^21) | sign bit
     // << 31 at [4b + j]; its rotations o_0 | o_1 << 10 | o_2 << 20 at
     // [4b + 3].
-    const Hasher hasher(layout);
+    const Hasher hasher(layout.seed, layout.m);
     std::vector<std::uint32_t> &block_rows = scratch->block_rows;
     if (block_rows.size() < 4 * blocks) block_rows.resize(4 * blocks);
     std::uint32_t *brow = block_rows.data();
     for (std::size_t b = 0; b < blocks; ++b) {
-        std::uint32_t base[3], neg[3], rot[3];
-        hasher.block(static_cast<std::uint32_t>(b), base, neg, rot);
-        for (std::uint32_t j = 0; j < 3; ++j) brow[4 * b + j] = ((base[j] >> kBlockShift) - j * layout.m) | (neg[j] << 31);
-        brow[4 * b + 3] = rot[0] | (rot[1] << 10) | (rot[2] << 20);
+        const BlockHash h = hasher.block(static_cast<std::uint32_t>(b));
+        for (std::uint32_t j = 0; j < 3; ++j) brow[4 * b + j] = ((h.base[j] >> kBlockShift) - j * layout.m) | (h.neg[j] << 31);
+        brow[4 * b + 3] = h.rot[0] | (h.rot[1] << 10) | (h.rot[2] << 20);
     }
 
     // 3. The groups. A group's cell (row r, column t0 + q) is at r * G + q

@@ -50,14 +50,10 @@
 #include <cstdint>
 #include <vector>
 
-namespace cc_coll::detail::sketch {
+// kBlock, kRotation, rotation_columns() and the hashes themselves.
+#include "compressors/sketch/count_sketch_hash.hpp"
 
-constexpr std::size_t kBlock = 1024;
-// Columns per rotation group (see Layout): kRotation when m > kFullRotationRows,
-// all of a block's kBlock columns otherwise.
-constexpr std::size_t kRotation = 64;
-constexpr std::uint32_t kFullRotationRows = 96;
-inline std::size_t rotation_columns(std::uint32_t m) { return m > kFullRotationRows ? kRotation : kBlock; }
+namespace cc_coll::detail::sketch {
 
 struct Layout {
     std::size_t n = 0;       // elements covered (a buffer or one shard)
@@ -80,6 +76,12 @@ void hits(const Layout &layout, std::size_t i, Hit out[3]);
 // largest m whose cells have 32-bit indices, which a load factor <= 0 or
 // NaN also gives).
 std::uint32_t rows_per_table(const std::uint8_t *bitmap, std::size_t n, double load_factor);
+
+// The rule of rows_per_table on the column loads: loads[t] (kBlock entries)
+// = support elements at offset t of every block. rows_per_table(bitmap, n,
+// f) == rows_for_loads(loads of bitmap, f); the device computes the loads
+// (sketch::cuda::column_loads) and applies this rule on the host.
+std::uint32_t rows_for_loads(const std::uint32_t *loads, double load_factor);
 
 // Bytes of a bitmap of n bits.
 inline std::size_t bitmap_bytes(std::size_t n) { return (n + 7) / 8; }
