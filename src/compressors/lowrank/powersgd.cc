@@ -141,10 +141,12 @@ bool should_compress(const Shape &s, double min_compression_rate)
     return compressed * min_compression_rate < uncompressed;
 }
 
+std::uint64_t gaussian_seed(std::uint64_t seed, std::uint64_t stream) { return splitmix64(seed ^ splitmix64(stream)); }
+
 template <typename W>
 void gaussian_fill(std::uint64_t seed, std::uint64_t stream, W *out, std::size_t n)
 {
-    const std::uint64_t base = splitmix64(seed ^ splitmix64(stream));
+    const std::uint64_t base = gaussian_seed(seed, stream);
     const double two_pi = 6.283185307179586476925286766559;
     for (std::size_t i = 0; i < n; i += 2) {
         const std::uint64_t pair = static_cast<std::uint64_t>(i / 2);

@@ -35,8 +35,15 @@ bool resolve_shape(std::size_t count, bool has_shape, std::uint64_t rows, std::u
 // PyTorch's _should_compress: (rows + cols) r rate < rows cols.
 bool should_compress(const Shape &s, double min_compression_rate);
 
+// The 64-bit key a Gaussian start draws from: splitmix64(seed ^
+// splitmix64(stream)), a pure function of (seed, stream), so identical on
+// every rank. gaussian_fill counts from it; the device start seeds cuRAND
+// with it.
+std::uint64_t gaussian_seed(std::uint64_t seed, std::uint64_t stream);
+
 // n standard-normal values, a pure function of (seed, stream, i): the same on
-// every rank and every platform (splitmix64 counters, Box-Muller).
+// every rank and every platform (splitmix64 counters from gaussian_seed,
+// Box-Muller).
 template <typename W>
 void gaussian_fill(std::uint64_t seed, std::uint64_t stream, W *out, std::size_t n);
 
