@@ -14,8 +14,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <random>
 #include <set>
+#include <type_traits>
 #include <vector>
 
 #include <gtest/gtest.h>

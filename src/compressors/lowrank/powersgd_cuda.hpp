@@ -15,10 +15,11 @@
 // loops against the host's CBLAS results.
 //
 // Every function enqueues its work on `stream` and returns without waiting;
-// none synchronises the device. Every entry point binds the handles to
-// `stream` (cublasSetStream, cusolverDnSetStream, curandSetStream) and sets
-// cuBLAS's pointer mode to HOST; the Gram-Schmidt norm alone switches it to
-// DEVICE (its result stays on the device) and back. A workspace that grows
+// none synchronises the device. Every entry point binds the handles it uses
+// to `stream` (cublasSetStream, cusolverDnSetStream, curandSetStream) before
+// its first call on them, and sets cuBLAS's pointer mode to HOST (alpha and
+// beta are host scalars); the Gram-Schmidt norm alone switches it to DEVICE
+// (its result stays on the device) and back. A workspace that grows
 // is freed and allocated again (cudaFree / cudaMalloc, which synchronise):
 // the first call of a larger shape, never a steady stream of same-sized ones.
 #pragma once
@@ -58,7 +59,7 @@ private:
 
 // n standard-normal values from cuRAND's Philox4x32-10, seeded with
 // gaussian_seed(seed, stream_id) at offset 0 and CURAND_ORDERING_PSEUDO_LEGACY
-// (the one ordering cuRAND keeps the same across releases and devices): the
+// (the sequence cuRAND guarantees to keep in every release): the
 // host's seed rule, so identical on every rank and every call with the same
 // (seed, stream_id); the numbers differ from the host's gaussian_fill. cuRAND
 // draws normals in pairs, so normal_count(n) values are drawn into the
@@ -79,8 +80,9 @@ template <typename W>
 gpu::Result orthogonalize(Context &ctx, W *a, std::size_t rows, int r, bool use_gram_schmidt, cudaStream_t stream);
 
 // lowrank::start_q: q = `previous` (device, may be nullptr or equal q) when
-// given and free of all-zero columns, else gaussian_fill(seed, stream_id);
-// then orthogonalised. With `previous`, the test for an all-zero column and
+// given and free of all-zero columns (exact comparison with 0: NaN counts as
+// nonzero, as on the host), else gaussian_fill(seed, stream_id); then
+// orthogonalised. With `previous`, the test for an all-zero column and
 // the choice are made on the device, without a read-back: the Gaussian is
 // drawn into the workspace on every such call (cols x r normals) and a kernel
 // copies either it or `previous` into q.
