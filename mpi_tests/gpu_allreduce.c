@@ -1,0 +1,927 @@
+/*
+ * cc_coll_allreduce on CUDA device buffers, with real ranks (run with 1, 2,
+ * 3 and 4 ranks, once with CC_COLL_CUDA_TRANSPORT=staged and once with
+ * =direct). Public C API and the CUDA runtime API only.
+ *
+ * Exit status 77 (CTest: skipped) on every rank, after one line saying why:
+ *   - no CUDA device (cc_coll_cuda_device_count() == 0, which includes a
+ *     build without CUDA);
+ *   - CC_COLL_CUDA_TRANSPORT=direct with an MPI that is not CUDA-aware
+ *     (cc_coll_mpi_cuda_aware() == 0): the direct path cannot run, so the
+ *     program only checks that device calls fail with
+ *     CC_COLL_ERR_NOT_SUPPORTED (any other outcome fails the test) and skips
+ *     the rest.
+ *
+ * Ranks on one node share its GPUs: rank r uses device (local rank % device
+ * count). What is checked, from cc_coll.h's contract ("Device buffers and
+ * streams") and the rules the host suites check (topk.c, sketch.c,
+ * lowrank.c):
+ *   - the same data allreduced from device buffers (communicator A) and from
+ *     host buffers (communicator B, so residuals and low-rank state are
+ *     separate) agree, for every method x F32/F64/F16/BF16 x SUM/AVG x in
+ *     place / out of place:
+ *       NONE  bit for bit (small-integer data: every sum is exact);
+ *       TOPK  bit for bit, results and residuals, over several steps with
+ *             error feedback (the selection, the wire and the rank-order
+ *             scatter-add are specified identical);
+ *       SKETCH within a small tolerance (device cells are summed with
+ *             atomics), with the same support and peeled counts in the
+ *             statistics;
+ *       LOWRANK both recover a sum of rank-r matrices at rank >= r to
+ *             rounding (the Gaussian start differs by design);
+ *     and both communicators count the same calls and wire bytes;
+ *   - the error-feedback invariants on the device path over several steps:
+ *     TOPK and SKETCH sum_t result_t + sum_ranks e_T == sum_t sum_ranks g_t,
+ *     LOWRANK (AVG) per rank sum_t M^_t + e_T == sum_t g_t, the residual read
+ *     with cc_coll_ef_get_residual;
+ *   - the stream: sendbuf produced by work still queued on a non-blocking
+ *     stream (a host callback that sleeps, then a copy from pinned memory, or
+ *     a memset) is waited for, and the result is complete on return with
+ *     nothing left pending on the stream;
+ *   - argument errors: device and host buffers mixed, NULL with count > 0
+ *     (CC_COLL_ERR_INVALID_ARG); count 0 with device pointers is OK; a
+ *     non-NULL stream with host buffers is OK. (An invalid stream handle is
+ *     not tested: CUDA leaves its use undefined.)
+ *   - 16 MiB+ tensors for every method (many staging chunks at the default
+ *     CC_COLL_CUDA_STAGING_CHUNK).
+ *
+ * Any failure prints the case and calls MPI_Abort (exit status non-zero).
+ *
+ *   mpi_gpu_allreduce [TEST...]   run all tests, or only the named ones
+ */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv, nanosleep */
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+
+#include "cc_coll.h"
+#include "check.h"
+#include "test_util.h"
+
+/* CTest's SKIP_RETURN_CODE. */
+#define SKIP_STATUS 77
+
+/* Bytes after each device buffer that a call must leave alone. */
+#define GUARD 64
+#define GUARD_BYTE 0xC3
+
+static const cc_coll_dtype_t kDtypes[] = {CC_COLL_F32, CC_COLL_F64, CC_COLL_F16, CC_COLL_BF16};
+#define NDTYPES (sizeof kDtypes / sizeof kDtypes[0])
+
+static uint64_t g_next_key = 0x6000;
+
+static uint64_t next_key(void) { return g_next_key++; }
+
+static uint64_t seed_for(int rank, int test_case)
+{
+    return 0x6b0d1ce5ull + (uint64_t)rank * 1000003ull + (uint64_t)test_case * 7919ull;
+}
+
+static const char *op_name(cc_coll_op_t op) { return op == CC_COLL_SUM ? "SUM" : "AVG"; }
+
+static const char *method_name(cc_coll_method_t m)
+{
+    switch (m) {
+    case CC_COLL_METHOD_NONE: return "NONE";
+    case CC_COLL_METHOD_TOPK: return "TOPK";
+    case CC_COLL_METHOD_SKETCH: return "SKETCH";
+    default: return "LOWRANK";
+    }
+}
+
+/* ---- CUDA helpers --------------------------------------------------------- */
+
+static void cuda_die(const char *call, cudaError_t e)
+{
+    fprintf(stderr, "[rank %d] FAIL%s%s: %s -> %s (%s)\n", g_rank, g_test[0] ? " in " : "", g_test, call,
+            cudaGetErrorName(e), cudaGetErrorString(e));
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+#define CHECK_CUDA(call)                                                                               \
+    do {                                                                                               \
+        cudaError_t e_ = (call);                                                                       \
+        if (e_ != cudaSuccess) cuda_die(#call, e_);                                                    \
+    } while (0)
+
+static void *dmalloc(size_t bytes)
+{
+    void *p = NULL;
+    CHECK_CUDA(cudaMalloc(&p, bytes ? bytes : 1));
+    return p;
+}
+
+static void to_device(void *dst, const void *src, size_t bytes)
+{
+    if (bytes > 0) CHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+static void to_host(void *dst, const void *src, size_t bytes)
+{
+    if (bytes > 0) CHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+/* The guard bytes after the first `bytes` bytes of a device buffer are
+ * untouched. */
+static void expect_guard(const void *dbuf, size_t bytes, const char *desc)
+{
+    unsigned char g[GUARD];
+    to_host(g, (const unsigned char *)dbuf + bytes, GUARD);
+    for (int i = 0; i < GUARD; ++i)
+        if (g[i] != GUARD_BYTE) die("%s: recvbuf (device) written past count", desc, 0);
+}
+
+/* ---- small helpers -------------------------------------------------------- */
+
+static void call_ok(cc_coll_status_t st, const char *desc)
+{
+    if (st != CC_COLL_OK) die("%s", desc, (int)st);
+}
+
+static void expect_status(cc_coll_status_t st, cc_coll_status_t want, const char *desc)
+{
+    if (st != want) {
+        fprintf(stderr, "[rank %d] FAIL in %s: %s: got %s, expected %s (message: \"%s\")\n", g_rank, g_test, desc,
+                cc_coll_status_string(st), cc_coll_status_string(want), cc_coll_last_error());
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+/* A second communicator on MPI_COMM_WORLD, for the host-buffer calls. */
+static cc_coll_comm_h host_comm(void)
+{
+    cc_coll_comm_h h = NULL;
+    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
+    return h;
+}
+
+static cc_coll_params_t with_ef(cc_coll_params_t p, int ef)
+{
+    p.mask |= CC_COLL_PARAMS_FIELD_EF;
+    p.ef = ef;
+    return p;
+}
+
+/* The params of one method for the agreement tests, under a fresh key. */
+static cc_coll_params_t params_for(cc_coll_method_t m, int ef)
+{
+    switch (m) {
+    case CC_COLL_METHOD_TOPK: return keyed(topk_params(0.01, ef), next_key());
+    case CC_COLL_METHOD_SKETCH: return keyed(sketch_params(0.01, ef, 0.7), next_key());
+    default: return keyed(method_params(m), next_key());
+    }
+}
+
+static cc_coll_stats_t stats_of(cc_coll_comm_h h)
+{
+    return get_stats_masked(h, CC_COLL_STATS_FIELD_CALLS | CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED |
+                                   CC_COLL_STATS_FIELD_BYTES_WIRE | CC_COLL_STATS_FIELD_SKETCH_ELEMENTS |
+                                   CC_COLL_STATS_FIELD_SKETCH_PEELED);
+}
+
+/* Both communicators counted the same since the snapshots: calls, bytes
+ * asked for, bytes handed to MPI, SKETCH support and peeled elements. */
+static void expect_same_counts(const cc_coll_stats_t *dev0, const cc_coll_stats_t *dev1, const cc_coll_stats_t *host0,
+                               const cc_coll_stats_t *host1, const char *desc)
+{
+    const uint64_t dv[5] = {dev1->calls - dev0->calls, dev1->bytes_uncompressed - dev0->bytes_uncompressed,
+                            dev1->bytes_wire - dev0->bytes_wire, dev1->sketch_elements - dev0->sketch_elements,
+                            dev1->sketch_peeled - dev0->sketch_peeled};
+    const uint64_t hv[5] = {host1->calls - host0->calls, host1->bytes_uncompressed - host0->bytes_uncompressed,
+                            host1->bytes_wire - host0->bytes_wire, host1->sketch_elements - host0->sketch_elements,
+                            host1->sketch_peeled - host0->sketch_peeled};
+    static const char *const names[5] = {"calls", "bytes_uncompressed", "bytes_wire", "sketch_elements",
+                                         "sketch_peeled"};
+    for (int i = 0; i < 5; ++i)
+        if (dv[i] != hv[i]) {
+            fprintf(stderr, "[rank %d] FAIL in %s: %s: stats %s: device buffers %llu, host buffers %llu\n", g_rank,
+                    g_test, desc, names[i], (unsigned long long)dv[i], (unsigned long long)hv[i]);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+}
+
+/* ---- one call from device buffers and one from host buffers --------------- */
+
+/* Runs cc_coll_allreduce(p, d, op) on this rank's input `x` (n elements of d,
+ * packed) from device buffers on hd and from host buffers on hh, and leaves
+ * both results (d buffers in host memory) in got_dev and got_host. Checks
+ * that the device call wrote nothing past count and, out of place, left
+ * sendbuf alone. */
+static void run_both(cc_coll_comm_h hd, cc_coll_comm_h hh, const cc_coll_params_t *p, cc_coll_dtype_t d,
+                     cc_coll_op_t op, int inplace, const void *x, size_t n, void *got_dev, void *got_host,
+                     const char *desc)
+{
+    const size_t bytes = n * cc_coll_dtype_size(d);
+    char what[300];
+
+    /* host buffers */
+    unsigned char *hsend = xmalloc(bytes);
+    memcpy(hsend, x, bytes);
+    if (inplace) memcpy(got_host, x, bytes);
+    snprintf(what, sizeof what, "%s: host buffers", desc);
+    call_ok(cc_coll_allreduce(inplace ? (const void *)got_host : hsend, got_host, n, d, op, p, hh, NULL), what);
+    free(hsend);
+
+    /* device buffers */
+    unsigned char *dsend = dmalloc(bytes + GUARD), *drecv = dmalloc(bytes + GUARD);
+    to_device(inplace ? drecv : dsend, x, bytes);
+    if (!inplace) CHECK_CUDA(cudaMemset(drecv, 0x5A, bytes));
+    CHECK_CUDA(cudaMemset(drecv + bytes, GUARD_BYTE, GUARD));
+    snprintf(what, sizeof what, "%s: device buffers", desc);
+    call_ok(cc_coll_allreduce(inplace ? (const void *)drecv : dsend, drecv, n, d, op, p, hd, NULL), what);
+    to_host(got_dev, drecv, bytes);
+    expect_guard(drecv, bytes, what);
+    if (!inplace) {
+        unsigned char *back = xmalloc(bytes);
+        to_host(back, dsend, bytes);
+        if (memcmp(back, x, bytes) != 0) die("%s: out-of-place call modified sendbuf (device)", what, 0);
+        free(back);
+    }
+    CHECK_CUDA(cudaFree(dsend));
+    CHECK_CUDA(cudaFree(drecv));
+}
+
+/* got_dev and got_host (d buffers) agree within tol * (|host| + max |host|). */
+static void expect_close_to_host(cc_coll_dtype_t d, const void *got_dev, const void *got_host, size_t n, double tol,
+                                 const char *desc)
+{
+    double *want = xmalloc((n ? n : 1) * sizeof *want), scale = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        want[i] = element(d, got_host, i);
+        if (fabs(want[i]) > scale) scale = fabs(want[i]);
+    }
+    expect_close(d, got_dev, want, n, tol, scale, desc);
+    free(want);
+}
+
+/* Device against host for SKETCH: the work type's rounding (binary32 for
+ * F32/F16/BF16, binary64 for F64) plus one unit of the 16-bit formats. */
+static double sketch_tol(cc_coll_dtype_t d)
+{
+    switch (d) {
+    case CC_COLL_F64: return 1e-12;
+    case CC_COLL_F32: return 1e-5;
+    case CC_COLL_F16: return 2e-3;
+    default: return 1.6e-2;
+    }
+}
+
+/* LOWRANK against the exact sum (as lowrank.c's exact recovery). */
+static double lowrank_tol(cc_coll_dtype_t d)
+{
+    switch (d) {
+    case CC_COLL_F64: return 1e-10;
+    case CC_COLL_F32: return 1e-4;
+    case CC_COLL_F16: return 3e-3;
+    default: return 2e-2;
+    }
+}
+
+/* Relative Frobenius error of a d buffer against a binary64 reference. */
+static double rel_err(cc_coll_dtype_t d, const void *got, const double *want, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        const double e = element(d, got, i) - want[i];
+        num += e * e;
+        den += want[i] * want[i];
+    }
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* ---- low-rank data (as lowrank.c builds it) --------------------------------- */
+
+/* Rank q's input: the vrows x vcols matrix A B_q^T (first n elements), rounded
+ * to d; A (vrows x r) is shared, B_q (vcols x r) is rank q's, so the sum over
+ * ranks has rank r. A padded view gets a zero last row of A. */
+static void lowrank_input(cc_coll_dtype_t d, size_t n, size_t vrows, size_t vcols, int r, uint64_t seed, int q,
+                          double *x)
+{
+    double *a = xmalloc(vrows * (size_t)r * sizeof *a), *b = xmalloc(vcols * (size_t)r * sizeof *b);
+    gauss_fill(a, vrows * (size_t)r, seed);
+    if (vrows * vcols > n)
+        for (int k = 0; k < r; ++k) a[(vrows - 1) * (size_t)r + (size_t)k] = 0.0;
+    gauss_fill(b, vcols * (size_t)r, seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(q + 1)));
+    for (size_t i = 0; i < n; ++i) {
+        const size_t row = i / vcols, col = i % vcols;
+        double s = 0.0;
+        for (int k = 0; k < r; ++k) s += a[row * (size_t)r + (size_t)k] * b[col * (size_t)r + (size_t)k];
+        x[i] = round_to(d, s);
+    }
+    free(a);
+    free(b);
+}
+
+/* The reduction (SUM or AVG) over the ranks of lowrank_input, in binary64. */
+static void lowrank_reference(cc_coll_dtype_t d, cc_coll_op_t op, size_t n, size_t vrows, size_t vcols, int r,
+                              uint64_t seed, double *want)
+{
+    double *x = xmalloc(n * sizeof *x);
+    memset(want, 0, n * sizeof *want);
+    for (int q = 0; q < g_size; ++q) {
+        lowrank_input(d, n, vrows, vcols, r, seed, q, x);
+        for (size_t i = 0; i < n; ++i) want[i] += x[i];
+    }
+    if (op == CC_COLL_AVG)
+        for (size_t i = 0; i < n; ++i) want[i] /= (double)g_size;
+    free(x);
+}
+
+/* ---- agreement of device and host buffers ----------------------------------- */
+
+/* Test data for a method: small integers for NONE (exact sums), spread
+ * magnitudes for TOPK and SKETCH (distinct values, no ties at the k-th). */
+static void method_data(cc_coll_method_t m, cc_coll_dtype_t d, double *x, size_t n, uint64_t seed)
+{
+    if (m == CC_COLL_METHOD_NONE) integer_values(x, n, seed);
+    else random_values(d, x, n, seed, m == CC_COLL_METHOD_TOPK ? 8 : 4);
+}
+
+/* One method, every dtype x op x placement, `steps` calls per case on the
+ * same tensor (TOPK: its residual compared after every step). */
+static void agree_case(cc_coll_comm_h hd, cc_coll_comm_h hh, cc_coll_method_t m, cc_coll_dtype_t d, cc_coll_op_t op,
+                       int inplace, size_t n, int steps, int tc)
+{
+    const size_t es = cc_coll_dtype_size(d);
+    char desc[200];
+    double *x = xmalloc(n * sizeof *x), *e_dev = xmalloc(n * sizeof *e_dev), *e_host = xmalloc(n * sizeof *e_host);
+    void *packed = xmalloc(n * es), *got_dev = xmalloc(n * es), *got_host = xmalloc(n * es);
+    const cc_coll_params_t p = params_for(m, 1);
+    for (int t = 0; t < steps; ++t) {
+        snprintf(desc, sizeof desc, "%s %s %s %s n=%zu step %d (P=%d)", method_name(m), dtype_name(d), op_name(op),
+                 inplace ? "in place" : "out of place", n, t, g_size);
+        method_data(m, d, x, n, seed_for(g_rank, tc * 100 + t));
+        pack(d, x, n, packed);
+        const cc_coll_stats_t dev0 = stats_of(hd), host0 = stats_of(hh);
+        run_both(hd, hh, &p, d, op, inplace, packed, n, got_dev, got_host, desc);
+        const cc_coll_stats_t dev1 = stats_of(hd), host1 = stats_of(hh);
+        expect_same_counts(&dev0, &dev1, &host0, &host1, desc);
+        if (m == CC_COLL_METHOD_SKETCH) {
+            CHECK(dev1.sketch_elements > dev0.sketch_elements, "test setup: SKETCH must take the sketch path");
+            expect_close_to_host(d, got_dev, got_host, n, sketch_tol(d), desc);
+        } else {
+            expect_equal(d, got_dev, got_host, n, desc);
+        }
+        if (m == CC_COLL_METHOD_TOPK) {
+            CHECK_CC(cc_coll_ef_get_residual(hd, &p, NULL, n, d, e_dev));
+            CHECK_CC(cc_coll_ef_get_residual(hh, &p, NULL, n, d, e_host));
+            for (size_t i = 0; i < n; ++i)
+                if (memcmp(&e_dev[i], &e_host[i], sizeof(double)) != 0) {
+                    fprintf(stderr, "[rank %d] FAIL in %s: %s: residual element %zu: device %.17g, host %.17g\n",
+                            g_rank, g_test, desc, i, e_dev[i], e_host[i]);
+                    fflush(stderr);
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+                }
+        }
+    }
+    free(x);
+    free(e_dev);
+    free(e_host);
+    free(packed);
+    free(got_dev);
+    free(got_host);
+}
+
+static void agree_method(cc_coll_comm_h hd, cc_coll_method_t m, size_t n, int steps)
+{
+    cc_coll_comm_h hh = host_comm();
+    int tc = 0;
+    for (size_t di = 0; di < NDTYPES; ++di)
+        for (int o = 0; o < 2; ++o)
+            for (int inplace = 0; inplace < 2; ++inplace, ++tc)
+                agree_case(hd, hh, m, kDtypes[di], o ? CC_COLL_AVG : CC_COLL_SUM, inplace, n, steps, tc);
+    CHECK_CC(cc_coll_ef_reset_all(hd));
+    CHECK_CC(cc_coll_comm_destroy(hh));
+}
+
+static void test_agree_none(cc_coll_comm_h h) { agree_method(h, CC_COLL_METHOD_NONE, 100003, 1); }
+
+/* Sparse at every dtype and P <= 4: k = 201, payload * P well under n * es. */
+static void test_agree_topk(cc_coll_comm_h h) { agree_method(h, CC_COLL_METHOD_TOPK, 20011, 3); }
+
+static void test_agree_sketch(cc_coll_comm_h h) { agree_method(h, CC_COLL_METHOD_SKETCH, 65659, 1); }
+
+/* LOWRANK: both paths recover a rank-r sum at rank >= r (Gram-Schmidt at
+ * rank 1 and 2, QR at 4), in three views: a given shape, cols = 0, and the
+ * padded near-square default. */
+static void test_agree_lowrank(cc_coll_comm_h hd)
+{
+    static const struct {
+        uint64_t rows, cols;
+        size_t n;
+        int r_data, k;
+    } cases[] = {{48, 40, 48 * 40, 1, 1}, {32, 0, 32 * 50, 2, 2}, {0, 0, 1073, 3, 4}};
+    cc_coll_comm_h hh = host_comm();
+    int tc = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c)
+        for (size_t di = 0; di < NDTYPES; ++di)
+            for (int o = 0; o < 2; ++o)
+                for (int inplace = 0; inplace < 2; ++inplace, ++tc) {
+                    const cc_coll_dtype_t d = kDtypes[di];
+                    const cc_coll_op_t op = o ? CC_COLL_AVG : CC_COLL_SUM;
+                    const size_t n = cases[c].n, es = cc_coll_dtype_size(d);
+                    char desc[200];
+                    snprintf(desc, sizeof desc, "LOWRANK %s %s %s shape %llu x %llu n=%zu, data rank %d, rank %d (P=%d)",
+                             dtype_name(d), op_name(op), inplace ? "in place" : "out of place",
+                             (unsigned long long)cases[c].rows, (unsigned long long)cases[c].cols, n, cases[c].r_data,
+                             cases[c].k, g_size);
+                    size_t vr = 0, vc = 0;
+                    lowrank_view(n, cases[c].rows, cases[c].cols, &vr, &vc);
+                    const uint64_t seed = 0x1a0c0ull + (uint64_t)tc;
+                    double *x = xmalloc(n * sizeof *x), *want = xmalloc(n * sizeof *want);
+                    void *packed = xmalloc(n * es), *got_dev = xmalloc(n * es), *got_host = xmalloc(n * es);
+                    lowrank_input(d, n, vr, vc, cases[c].r_data, seed, g_rank, x);
+                    lowrank_reference(d, op, n, vr, vc, cases[c].r_data, seed, want);
+                    pack(d, x, n, packed);
+                    const cc_coll_params_t p =
+                        keyed(with_ef(lowrank_params(cases[c].rows, cases[c].cols, cases[c].k), 0), next_key());
+                    const cc_coll_stats_t dev0 = stats_of(hd), host0 = stats_of(hh);
+                    run_both(hd, hh, &p, d, op, inplace, packed, n, got_dev, got_host, desc);
+                    const cc_coll_stats_t dev1 = stats_of(hd), host1 = stats_of(hh);
+                    expect_same_counts(&dev0, &dev1, &host0, &host1, desc);
+                    expect_same_on_all_ranks(got_dev, n * es, desc);
+                    const double err_dev = rel_err(d, got_dev, want, n), err_host = rel_err(d, got_host, want, n);
+                    if (!(err_dev < lowrank_tol(d)) || !(err_host < lowrank_tol(d))) {
+                        fprintf(stderr, "[rank %d] %s: relative error device %.3g, host %.3g, expected < %.1g\n",
+                                g_rank, desc, err_dev, err_host, lowrank_tol(d));
+                        die("%s: rank >= data rank must recover the sum on both paths", desc, 0);
+                    }
+                    free(x);
+                    free(want);
+                    free(packed);
+                    free(got_dev);
+                    free(got_host);
+                }
+    CHECK_CC(cc_coll_ef_reset_all(hd));
+    CHECK_CC(cc_coll_comm_destroy(hh));
+}
+
+/* ---- error-feedback invariants on the device path ---------------------------- */
+
+/* TOPK and SKETCH (SUM): sum_t result_t + sum_ranks e_T == sum_t sum_ranks g_t
+ * up to rounding, as topk.c and sketch.c check it on host buffers. */
+static void ef_invariant_sparse(cc_coll_comm_h h, cc_coll_method_t m, cc_coll_dtype_t d, int tc)
+{
+    const size_t n = 4096;
+    const int T = 30;
+    const size_t es = cc_coll_dtype_size(d);
+    char desc[160];
+    snprintf(desc, sizeof desc, "EF invariant %s %s, %d steps (P=%d)", method_name(m), dtype_name(d), T, g_size);
+    const cc_coll_params_t p = m == CC_COLL_METHOD_TOPK ? keyed(topk_params(0.01, 1), next_key())
+                                                        : keyed(sketch_params(0.01, 1, 0.7), next_key());
+    double *g = xmalloc(n * sizeof *g), *sum_g = xcalloc(n, sizeof *sum_g), *sum_res = xcalloc(n, sizeof *sum_res);
+    double *e = xmalloc(n * sizeof *e), *G = xmalloc(n * sizeof *G), *E = xmalloc(n * sizeof *E);
+    void *packed = xmalloc(n * es), *res = xmalloc(n * es);
+    unsigned char *dsend = dmalloc(n * es), *drecv = dmalloc(n * es);
+    uint64_t seed = seed_for(g_rank, tc);
+    double gmax = 0.0;
+    for (int t = 0; t < T; ++t) {
+        for (size_t i = 0; i < n; ++i) {
+            g[i] = round_to(d, (rng_uniform(&seed) * 2.0 - 1.0) * (1.0 + (double)(i % 7)));
+            sum_g[i] += g[i];
+            if (fabs(g[i]) > gmax) gmax = fabs(g[i]);
+        }
+        pack(d, g, n, packed);
+        to_device(dsend, packed, n * es);
+        call_ok(cc_coll_allreduce(dsend, drecv, n, d, CC_COLL_SUM, &p, h, NULL), desc);
+        to_host(res, drecv, n * es);
+        for (size_t i = 0; i < n; ++i) sum_res[i] += element(d, res, i);
+    }
+    CHECK_CC(cc_coll_ef_get_residual(h, &p, drecv, n, d, e));
+    MPI_Allreduce(sum_g, G, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(e, E, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &gmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    const double eps = d == CC_COLL_F64 ? DBL_EPSILON : FLT_EPSILON;
+    const double tol = 64.0 * eps * gmax * (double)T * (double)g_size;
+    double worst = 0.0, without_e = 0.0;
+    size_t worst_i = 0;
+    for (size_t i = 0; i < n; ++i) {
+        CHECK(isfinite(e[i]), "residual is not finite");
+        const double err = fabs(sum_res[i] + E[i] - G[i]);
+        if (err > worst) {
+            worst = err;
+            worst_i = i;
+        }
+        if (fabs(sum_res[i] - G[i]) > without_e) without_e = fabs(sum_res[i] - G[i]);
+    }
+    if (worst > tol) {
+        fprintf(stderr,
+                "[rank %d] %s: sum_t result + sum_ranks e_T != sum_t sum_ranks g_t at %zu: %.17g + %.17g vs %.17g "
+                "(|diff| %.3g > tol %.3g)\n",
+                g_rank, desc, worst_i, sum_res[worst_i], E[worst_i], G[worst_i], worst, tol);
+        die("%s", "EF invariant", 0);
+    }
+    CHECK(without_e > 100 * tol, "EF invariant: residual suspiciously small");
+    free(g);
+    free(sum_g);
+    free(sum_res);
+    free(e);
+    free(G);
+    free(E);
+    free(packed);
+    free(res);
+    CHECK_CUDA(cudaFree(dsend));
+    CHECK_CUDA(cudaFree(drecv));
+}
+
+/* LOWRANK (AVG, in place, EF and warm start on): per rank
+ * sum_t M^_t + e_T == sum_t g_t, as lowrank.c checks it. */
+static void ef_invariant_lowrank(cc_coll_comm_h h, cc_coll_dtype_t d, uint64_t rows, uint64_t cols, size_t n, int k,
+                                 int tc)
+{
+    const int steps = 10;
+    const size_t es = cc_coll_dtype_size(d);
+    char desc[160];
+    snprintf(desc, sizeof desc, "EF invariant LOWRANK %s shape %llu x %llu n=%zu rank %d, %d steps (P=%d)",
+             dtype_name(d), (unsigned long long)rows, (unsigned long long)cols, n, k, steps, g_size);
+    cc_coll_params_t p = keyed(with_ef(lowrank_params(rows, cols, k), 1), next_key());
+    p.mask |= CC_COLL_PARAMS_FIELD_WARM_START;
+    p.warm_start = 1;
+    unsigned char *buf = xmalloc(n * es), *dbuf = dmalloc(n * es);
+    double *g = xmalloc(n * sizeof *g), *sum_g = xcalloc(n, sizeof *sum_g), *sum_out = xcalloc(n, sizeof *sum_out);
+    double *scale = xcalloc(n, sizeof *scale), *e = xmalloc(n * sizeof *e);
+    double g_norm = 0.0;
+    for (int t = 0; t < steps; ++t) {
+        gauss_fill(g, n, seed_for(g_rank, tc * 1000 + t));
+        for (size_t i = 0; i < n; ++i) g[i] = round_to(d, g[i]);
+        pack(d, g, n, buf);
+        to_device(dbuf, buf, n * es);
+        call_ok(cc_coll_allreduce(dbuf, dbuf, n, d, CC_COLL_AVG, &p, h, NULL), desc);
+        to_host(buf, dbuf, n * es);
+        for (size_t i = 0; i < n; ++i) {
+            const double out = element(d, buf, i);
+            sum_g[i] += g[i];
+            sum_out[i] += out;
+            scale[i] += fabs(g[i]) + fabs(out);
+        }
+        g_norm = norm_diff(g, NULL, n);
+    }
+    call_ok(cc_coll_ef_get_residual(h, &p, dbuf, n, d, e), "cc_coll_ef_get_residual");
+    const double tol = d == CC_COLL_F64 ? 1e-14 : 2e-6;
+    for (size_t i = 0; i < n; ++i) {
+        const double diff = fabs(sum_out[i] + e[i] - sum_g[i]);
+        if (!(diff <= tol * (scale[i] + fabs(e[i]) + 1e-30))) {
+            fprintf(stderr,
+                    "[rank %d] %s: element %zu: sum of results %.17g + residual %.17g - sum of inputs %.17g = %.3g "
+                    "(bound %.3g)\n",
+                    g_rank, desc, i, sum_out[i], e[i], sum_g[i], diff, tol * scale[i]);
+            die("%s: the invariant does not hold", desc, 0);
+        }
+    }
+    if (!(norm_diff(e, NULL, n) > 0.05 * g_norm)) die("%s: the residual should hold what was not sent", desc, 0);
+    free(buf);
+    free(g);
+    free(sum_g);
+    free(sum_out);
+    free(scale);
+    free(e);
+    CHECK_CUDA(cudaFree(dbuf));
+}
+
+static void test_ef_invariant(cc_coll_comm_h h)
+{
+    ef_invariant_sparse(h, CC_COLL_METHOD_TOPK, CC_COLL_F32, 1);
+    ef_invariant_sparse(h, CC_COLL_METHOD_TOPK, CC_COLL_F64, 2);
+    ef_invariant_sparse(h, CC_COLL_METHOD_SKETCH, CC_COLL_F32, 3);
+    ef_invariant_sparse(h, CC_COLL_METHOD_SKETCH, CC_COLL_F64, 4);
+    ef_invariant_lowrank(h, CC_COLL_F32, 40, 30, 1200, 2, 5);
+    ef_invariant_lowrank(h, CC_COLL_F64, 40, 30, 1200, 2, 6);
+    ef_invariant_lowrank(h, CC_COLL_F32, 0, 0, 1000, 3, 7); /* 32 x 32, padded; QR */
+    CHECK_CC(cc_coll_ef_reset_all(h));
+}
+
+/* ---- the stream -------------------------------------------------------------- */
+
+/* A host callback on the stream: holds back the work queued after it, so a
+ * call that did not wait for the stream would read the stale sendbuf. */
+static void CUDART_CB hold_stream(void *arg)
+{
+    (void)arg;
+    const struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* sendbuf (device) holds a stale value; the stream then holds for 100 ms and
+ * produces the real input (a copy from pinned memory, or a memset); the call
+ * on that stream must see the real input, and on return the result is in
+ * recvbuf and nothing is pending on the stream. The reference is the same
+ * call on host buffers (hh). */
+static void stream_case(cc_coll_comm_h hd, cc_coll_comm_h hh, cc_coll_method_t m, int use_memset, int inplace, int tc)
+{
+    const cc_coll_dtype_t d = CC_COLL_F32;
+    const size_t n = m == CC_COLL_METHOD_LOWRANK ? 64 * 48 : 1u << 18, bytes = n * sizeof(float);
+    char desc[200];
+    snprintf(desc, sizeof desc, "stream %s, input by %s, %s (P=%d)", method_name(m),
+             use_memset ? "cudaMemsetAsync" : "cudaMemcpyAsync", inplace ? "in place" : "out of place", g_size);
+    double *x = xmalloc(n * sizeof *x);
+    size_t vr = 0, vc = 0;
+    if (use_memset) {
+        /* Every byte 0x40: 3.0039215 (0x40404040), the same on every rank;
+         * sums of up to 4 of them are exact. */
+        const float v = 3.0039215087890625f;
+        for (size_t i = 0; i < n; ++i) x[i] = v;
+    } else if (m == CC_COLL_METHOD_LOWRANK) {
+        lowrank_view(n, 64, 0, &vr, &vc);
+        lowrank_input(d, n, vr, vc, 1, 0x57e4ull + (uint64_t)tc, g_rank, x);
+    } else {
+        method_data(m, d, x, n, seed_for(g_rank, 900 + tc));
+    }
+    float *pinned = NULL;
+    CHECK_CUDA(cudaMallocHost((void **)&pinned, bytes));
+    pack(d, x, n, pinned);
+    if (use_memset) {
+        uint32_t bits = 0;
+        memcpy(&bits, pinned, sizeof bits);
+        CHECK(bits == 0x40404040u, "test setup: memset value");
+    }
+
+    cc_coll_params_t p = m == CC_COLL_METHOD_LOWRANK ? keyed(with_ef(lowrank_params(64, 0, 1), 0), next_key())
+                                                     : params_for(m, 1);
+    float *got_host = xmalloc(bytes), *got_dev = xmalloc(bytes);
+    float *hsend = xmalloc(bytes);
+    memcpy(hsend, pinned, bytes);
+    call_ok(cc_coll_allreduce(hsend, got_host, n, d, CC_COLL_SUM, &p, hh, NULL), desc);
+
+    cudaStream_t s;
+    CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    unsigned char *dsend = dmalloc(bytes), *drecv = dmalloc(bytes);
+    unsigned char *dinput = inplace ? drecv : dsend;
+    CHECK_CUDA(cudaMemset(dinput, 0, bytes)); /* stale: zeros */
+    if (!inplace) CHECK_CUDA(cudaMemset(drecv, 0x5A, bytes));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaLaunchHostFunc(s, hold_stream, NULL));
+    if (use_memset) CHECK_CUDA(cudaMemsetAsync(dinput, 0x40, bytes, s));
+    else CHECK_CUDA(cudaMemcpyAsync(dinput, pinned, bytes, cudaMemcpyHostToDevice, s));
+    call_ok(cc_coll_allreduce(dinput, drecv, n, d, CC_COLL_SUM, &p, hd, (void *)s), desc);
+    const cudaError_t q = cudaStreamQuery(s);
+    if (q != cudaSuccess) {
+        fprintf(stderr, "[rank %d] FAIL in %s: %s: work still pending on the stream after return (%s)\n", g_rank,
+                g_test, desc, cudaGetErrorName(q));
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    /* cudaMemcpy runs on the legacy default stream, which does not wait for
+     * a non-blocking stream: it sees only what the call finished. */
+    to_host(got_dev, drecv, bytes);
+    if (m == CC_COLL_METHOD_SKETCH) expect_close_to_host(d, got_dev, got_host, n, sketch_tol(d), desc);
+    else if (m == CC_COLL_METHOD_LOWRANK) expect_close_to_host(d, got_dev, got_host, n, lowrank_tol(d), desc);
+    else expect_equal(d, got_dev, got_host, n, desc);
+    if (use_memset && m == CC_COLL_METHOD_NONE)
+        for (size_t i = 0; i < n; ++i)
+            CHECK(got_dev[i] == 3.0039215087890625f * (float)g_size, "stream: memset input summed");
+
+    CHECK_CUDA(cudaStreamDestroy(s));
+    CHECK_CUDA(cudaFree(dsend));
+    CHECK_CUDA(cudaFree(drecv));
+    CHECK_CUDA(cudaFreeHost(pinned));
+    free(x);
+    free(got_host);
+    free(got_dev);
+    free(hsend);
+}
+
+static void test_stream(cc_coll_comm_h hd)
+{
+    static const cc_coll_method_t methods[] = {CC_COLL_METHOD_NONE, CC_COLL_METHOD_TOPK, CC_COLL_METHOD_SKETCH,
+                                               CC_COLL_METHOD_LOWRANK};
+    cc_coll_comm_h hh = host_comm();
+    int tc = 0;
+    for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; ++mi)
+        for (int inplace = 0; inplace < 2; ++inplace, ++tc) stream_case(hd, hh, methods[mi], 0, inplace, tc);
+    stream_case(hd, hh, CC_COLL_METHOD_NONE, 1, 0, tc++);
+    stream_case(hd, hh, CC_COLL_METHOD_NONE, 1, 1, tc++);
+    CHECK_CC(cc_coll_ef_reset_all(hd));
+    CHECK_CC(cc_coll_comm_destroy(hh));
+}
+
+/* Host buffers with a non-NULL stream: the stream is synchronised first and
+ * the call runs the host path. */
+static void test_host_buffers_with_stream(cc_coll_comm_h h)
+{
+    const size_t n = 1000;
+    cudaStream_t s;
+    CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    float *buf = xmalloc(n * sizeof *buf);
+    for (size_t i = 0; i < n; ++i) buf[i] = (float)(i % 13);
+    const cc_coll_params_t p = method_params(CC_COLL_METHOD_NONE);
+    call_ok(cc_coll_allreduce(buf, buf, n, CC_COLL_F32, CC_COLL_SUM, &p, h, (void *)s), "host buffers, stream");
+    for (size_t i = 0; i < n; ++i) CHECK(buf[i] == (float)(i % 13) * (float)g_size, "host buffers, stream: sum");
+    CHECK_CUDA(cudaStreamDestroy(s));
+    free(buf);
+}
+
+/* ---- argument errors ---------------------------------------------------------- */
+
+static void test_errors(cc_coll_comm_h h)
+{
+    static const cc_coll_method_t methods[] = {CC_COLL_METHOD_NONE, CC_COLL_METHOD_TOPK, CC_COLL_METHOD_SKETCH,
+                                               CC_COLL_METHOD_LOWRANK};
+    const size_t n = 4096;
+    float *dev = dmalloc(n * sizeof(float)), *dev2 = dmalloc(n * sizeof(float));
+    float *host = xcalloc(n, sizeof(float));
+    CHECK_CUDA(cudaMemset(dev, 0, n * sizeof(float)));
+    for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; ++mi) {
+        const cc_coll_params_t p = params_for(methods[mi], 1);
+        char desc[120];
+        snprintf(desc, sizeof desc, "%s: sendbuf on the device, recvbuf on the host", method_name(methods[mi]));
+        expect_status(cc_coll_allreduce(dev, host, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), CC_COLL_ERR_INVALID_ARG,
+                      desc);
+        snprintf(desc, sizeof desc, "%s: sendbuf on the host, recvbuf on the device", method_name(methods[mi]));
+        expect_status(cc_coll_allreduce(host, dev, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), CC_COLL_ERR_INVALID_ARG,
+                      desc);
+        snprintf(desc, sizeof desc, "%s: NULL sendbuf, device recvbuf, count > 0", method_name(methods[mi]));
+        expect_status(cc_coll_allreduce(NULL, dev, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), CC_COLL_ERR_INVALID_ARG,
+                      desc);
+        snprintf(desc, sizeof desc, "%s: device sendbuf, NULL recvbuf, count > 0", method_name(methods[mi]));
+        expect_status(cc_coll_allreduce(dev, NULL, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), CC_COLL_ERR_INVALID_ARG,
+                      desc);
+        snprintf(desc, sizeof desc, "%s: count 0, device buffers", method_name(methods[mi]));
+        call_ok(cc_coll_allreduce(dev, dev2, 0, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), desc);
+        snprintf(desc, sizeof desc, "%s: count 0, device buffers, in place", method_name(methods[mi]));
+        call_ok(cc_coll_allreduce(dev, dev, 0, CC_COLL_F32, CC_COLL_AVG, &p, h, NULL), desc);
+    }
+    /* A device buffer on another device than the current one. */
+    int ndev = 0, cur = 0;
+    CHECK_CUDA(cudaGetDeviceCount(&ndev));
+    CHECK_CUDA(cudaGetDevice(&cur));
+    if (ndev > 1) {
+        float *other = NULL;
+        CHECK_CUDA(cudaSetDevice((cur + 1) % ndev));
+        other = dmalloc(n * sizeof(float));
+        CHECK_CUDA(cudaSetDevice(cur));
+        const cc_coll_params_t p = method_params(CC_COLL_METHOD_NONE);
+        expect_status(cc_coll_allreduce(other, dev, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), CC_COLL_ERR_INVALID_ARG,
+                      "sendbuf on another device than the current one");
+        CHECK_CUDA(cudaFree(other));
+    }
+    CHECK_CUDA(cudaFree(dev));
+    CHECK_CUDA(cudaFree(dev2));
+    free(host);
+    CHECK_CC(cc_coll_ef_reset_all(h));
+}
+
+/* ---- 16 MiB+ tensors ------------------------------------------------------------ */
+
+/* 4 Mi + 1000 F32 elements (16 MiB and a partial staging chunk) per method,
+ * device against host. */
+static void test_large(cc_coll_comm_h hd)
+{
+    const size_t n = ((size_t)16 << 20) / sizeof(float) + 1000;
+    const cc_coll_dtype_t d = CC_COLL_F32;
+    cc_coll_comm_h hh = host_comm();
+    static const cc_coll_method_t sparse[] = {CC_COLL_METHOD_NONE, CC_COLL_METHOD_TOPK, CC_COLL_METHOD_SKETCH};
+    float *packed = xmalloc(n * sizeof(float)), *got_dev = xmalloc(n * sizeof(float)),
+          *got_host = xmalloc(n * sizeof(float));
+    double *x = xmalloc(n * sizeof *x);
+    for (size_t mi = 0; mi < sizeof sparse / sizeof sparse[0]; ++mi) {
+        const cc_coll_method_t m = sparse[mi];
+        char desc[160];
+        snprintf(desc, sizeof desc, "%s F32 SUM n=%zu (P=%d)", method_name(m), n, g_size);
+        cc_coll_params_t p = params_for(m, 1);
+        if (m != CC_COLL_METHOD_NONE) p.density = 0.001;
+        method_data(m, d, x, n, seed_for(g_rank, 700 + (int)mi));
+        pack(d, x, n, packed);
+        const cc_coll_stats_t dev0 = stats_of(hd), host0 = stats_of(hh);
+        run_both(hd, hh, &p, d, CC_COLL_SUM, (int)(mi & 1), packed, n, got_dev, got_host, desc);
+        const cc_coll_stats_t dev1 = stats_of(hd), host1 = stats_of(hh);
+        expect_same_counts(&dev0, &dev1, &host0, &host1, desc);
+        if (m == CC_COLL_METHOD_SKETCH) expect_close_to_host(d, got_dev, got_host, n, sketch_tol(d), desc);
+        else expect_equal(d, got_dev, got_host, n, desc);
+    }
+    free(x);
+    free(packed);
+    free(got_dev);
+    free(got_host);
+
+    /* LOWRANK: 2048 x 2048 (16 MiB), data of rank 2 at rank 4 (QR). */
+    {
+        const size_t rows = 2048, cols = 2048, nl = rows * cols;
+        char desc[160];
+        snprintf(desc, sizeof desc, "LOWRANK F32 AVG %zu x %zu, data rank 2, rank 4 (P=%d)", rows, cols, g_size);
+        double *xl = xmalloc(nl * sizeof *xl), *want = xmalloc(nl * sizeof *want);
+        float *pk = xmalloc(nl * sizeof(float)), *gd = xmalloc(nl * sizeof(float)), *gh = xmalloc(nl * sizeof(float));
+        lowrank_input(d, nl, rows, cols, 2, 0xb16ull, g_rank, xl);
+        lowrank_reference(d, CC_COLL_AVG, nl, rows, cols, 2, 0xb16ull, want);
+        pack(d, xl, nl, pk);
+        const cc_coll_params_t p = keyed(with_ef(lowrank_params(rows, cols, 4), 1), next_key());
+        run_both(hd, hh, &p, d, CC_COLL_AVG, 0, pk, nl, gd, gh, desc);
+        const double err_dev = rel_err(d, gd, want, nl), err_host = rel_err(d, gh, want, nl);
+        if (!(err_dev < lowrank_tol(d)) || !(err_host < lowrank_tol(d))) {
+            fprintf(stderr, "[rank %d] %s: relative error device %.3g, host %.3g, expected < %.1g\n", g_rank, desc,
+                    err_dev, err_host, lowrank_tol(d));
+            die("%s: rank >= data rank must recover the sum on both paths", desc, 0);
+        }
+        free(xl);
+        free(want);
+        free(pk);
+        free(gd);
+        free(gh);
+    }
+    CHECK_CC(cc_coll_ef_reset_all(hd));
+    CHECK_CC(cc_coll_comm_destroy(hh));
+}
+
+/* ---- setup: the device, or why the suite skips -------------------------------- */
+
+static void skip(const char *why)
+{
+    printf("gpu_allreduce: %s, skipping\n", why);
+    fflush(stdout);
+    MPI_Finalize();
+    exit(SKIP_STATUS);
+}
+
+/* With CC_COLL_CUDA_TRANSPORT=direct and an MPI that is not CUDA-aware, every
+ * method's call on device buffers is CC_COLL_ERR_NOT_SUPPORTED. */
+static void check_direct_not_supported(void)
+{
+    static const cc_coll_method_t methods[] = {CC_COLL_METHOD_NONE, CC_COLL_METHOD_TOPK, CC_COLL_METHOD_SKETCH,
+                                               CC_COLL_METHOD_LOWRANK};
+    g_test = "direct_without_cuda_aware_mpi";
+    cc_coll_comm_h h = NULL;
+    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
+    const size_t n = 4096;
+    float *dev = dmalloc(n * sizeof(float));
+    CHECK_CUDA(cudaMemset(dev, 0, n * sizeof(float)));
+    for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; ++mi) {
+        const cc_coll_params_t p = params_for(methods[mi], 1);
+        char desc[120];
+        snprintf(desc, sizeof desc, "%s on device buffers, CC_COLL_CUDA_TRANSPORT=direct, MPI not CUDA-aware",
+                 method_name(methods[mi]));
+        expect_status(cc_coll_allreduce(dev, dev, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL),
+                      CC_COLL_ERR_NOT_SUPPORTED, desc);
+    }
+    CHECK_CUDA(cudaFree(dev));
+    CHECK_CC(cc_coll_comm_destroy(h));
+    MPI_Barrier(MPI_COMM_WORLD);
+    g_test = "";
+}
+
+static void setup(void)
+{
+    /* The settings these tests rely on come from params, never from the
+     * environment the test happens to run in (CC_COLL_CUDA_TRANSPORT and
+     * CC_COLL_CUDA_STAGING_CHUNK are kept: they pick the path under test). */
+    static const char *const vars[] = {"CC_COLL_METHOD",       "CC_COLL_DENSITY",
+                                       "CC_COLL_SPARSIFIER",   "CC_COLL_ZERO_FRACTION",
+                                       "CC_COLL_LOAD_FACTOR",  "CC_COLL_SEED",
+                                       "CC_COLL_EF",           "CC_COLL_EF_MAX_BYTES",
+                                       "CC_COLL_LOWRANK_RANK", "CC_COLL_LOWRANK_WARM_START",
+                                       "CC_COLL_LOWRANK_START_ITER", "CC_COLL_LOWRANK_MIN_COMPRESSION_RATE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i) unsetenv(vars[i]);
+
+    const int ndev = cc_coll_cuda_device_count();
+    if (ndev <= 0) skip("no CUDA device");
+
+    /* Ranks on one node share its devices round-robin. */
+    MPI_Comm node;
+    int local = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    CHECK_CUDA(cudaSetDevice(local % ndev));
+
+    const char *transport = getenv("CC_COLL_CUDA_TRANSPORT");
+    const int direct = transport != NULL && strcmp(transport, "direct") == 0;
+    if (g_rank == 0) {
+        struct cudaDeviceProp prop;
+        CHECK_CUDA(cudaGetDeviceProperties(&prop, local % ndev));
+        printf("gpu_allreduce: %d device(s), rank 0 on %s; CC_COLL_CUDA_TRANSPORT=%s; MPI CUDA-aware: %s\n", ndev,
+               prop.name, transport ? transport : "(unset: auto)", cc_coll_mpi_cuda_aware() ? "yes" : "no");
+        fflush(stdout);
+    }
+    if (direct && !cc_coll_mpi_cuda_aware()) {
+        check_direct_not_supported();
+        skip("CC_COLL_CUDA_TRANSPORT=direct needs a CUDA-aware MPI (cc_coll_mpi_cuda_aware() == 0): device calls "
+             "fail with CC_COLL_ERR_NOT_SUPPORTED as documented; the direct path cannot run here");
+    }
+}
+
+static const NamedTest kTests[] = {
+    {"agree_none", test_agree_none},
+    {"agree_topk", test_agree_topk},
+    {"agree_sketch", test_agree_sketch},
+    {"agree_lowrank", test_agree_lowrank},
+    {"ef_invariant", test_ef_invariant},
+    {"stream", test_stream},
+    {"host_buffers_with_stream", test_host_buffers_with_stream},
+    {"errors", test_errors},
+    {"large", test_large},
+};
+
+int main(int argc, char **argv)
+{
+    return run_suite(argc, argv, "gpu_allreduce", kTests, sizeof kTests / sizeof kTests[0], 1, setup);
+}
