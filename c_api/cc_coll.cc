@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -18,6 +19,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
+#include "gpu/gpu.hpp"
 #include "transport/mpi_transport.hpp"
 
 #if __has_include(<mpi-ext.h>)
@@ -181,8 +183,9 @@ cc_coll_status_t cc_coll_allreduce(const void *sendbuf, void *recvbuf, size_t co
         cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
         if (st != CC_COLL_OK) return st;
         if ((st = validate_reduction_args(fn, sendbuf, recvbuf, count, dtype, op)) != CC_COLL_OK) return st;
-        if ((st = check_host_buffers(fn, sendbuf, recvbuf, count, stream)) != CC_COLL_OK) return st;
-        return allreduce(*c, AllreduceArgs{sendbuf, recvbuf, count, dtype, op}, p);
+        bool on_device = false;
+        if ((st = locate_buffers(fn, sendbuf, recvbuf, count, stream, &on_device)) != CC_COLL_OK) return st;
+        return allreduce(*c, AllreduceArgs{sendbuf, recvbuf, count, dtype, op, on_device, stream}, p);
     });
 }
 
@@ -212,8 +215,24 @@ cc_coll_status_t cc_coll_reduce_scatter(const void *sendbuf, void *recvbuf, size
                             "the same pointer for in-place)",
                             fn, P);
         }
-        if ((st = check_host_buffers(fn, sendbuf, recvbuf, recvcount, stream)) != CC_COLL_OK) return st;
-        return reduce_scatter(*c, ReduceScatterArgs{sendbuf, recvbuf, recvcount, dtype, op}, p);
+        bool on_device = false;
+        if ((st = locate_buffers(fn, sendbuf, recvbuf, recvcount, stream, &on_device)) != CC_COLL_OK) return st;
+        if (!on_device) return reduce_scatter(*c, ReduceScatterArgs{sendbuf, recvbuf, recvcount, dtype, op}, p);
+        // Device buffers: the host algorithm on host copies; the residual
+        // keeps the device recvbuf's name.
+        const std::size_t es = dtype_size(dtype);
+        const bool in_place = sendbuf == recvbuf;
+        HostStaging staging(fn, stream);
+        unsigned char *hsend = nullptr, *hrecv = nullptr;
+        if ((st = staging.begin()) != CC_COLL_OK ||
+            (st = staging.in(sendbuf, recvcount * P * es, &hsend)) != CC_COLL_OK)
+            return st;
+        if (in_place) hrecv = hsend;
+        else if ((st = staging.in(recvbuf, recvcount * es, &hrecv)) != CC_COLL_OK) return st;
+        ReduceScatterArgs args{hsend, hrecv, recvcount, dtype, op};
+        args.key_buf = recvbuf;
+        if ((st = reduce_scatter(*c, args, p)) != CC_COLL_OK) return st;
+        return staging.out(recvbuf, hrecv, recvcount * es);
     });
 }
 
@@ -270,6 +289,20 @@ cc_coll_status_t cc_coll_ef_get_residual(cc_coll_comm_h comm, const cc_coll_para
         if (r->count != count || r->dtype != dtype)
             return fail(CC_COLL_ERR_MISMATCH, "%s: the residual holds %zu %s elements, not %zu %s", fn, r->count,
                         dtype_name(r->dtype), count, dtype_name(dtype));
+        if (r->on_device()) {  // the residual of a call on device buffers
+            std::vector<unsigned char> host(r->bytes());
+            if ((st = gpu::copy_to_host(host.data(), r->device.get(), host.size(), fn)) != CC_COLL_OK) return st;
+            for (std::size_t i = 0; i < count; ++i) {
+                if (dtype == CC_COLL_F64) {
+                    std::memcpy(&out[i], host.data() + i * sizeof(double), sizeof(double));
+                } else {
+                    float f;
+                    std::memcpy(&f, host.data() + i * sizeof(float), sizeof f);
+                    out[i] = f;
+                }
+            }
+            return CC_COLL_OK;
+        }
         if (dtype == CC_COLL_F64) std::copy(r->f64.begin(), r->f64.end(), out);
         else std::copy(r->f32.begin(), r->f32.end(), out);
         return CC_COLL_OK;
@@ -353,6 +386,8 @@ unsigned cc_coll_build_flags(void)
 #endif
     return flags;
 }
+
+int cc_coll_cuda_device_count(void) { return gpu::device_count(); }
 
 int cc_coll_mpi_cuda_aware(void)
 {

@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "collectives/allreduce.hpp"
 #include "compressors/lowrank/powersgd.hpp"
 #include "core/dtype.hpp"
+#include "gpu/gpu.hpp"
 #include "entry.hpp"
 
 using namespace cc_coll::detail;
@@ -55,6 +57,7 @@ cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void *const *sen
             return fail(CC_COLL_ERR_INVALID_OP, "%s: op = %d is not a cc_coll_op_t value (SUM, AVG)", fn,
                         static_cast<int>(op));
         std::vector<GroupTensor> tensors(ntensors);
+        bool on_device = false, located = false;
         for (std::size_t i = 0; i < ntensors; ++i) {
             char what[96];
             std::snprintf(what, sizeof what, "%s (tensor %zu)", fn, i);
@@ -66,9 +69,20 @@ cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void *const *sen
             const void *send = sendbufs == nullptr ? recvbufs[i] : sendbufs[i];
             if ((st = validate_reduction_args(what, send, recvbufs[i], counts[i], dtypes[i], op)) != CC_COLL_OK)
                 return st;
-            if ((st = check_host_buffers(what, send, recvbufs[i], counts[i], stream)) != CC_COLL_OK) return st;
-            tensors[i] = GroupTensor{AllreduceArgs{send, recvbufs[i], counts[i], dtypes[i], op}, p};
+            bool dev = false;
+            if ((st = locate_buffers(what, send, recvbufs[i], counts[i], stream, &dev)) != CC_COLL_OK) return st;
+            if (counts[i] > 0) {
+                if (located && dev != on_device)
+                    return fail(CC_COLL_ERR_INVALID_ARG,
+                                "%s: tensor %zu is in %s memory but an earlier tensor is in %s memory; a group's "
+                                "tensors must all be host or all be device memory",
+                                fn, i, dev ? "device" : "host", on_device ? "device" : "host");
+                on_device = dev;
+                located = true;
+            }
+            tensors[i] = GroupTensor{AllreduceArgs{send, recvbufs[i], counts[i], dtypes[i], op, dev, stream}, p};
         }
+        for (GroupTensor &t : tensors) t.args.on_device = on_device;
         // A tensor writing memory another tensor reads or writes would make
         // the result depend on the order in which the group runs them.
         const auto overlap = [](const void *x, std::size_t xb, const void *y, std::size_t yb) {
@@ -112,6 +126,24 @@ cc_coll_status_t cc_coll_lowrank_get_state(cc_coll_comm_h comm, const cc_coll_pa
         const std::size_t qn = s->cols * static_cast<std::size_t>(s->rank);
         if (p != nullptr) std::fill(p, p + pn, 0.0);
         if (q != nullptr) std::fill(q, q + qn, 0.0);
+        const std::size_t work = dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float);
+        if (s->device != nullptr) {  // a tensor on device buffers: factors in device memory
+            if (s->device_work != work) return CC_COLL_OK;
+            std::vector<unsigned char> host((pn + qn) * work);
+            if ((st = gpu::copy_to_host(host.data(), s->device.get(), host.size(), fn)) != CC_COLL_OK) return st;
+            for (std::size_t i = 0; i < pn + qn; ++i) {
+                double v = 0;
+                if (work == sizeof(double)) std::memcpy(&v, host.data() + i * work, sizeof v);
+                else {
+                    float f;
+                    std::memcpy(&f, host.data() + i * work, sizeof f);
+                    v = f;
+                }
+                double *dst = i < pn ? p : q;
+                if (dst != nullptr) dst[i < pn ? i : i - pn] = v;
+            }
+            return CC_COLL_OK;
+        }
         if (dtype == CC_COLL_F64) {
             copy_out(s->p<double>(), pn, p);
             copy_out(s->q<double>(), qn, q);
@@ -145,6 +177,29 @@ cc_coll_status_t cc_coll_lowrank_set_q(cc_coll_comm_h comm, const cc_coll_params
         state.rank = s.rank;
         state.p_f32.clear();
         state.p_f64.clear();
+        state.device.reset();
+        state.device_work = 0;
+        if (count > 0 && gpu::locate(recvbuf) == gpu::Location::Device) {
+            // The tensor lives on the device: so do its factors (P zero, then Q).
+            state.q_f32.clear();
+            state.q_f64.clear();
+            const std::size_t pn = s.rows * static_cast<std::size_t>(s.rank);
+            const std::size_t work = dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float);
+            std::vector<unsigned char> host((pn + n) * work, 0);
+            for (std::size_t i = 0; i < n; ++i) {
+                if (work == sizeof(double)) std::memcpy(host.data() + (pn + i) * work, &q[i], work);
+                else {
+                    const float f = static_cast<float>(q[i]);
+                    std::memcpy(host.data() + (pn + i) * work, &f, work);
+                }
+            }
+            std::shared_ptr<void> dev = gpu::device_zeroed(host.size(), &st);
+            if (dev == nullptr) return st;
+            if ((st = gpu::copy_to_device(dev.get(), host.data(), host.size(), fn)) != CC_COLL_OK) return st;
+            state.device = dev;
+            state.device_work = work;
+            return CC_COLL_OK;
+        }
         if (dtype == CC_COLL_F64) {
             state.q_f64.assign(q, q + n);
             state.q_f32.clear();

@@ -95,8 +95,15 @@ cc_coll_status_t cc_coll_send(const void *buf, size_t count, cc_coll_dtype_t dty
                         "%s: compress = 1 with method sketch: SKETCH is a collective method and cannot compress a "
                         "point-to-point message (use LOWRANK, TOPK or NONE)",
                         fn);
-        if ((st = check_host_buffers(fn, buf, nullptr, count, stream)) != CC_COLL_OK) return st;
-        return p2p_send(*c, SendArgs{buf, count, dtype, dest, tag, compress == 1}, p);
+        bool on_device = false;
+        if ((st = locate_buffers(fn, buf, nullptr, count, stream, &on_device)) != CC_COLL_OK) return st;
+        if (!on_device) return p2p_send(*c, SendArgs{buf, count, dtype, dest, tag, compress == 1}, p);
+        // Device buffer: the host algorithm on a host copy.
+        HostStaging staging(fn, stream);
+        unsigned char *host = nullptr;
+        if ((st = staging.begin()) != CC_COLL_OK || (st = staging.in(buf, count * dtype_size(dtype), &host)) != CC_COLL_OK)
+            return st;
+        return p2p_send(*c, SendArgs{host, count, dtype, dest, tag, compress == 1}, p);
     });
 }
 
@@ -108,8 +115,18 @@ cc_coll_status_t cc_coll_recv(void *buf, size_t count, cc_coll_dtype_t dtype, in
         std::shared_ptr<Comm> c;
         CallParams p;
         cc_coll_status_t st = begin_p2p(fn, comm, params, buf, count, dtype, "source", source, tag, &c, &p);
-        if (st != CC_COLL_OK || (st = check_host_buffers(fn, nullptr, buf, count, stream)) != CC_COLL_OK) return st;
-        return p2p_recv(*c, RecvArgs{buf, count, dtype, source, tag}, p);
+        bool on_device = false;
+        if (st != CC_COLL_OK || (st = locate_buffers(fn, nullptr, buf, count, stream, &on_device)) != CC_COLL_OK)
+            return st;
+        if (!on_device) return p2p_recv(*c, RecvArgs{buf, count, dtype, source, tag}, p);
+        // Device buffer: received into a host copy, copied up on success (a
+        // mismatch leaves buf untouched, as on the host).
+        const std::size_t bytes = count * dtype_size(dtype);
+        HostStaging staging(fn, stream);
+        unsigned char *host = nullptr;
+        if ((st = staging.begin()) != CC_COLL_OK || (st = staging.in(buf, bytes, &host)) != CC_COLL_OK) return st;
+        if ((st = p2p_recv(*c, RecvArgs{host, count, dtype, source, tag}, p)) != CC_COLL_OK) return st;
+        return staging.out(buf, host, bytes);
     });
 }
 

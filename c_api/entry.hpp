@@ -1,12 +1,13 @@
 // Helpers every extern "C" entry point uses: the exception guard, handle
-// lookup, the MPI liveness check, the collective preamble and the
-// host-buffer check. Included only by the c_api sources.
+// lookup, the MPI liveness check, the collective preamble, where the
+// buffers live and host staging of device buffers. Included only by the c_api sources.
 #pragma once
 
 #include <cstddef>
 #include <exception>
 #include <memory>
 #include <new>
+#include <vector>
 
 #include "cc_coll.h"
 #include "core/comm.hpp"
@@ -14,6 +15,7 @@
 #include "core/ef_store.hpp"
 #include "core/error.hpp"
 #include "core/params.hpp"
+#include "gpu/gpu.hpp"
 #include "transport/mpi_transport.hpp"
 
 namespace cc_coll::detail {
@@ -66,17 +68,66 @@ inline cc_coll_status_t begin_call(const char *fn, cc_coll_comm_h comm, const cc
     return resolve_params(params, (*c)->config(), p);
 }
 
-// Device buffers and streams are not supported yet.
-inline cc_coll_status_t check_host_buffers(const char *fn, const void *sendbuf, const void *recvbuf, std::size_t count,
-                                    void *stream)
+// Where a call's buffers live (see "Device buffers and streams" in
+// cc_coll.h): *on_device when they are device memory. Buffers in different
+// kinds of memory, or on another device than the current one, are
+// CC_COLL_ERR_INVALID_ARG. With host buffers a stream is synchronised here
+// (work on it may still be producing sendbuf); device algorithms order their
+// kernels after it instead. nullptr buffers are not examined.
+inline cc_coll_status_t locate_buffers(const char *fn, const void *sendbuf, const void *recvbuf, std::size_t count,
+                                       void *stream, bool *on_device)
 {
-    if (stream != nullptr)
-        return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: stream must be NULL (device buffers are not supported yet)", fn);
-    if (count > 0 && (is_device_memory(sendbuf) || is_device_memory(recvbuf)))
-        return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: %s is device memory, which this version does not support", fn,
-                    is_device_memory(sendbuf) ? "sendbuf" : "recvbuf");
-    return CC_COLL_OK;
+    *on_device = false;
+    if (!(cc_coll_build_flags() & CC_COLL_BUILD_CUDA) && stream != nullptr)
+        return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: stream is not NULL but this build has no CUDA support", fn);
+    if (count > 0) {
+        const bool send_dev = sendbuf != nullptr && gpu::locate(sendbuf) == gpu::Location::Device;
+        const bool recv_dev = recvbuf != nullptr && gpu::locate(recvbuf) == gpu::Location::Device;
+        if (sendbuf != nullptr && recvbuf != nullptr && send_dev != recv_dev)
+            return fail(CC_COLL_ERR_INVALID_ARG,
+                        "%s: sendbuf is %s memory but recvbuf is %s memory; a call's buffers must both be host or "
+                        "both be device memory",
+                        fn, send_dev ? "device" : "host", recv_dev ? "device" : "host");
+        *on_device = send_dev || recv_dev;
+        if (*on_device) {
+            const int dev = gpu::device_of(send_dev ? sendbuf : recvbuf), cur = gpu::current_device();
+            if (dev != cur)
+                return fail(CC_COLL_ERR_INVALID_ARG,
+                            "%s: the buffers are on CUDA device %d but the calling thread's current device is %d "
+                            "(cudaSetDevice(%d) first)",
+                            fn, dev, cur, dev);
+            if (send_dev && recv_dev && gpu::device_of(recvbuf) != dev)
+                return fail(CC_COLL_ERR_INVALID_ARG, "%s: sendbuf is on CUDA device %d but recvbuf on device %d", fn,
+                            dev, gpu::device_of(recvbuf));
+            return CC_COLL_OK;
+        }
+    }
+    return stream != nullptr ? gpu::synchronize(stream, fn) : CC_COLL_OK;
 }
+
+// Host copies of device buffers, for the entry points that run their host
+// algorithm on device data: in() copies `bytes` of device memory into a new
+// host buffer (after the caller's stream), out() copies host memory back.
+class HostStaging {
+public:
+    HostStaging(const char *fn, void *stream) : fn_(fn), stream_(stream) {}
+    cc_coll_status_t begin() { return gpu::synchronize(stream_, fn_); }
+    cc_coll_status_t in(const void *device, std::size_t bytes, unsigned char **host)
+    {
+        buffers_.emplace_back(bytes > 0 ? bytes : 1);
+        *host = buffers_.back().data();
+        return gpu::copy_to_host(*host, device, bytes, fn_);
+    }
+    cc_coll_status_t out(void *device, const void *host, std::size_t bytes)
+    {
+        return gpu::copy_to_device(device, host, bytes, fn_);
+    }
+
+private:
+    const char *fn_;
+    void *stream_;
+    std::vector<std::vector<unsigned char>> buffers_;
+};
 
 // The residual key a call with these arguments would use.
 inline cc_coll_status_t ef_key_of(const char *fn, const Comm &c, const cc_coll_params_t *params, const void *recvbuf,

@@ -40,6 +40,7 @@
 #include "core/comm.hpp"
 #include "core/config.hpp"
 #include "core/ef_store.hpp"
+#include "gpu/gpu.hpp"
 #include "transport/mpi_transport.hpp"
 
 #define CC_PRELOAD_EXPORT extern "C" __attribute__((visibility("default")))
@@ -379,9 +380,10 @@ Entry *entry_for(MPI_Comm comm)
 }
 
 // Conditions the library would detect on some ranks only, before any
-// communication: a new residual over CC_COLL_EF_MAX_BYTES (bit 1), device
-// memory (bit 2). Agreed on over the private duplicate so that every rank
-// passes the call through together. Runs only when such a condition can
+// communication: a new residual over CC_COLL_EF_MAX_BYTES (bit 1), and
+// ranks that disagree on where the buffers are (bit 2: device memory on some
+// rank, bit 4: host memory on some rank). Agreed on over the private
+// duplicate so that every rank passes the call through together. Runs only when such a condition can
 // arise (a cap is set; a CUDA build with a CUDA-aware MPI).
 int preflight(const Entry &e, const void *src, void *recv, std::size_t count, cc_coll_dtype_t dtype)
 {
@@ -396,7 +398,10 @@ int preflight(const Entry &e, const void *src, void *recv, std::size_t count, cc
         const std::uint64_t need = count * (dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float));
         if (c->ef().bytes() + need > c->ef().max_bytes()) bits |= 1;
     }
-    if (s.preflight_device && (is_device_memory(src) || is_device_memory(recv))) bits |= 2;
+    if (s.preflight_device) {
+        const bool device = gpu::locate(src) == gpu::Location::Device || gpu::locate(recv) == gpu::Location::Device;
+        bits |= device ? 2 : 4;
+    }
     if (PMPI_Allreduce(MPI_IN_PLACE, &bits, 1, MPI_INT, MPI_BOR, c->mpi()) != MPI_SUCCESS) return 0;
     return bits;
 }
@@ -439,10 +444,11 @@ bool intercept(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op 
         if (bits & 1)
             report_once(CC_COLL_ERR_EF_LIMIT, e->rank, "CC_COLL_EF_MAX_BYTES reached",
                         "a new error-feedback residual would pass the cap on some rank");
-        if (bits & 2)
-            report_once(CC_COLL_ERR_NOT_SUPPORTED, e->rank, "device buffers",
-                        "libcc_coll does not compress device memory in this version");
-        if (bits != 0) return false;
+        const bool mixed = (bits & 6) == 6;
+        if (mixed)
+            report_once(CC_COLL_ERR_MISMATCH, e->rank, "device buffers",
+                        "some ranks pass device memory and others host memory to this MPI_Allreduce");
+        if ((bits & 1) != 0 || mixed) return false;
 
         cc_coll_params_t p{};
         p.mask = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_DENSITY | CC_COLL_PARAMS_FIELD_EF;

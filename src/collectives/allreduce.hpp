@@ -21,6 +21,8 @@ struct AllreduceArgs {
     std::size_t count;
     cc_coll_dtype_t dtype;
     cc_coll_op_t op;
+    bool on_device = false;  // send and recv are device memory
+    void *stream = nullptr;  // the caller's cudaStream_t (device buffers)
 };
 
 // Runs the algorithm for `params.method` and adds the call to comm's stats.
@@ -62,5 +64,28 @@ cc_coll_status_t allreduce_group(Comm &comm, const std::vector<GroupTensor> &ten
 cc_coll_status_t allreduce_lowrank(Comm &comm, const std::vector<GroupTensor> &tensors,
                                    const std::vector<std::size_t> &idx, const std::vector<lowrank::Shape> &shapes,
                                    const std::vector<LowRankState *> &states, StatsSnapshot *stats);
+
+// The Gaussian stream of LOWRANK tensor `position` of a group: identical on
+// every rank for the same position, shape and call count.
+std::uint64_t lowrank_q_stream(std::size_t position, const lowrank::Shape &s, std::uint64_t calls);
+
+// --- device buffers (allreduce_device.cc, builds with CUDA) -----------------
+// The same algorithms as above with every O(count) step in CUDA kernels and
+// the data moved by the device transport; same wire formats, same decisions.
+// Each waits for the work queued on args.stream before its first transfer
+// and returns with its own work on the stream finished.
+cc_coll_status_t allreduce_passthrough_device(Comm &comm, const AllreduceArgs &args, StatsSnapshot *stats);
+cc_coll_status_t allreduce_sparse_allgather_device(Comm &comm, const AllreduceArgs &args, const CallParams &params,
+                                                   StatsSnapshot *stats);
+cc_coll_status_t allreduce_sketch_device(Comm &comm, const AllreduceArgs &args, const CallParams &params,
+                                         StatsSnapshot *stats);
+cc_coll_status_t allreduce_lowrank_device(Comm &comm, const std::vector<GroupTensor> &tensors,
+                                          const std::vector<std::size_t> &idx,
+                                          const std::vector<lowrank::Shape> &shapes,
+                                          const std::vector<LowRankState *> &states, StatsSnapshot *stats);
+// A group's dense batch of one dtype on device buffers: packed on the
+// device, one allreduce, unpacked.
+cc_coll_status_t dense_batch_device(Comm &comm, const std::vector<GroupTensor> &tensors,
+                                    const std::vector<std::size_t> &idx, cc_coll_dtype_t dtype, StatsSnapshot *stats);
 
 }  // namespace cc_coll::detail

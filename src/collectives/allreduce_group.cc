@@ -7,6 +7,8 @@
 //  2. One 16-byte MPI_Allreduce checks that every rank has the same plan
 //     (counts, dtypes, methods, shapes, ranks, call counts, op).
 //  3. The dense batch: one MPI_Allreduce per dtype over the packed tensors.
+// Groups on device buffers take the same plan and the same steps with the
+// device algorithms (allreduce_device.cc).
 //  4. The compressed LOWRANK tensors together (allreduce_lowrank).
 //  5. TOPK and SKETCH tensors one by one.
 #include <climits>
@@ -55,6 +57,7 @@ cc_coll_status_t make_plan(Comm &comm, const std::vector<GroupTensor> &tensors, 
         h = mix(h, static_cast<std::uint64_t>(t.args.dtype));
         h = mix(h, static_cast<std::uint64_t>(t.args.op));
         h = mix(h, static_cast<std::uint64_t>(p.method));
+        h = mix(h, t.args.on_device ? 1u : 0u);
         if (t.args.count == 0) continue;
         if (p.method == CC_COLL_METHOD_NONE) {
             plan->route[i] = Route::Dense;
@@ -190,27 +193,39 @@ cc_coll_status_t allreduce_group(Comm &comm, const std::vector<GroupTensor> &ten
                     "in the same order");
 
     StatsSnapshot call;
+    // Every tensor of a group is in the same kind of memory (the C API checks).
+    const bool on_device = tensors.front().args.on_device;
     // 3. Dense batch, one allreduce per dtype.
     for (int d = CC_COLL_F32; d <= CC_COLL_BF16; ++d) {
         std::vector<std::size_t> idx;
         for (std::size_t i = 0; i < tensors.size(); ++i)
             if (plan.route[i] == Route::Dense && tensors[i].args.dtype == d) idx.push_back(i);
         if (idx.empty()) continue;
-        if ((st = dense_batch(comm, tensors, idx, static_cast<cc_coll_dtype_t>(d), &call)) != CC_COLL_OK) return st;
+        const cc_coll_dtype_t dt = static_cast<cc_coll_dtype_t>(d);
+        st = on_device ? dense_batch_device(comm, tensors, idx, dt, &call) : dense_batch(comm, tensors, idx, dt, &call);
+        if (st != CC_COLL_OK) return st;
     }
     // 4. Compressed LOWRANK tensors.
     std::vector<std::size_t> low;
     for (std::size_t i = 0; i < tensors.size(); ++i)
         if (plan.route[i] == Route::LowRank) low.push_back(i);
-    if (!low.empty() && (st = allreduce_lowrank(comm, tensors, low, plan.shape, plan.state, &call)) != CC_COLL_OK) return st;
+    if (!low.empty()) {
+        st = on_device ? allreduce_lowrank_device(comm, tensors, low, plan.shape, plan.state, &call)
+                       : allreduce_lowrank(comm, tensors, low, plan.shape, plan.state, &call);
+        if (st != CC_COLL_OK) return st;
+    }
     for (std::size_t i = 0; i < tensors.size(); ++i)
         if (plan.state[i] != nullptr) ++plan.state[i]->calls;
     // 5. TOPK and SKETCH, one by one.
     for (std::size_t i = 0; i < tensors.size(); ++i) {
         if (plan.route[i] != Route::Other) continue;
         const GroupTensor &t = tensors[i];
-        st = t.params.method == CC_COLL_METHOD_TOPK ? allreduce_sparse_allgather(comm, t.args, t.params, &call)
-                                                     : allreduce_sketch(comm, t.args, t.params, &call);
+        if (t.params.method == CC_COLL_METHOD_TOPK)
+            st = on_device ? allreduce_sparse_allgather_device(comm, t.args, t.params, &call)
+                           : allreduce_sparse_allgather(comm, t.args, t.params, &call);
+        else
+            st = on_device ? allreduce_sketch_device(comm, t.args, t.params, &call)
+                           : allreduce_sketch(comm, t.args, t.params, &call);
         if (st != CC_COLL_OK) return st;
     }
     for (const GroupTensor &t : tensors) {

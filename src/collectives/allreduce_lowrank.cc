@@ -42,17 +42,6 @@ struct Item {
     bool dense = false;  // non-finite: allreduced densely instead
 };
 
-// The Gaussian stream of a tensor: identical on every rank for the same
-// position in the group, shape and call count.
-std::uint64_t q_stream(std::size_t position, const lowrank::Shape &s, std::uint64_t calls)
-{
-    std::uint64_t h = 0x6c6f7772616e6bull;  // "lowrank"
-    for (std::uint64_t v : {static_cast<std::uint64_t>(position), static_cast<std::uint64_t>(s.rows),
-                            static_cast<std::uint64_t>(s.cols), static_cast<std::uint64_t>(s.rank), calls})
-        h = (h ^ v) * 0x100000001b3ull + (h >> 29);
-    return h;
-}
-
 template <typename W>
 void undo_all(std::vector<Item> &items)
 {
@@ -125,7 +114,7 @@ cc_coll_status_t lowrank_batch(Comm &comm, const std::vector<GroupTensor> &tenso
         const bool half = is_half(it.t->args.dtype);
         W *q = qbuf.data() + it.q_off;
         const bool warm = p.warm_start && it.state->has_q<W>(s.rows, s.cols, s.rank);
-        lowrank::start_q<W>(warm ? it.state->q<W>().data() : nullptr, p.seed, q_stream(j, s, it.state->calls), s,
+        lowrank::start_q<W>(warm ? it.state->q<W>().data() : nullptr, p.seed, lowrank_q_stream(j, s, it.state->calls), s,
                             half, q);
         lowrank::multiply_mq<W>(static_cast<const W *>(it.m), s, q, pbuf.data() + it.p_off);
     }
@@ -209,6 +198,15 @@ cc_coll_status_t lowrank_batch(Comm &comm, const std::vector<GroupTensor> &tenso
 }
 
 }  // namespace
+
+std::uint64_t lowrank_q_stream(std::size_t position, const lowrank::Shape &s, std::uint64_t calls)
+{
+    std::uint64_t h = 0x6c6f7772616e6bull;  // "lowrank"
+    for (std::uint64_t v : {static_cast<std::uint64_t>(position), static_cast<std::uint64_t>(s.rows),
+                            static_cast<std::uint64_t>(s.cols), static_cast<std::uint64_t>(s.rank), calls})
+        h = (h ^ v) * 0x100000001b3ull + (h >> 29);
+    return h;
+}
 
 cc_coll_status_t allreduce_lowrank(Comm &comm, const std::vector<GroupTensor> &tensors,
                                    const std::vector<std::size_t> &idx, const std::vector<lowrank::Shape> &shapes,

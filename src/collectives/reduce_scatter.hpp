@@ -18,6 +18,11 @@ struct ReduceScatterArgs {
     std::size_t recvcount;  // elements per shard
     cc_coll_dtype_t dtype;
     cc_coll_op_t op;
+    // The address that names the residual (EfKey::from): recv unless set. A
+    // call on device buffers staged through host memory names it by its
+    // device recvbuf, as a direct call would.
+    const void *key_buf = nullptr;
+    const void *key() const { return key_buf != nullptr ? key_buf : recv; }
 };
 
 // Runs the algorithm for `params.method` and adds the call to comm's stats.

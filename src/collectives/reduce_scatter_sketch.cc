@@ -43,7 +43,7 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
 
     W *g = nullptr;
     Residual *res = nullptr;
-    cc_coll_status_t st = load_input<W>(comm, p, a.send, a.recv, n, a.dtype, true, &g, &res);
+    cc_coll_status_t st = load_input<W>(comm, p, a.send, a.key(), n, a.dtype, true, &g, &res);
     if (st != CC_COLL_OK) return st;
 
     // 1-2. Select; per-shard bitmaps with the non-finite flag.

@@ -41,7 +41,7 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
     const bool lossless_dense = dense_only && (a.dtype == CC_COLL_F32 || a.dtype == CC_COLL_F64);
     W *g = nullptr;
     Residual *res = nullptr;
-    cc_coll_status_t st = load_input<W>(comm, p, a.send, a.recv, n, a.dtype, !lossless_dense, &g, &res);
+    cc_coll_status_t st = load_input<W>(comm, p, a.send, a.key(), n, a.dtype, !lossless_dense, &g, &res);
     if (st != CC_COLL_OK) return st;
     if (dense_only) {
         stats->time_compress += now_seconds() - t0;

@@ -39,6 +39,9 @@ public:
     // Scratch memory owned by the collectives layer (type-erased here so
     // that core does not depend on it); see collectives/workspace.hpp.
     std::shared_ptr<void> &workspace_slot() { return workspace_; }
+    // The device-side counterpart (handles, transport, device scratch) for
+    // calls on device buffers; see collectives/allreduce_device.cc.
+    std::shared_ptr<void> &device_slot() { return device_; }
 
 private:
     MPI_Comm mpi_;
@@ -51,6 +54,7 @@ private:
     EfStore lep_;
     LowRankStore lep_lowrank_;
     std::shared_ptr<void> workspace_;
+    std::shared_ptr<void> device_;
 };
 
 // Registers a communicator and returns its new handle.

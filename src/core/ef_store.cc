@@ -41,7 +41,8 @@ std::size_t EfKeyHash::operator()(const EfKey &k) const
     return static_cast<std::size_t>(h);
 }
 
-cc_coll_status_t EfStore::find_matching(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out)
+cc_coll_status_t EfStore::find_matching(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out,
+                                        bool on_device)
 {
     auto it = residuals_.find(key);
     if (it == residuals_.end()) {
@@ -55,13 +56,19 @@ cc_coll_status_t EfStore::find_matching(const EfKey &key, std::size_t count, cc_
                     "another key or cc_coll_ef_reset() first",
                     static_cast<unsigned long long>(key.key), r.count, dtype_name(r.dtype), count,
                     dtype_name(dtype));
+    if (r.on_device() != on_device)
+        return fail(CC_COLL_ERR_MISMATCH,
+                    "the residual of this tensor is in %s memory but this call's buffers are %s memory; use "
+                    "another key or cc_coll_ef_reset() first",
+                    r.on_device() ? "device" : "host", on_device ? "device" : "host");
     *out = &r;
     return CC_COLL_OK;
 }
 
-cc_coll_status_t EfStore::acquire(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out)
+cc_coll_status_t EfStore::acquire(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out,
+                                  DeviceAllocator device)
 {
-    cc_coll_status_t st = find_matching(key, count, dtype, out);
+    cc_coll_status_t st = find_matching(key, count, dtype, out, device != nullptr);
     if (st != CC_COLL_OK || *out != nullptr) return st;
     const std::uint64_t need = count * (dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float));
     if (max_bytes_ != 0 && bytes_ + need > max_bytes_)
@@ -75,8 +82,14 @@ cc_coll_status_t EfStore::acquire(const EfKey &key, std::size_t count, cc_coll_d
     Residual r;
     r.dtype = dtype;
     r.count = count;
-    if (dtype == CC_COLL_F64) r.f64.assign(count, 0.0);
-    else r.f32.assign(count, 0.0f);
+    if (device != nullptr) {
+        r.device = device(need, &st);
+        if (r.device == nullptr) return st;
+    } else if (dtype == CC_COLL_F64) {
+        r.f64.assign(count, 0.0);
+    } else {
+        r.f32.assign(count, 0.0f);
+    }
     auto ins = residuals_.emplace(key, std::move(r));
     bytes_ += need;
     *out = &ins.first->second;

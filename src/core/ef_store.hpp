@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -37,21 +38,33 @@ struct EfKeyHash {
 };
 
 // A residual in the work type of its dtype: binary64 for F64, binary32 else.
+// Residuals of calls on device buffers live in device memory (`device`, the
+// vectors stay empty); the others in host memory.
 struct Residual {
     cc_coll_dtype_t dtype = CC_COLL_F32;
     std::size_t count = 0;
     std::vector<float> f32;
     std::vector<double> f64;
+    std::shared_ptr<void> device;
 
-    std::uint64_t bytes() const { return f32.size() * sizeof(float) + f64.size() * sizeof(double); }
+    bool on_device() const { return device != nullptr; }
+    std::size_t work_size() const { return dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float); }
+    std::uint64_t bytes() const
+    {
+        return on_device() ? count * work_size() : f32.size() * sizeof(float) + f64.size() * sizeof(double);
+    }
     template <typename W>
     W *data();
 };
 
 template <>
-inline float *Residual::data<float>() { return f32.data(); }
+inline float *Residual::data<float>() { return on_device() ? static_cast<float *>(device.get()) : f32.data(); }
 template <>
-inline double *Residual::data<double>() { return f64.data(); }
+inline double *Residual::data<double>() { return on_device() ? static_cast<double *>(device.get()) : f64.data(); }
+
+// Where a residual is created: host vectors, or zeroed device memory from
+// this allocator (nullptr with the status set on failure).
+using DeviceAllocator = std::shared_ptr<void> (*)(std::size_t bytes, cc_coll_status_t *st);
 
 class EfStore {
 public:
@@ -60,14 +73,18 @@ public:
     // The residual for `key`, created zeroed when absent. Errors:
     // CC_COLL_ERR_MISMATCH when an explicit key was used with another count or
     // dtype; CC_COLL_ERR_EF_LIMIT when creating it would pass the cap.
-    cc_coll_status_t acquire(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out);
+    // With `device` set the residual is created in device memory; a residual
+    // in the other kind of memory than the call's is CC_COLL_ERR_MISMATCH.
+    cc_coll_status_t acquire(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out,
+                             DeviceAllocator device = nullptr);
 
     // The residual for `key`, or nullptr.
     const Residual *find(const EfKey &key) const;
 
     // Like acquire() for an existing residual, but never creates one: *out is
     // nullptr when `key` has none. CC_COLL_ERR_MISMATCH as acquire().
-    cc_coll_status_t find_matching(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out);
+    cc_coll_status_t find_matching(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out,
+                                   bool on_device = false);
 
     void reset(const EfKey &key);
     void reset_all();

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -20,6 +21,10 @@ struct LowRankState {
     int rank = 0;
     std::vector<float> p_f32, q_f32;  // binary32 work type (F32, F16, BF16)
     std::vector<double> p_f64, q_f64; // binary64 work type (F64)
+    // Tensors on device buffers keep their factors in device memory instead
+    // (the vectors stay empty): P then Q, in the work type of `device_work`.
+    std::shared_ptr<void> device;
+    std::size_t device_work = 0;  // sizeof(W) of the device factors; 0: none
 
     template <typename W>
     std::vector<W> &p();
@@ -44,9 +49,16 @@ struct LowRankState {
             q_f64.clear();
         }
     }
+    // True when device factors of (r, c, k) in work type W are stored.
+    template <typename W>
+    bool has_device_q(std::size_t r, std::size_t c, int k) const
+    {
+        return device != nullptr && device_work == sizeof(W) && rank == k && rows == r && cols == c;
+    }
     std::uint64_t bytes() const
     {
-        return (p_f32.size() + q_f32.size()) * sizeof(float) + (p_f64.size() + q_f64.size()) * sizeof(double);
+        return (p_f32.size() + q_f32.size()) * sizeof(float) + (p_f64.size() + q_f64.size()) * sizeof(double) +
+               (device != nullptr ? (rows + cols) * static_cast<std::size_t>(rank) * device_work : 0);
     }
 };
 

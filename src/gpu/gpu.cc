@@ -39,6 +39,102 @@ int device_count()
 #endif
 }
 
+int device_of(const void *ptr)
+{
+#ifdef CC_COLL_HAVE_CUDA
+    cudaPointerAttributes attr{};
+    if (ptr == nullptr || cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? attr.device : -1;
+#else
+    (void)ptr;
+    return -1;
+#endif
+}
+
+int current_device()
+{
+#ifdef CC_COLL_HAVE_CUDA
+    int d = -1;
+    if (cudaGetDevice(&d) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return d;
+#else
+    return -1;
+#endif
+}
+
+#ifdef CC_COLL_HAVE_CUDA
+namespace {
+cc_coll_status_t cuda_status(cudaError_t e, const char *call, const char *fn)
+{
+    if (e == cudaSuccess) return CC_COLL_OK;
+    (void)cudaGetLastError();
+    return fail(CC_COLL_ERR_CUDA, "%s: %s failed (CUDA status %d: %s)", fn, call, static_cast<int>(e),
+                cudaGetErrorString(e));
+}
+}  // namespace
+#endif
+
+std::shared_ptr<void> device_zeroed(std::size_t bytes, cc_coll_status_t *st)
+{
+#ifdef CC_COLL_HAVE_CUDA
+    void *p = nullptr;
+    cudaError_t e = cudaMalloc(&p, bytes > 0 ? bytes : 1);
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        *st = fail(CC_COLL_ERR_NO_MEMORY, "cudaMalloc of %zu bytes: out of device memory", bytes);
+        return nullptr;
+    }
+    if ((*st = cuda_status(e, "cudaMalloc", "device residual")) != CC_COLL_OK) return nullptr;
+    if ((*st = cuda_status(cudaMemset(p, 0, bytes), "cudaMemset", "device residual")) != CC_COLL_OK) {
+        (void)cudaFree(p);
+        return nullptr;
+    }
+    return std::shared_ptr<void>(p, [](void *q) { (void)cudaFree(q); });
+#else
+    (void)bytes;
+    *st = fail(CC_COLL_ERR_NOT_SUPPORTED, "device memory: this build has no CUDA support");
+    return nullptr;
+#endif
+}
+
+cc_coll_status_t copy_to_host(void *dst, const void *src, std::size_t bytes, const char *fn)
+{
+#ifdef CC_COLL_HAVE_CUDA
+    if (bytes == 0) return CC_COLL_OK;
+    return cuda_status(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (device to host)", fn);
+#else
+    (void)dst, (void)src, (void)bytes;
+    return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: this build has no CUDA support", fn);
+#endif
+}
+
+cc_coll_status_t copy_to_device(void *dst, const void *src, std::size_t bytes, const char *fn)
+{
+#ifdef CC_COLL_HAVE_CUDA
+    if (bytes == 0) return CC_COLL_OK;
+    return cuda_status(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (host to device)", fn);
+#else
+    (void)dst, (void)src, (void)bytes;
+    return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: this build has no CUDA support", fn);
+#endif
+}
+
+cc_coll_status_t synchronize(void *stream, const char *fn)
+{
+#ifdef CC_COLL_HAVE_CUDA
+    return cuda_status(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize", fn);
+#else
+    (void)stream;
+    return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: a stream was given but this build has no CUDA support", fn);
+#endif
+}
+
 cc_coll_status_t check(const Result &r, const char *fn)
 {
     if (r.ok()) return CC_COLL_OK;

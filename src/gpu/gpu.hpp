@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "cc_coll.h"
 #include "gpu/result.hpp"
@@ -19,6 +20,23 @@ Location locate(const void *ptr);
 
 // Usable CUDA devices: 0 in a build without CUDA, without a driver or GPU.
 int device_count();
+
+// The device that holds device memory `ptr`, or -1.
+int device_of(const void *ptr);
+
+// The calling thread's current device, or -1 without CUDA.
+int current_device();
+
+// Zeroed device memory of `bytes` bytes on the current device, freed when its
+// last owner lets go. nullptr on failure, with the status in *st.
+std::shared_ptr<void> device_zeroed(std::size_t bytes, cc_coll_status_t *st);
+
+// Blocking copies between host and device memory (cudaMemcpy) and
+// cudaStreamSynchronize; CC_COLL_ERR_CUDA naming `fn` on failure,
+// CC_COLL_ERR_NOT_SUPPORTED in a build without CUDA.
+cc_coll_status_t copy_to_host(void *dst, const void *src, std::size_t bytes, const char *fn);
+cc_coll_status_t copy_to_device(void *dst, const void *src, std::size_t bytes, const char *fn);
+cc_coll_status_t synchronize(void *stream, const char *fn);
 
 // CC_COLL_OK for a successful result, else CC_COLL_ERR_CUDA naming `fn`, the
 // failing call, its library, its code and the library's text.

@@ -3,9 +3,6 @@
 #include <climits>
 #include <mutex>
 
-#ifdef CC_COLL_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -168,22 +165,6 @@ cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv
         return fail(CC_COLL_ERR_COUNT_OVERFLOW, "allgather_bytes: %zu bytes exceed INT_MAX", bytes);
     const int n = static_cast<int>(bytes);
     return check_mpi(MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm), "MPI_Allgather");
-}
-
-bool is_device_memory(const void *ptr)
-{
-#ifdef CC_COLL_HAVE_CUDA
-    if (ptr == nullptr) return false;
-    cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
-        (void)cudaGetLastError();  // no device, or not a CUDA pointer: host memory
-        return false;
-    }
-    return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
-#else
-    (void)ptr;
-    return false;
-#endif
 }
 
 }  // namespace cc_coll::detail

@@ -50,8 +50,4 @@ cc_coll_status_t alltoall_bytes(const void *send, std::size_t bytes_per_rank, vo
 // (P x bytes), with MPI_Allgather on MPI_BYTE. bytes must fit an int.
 cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm);
 
-// True when `ptr` is device (or managed) memory; false for host memory and
-// in builds without CUDA.
-bool is_device_memory(const void *ptr);
-
 }  // namespace cc_coll::detail
