@@ -22,24 +22,6 @@ struct AtomicOps {
     __device__ static bool test_and_set(std::uint32_t *word, std::uint32_t bit) { return (atomicOr(word, bit) & bit) == 0; }
 };
 
-// Bits 32w .. 32w+31 of an n-bit bitmap stored as bytes (bit i = byte i / 8,
-// bit i % 8: the little-endian 32-bit word w), bits at or beyond n cleared.
-// A word load when the bitmap is 4-byte aligned and the word lies inside
-// its bitmap_bytes(n) bytes; byte loads otherwise.
-__device__ inline std::uint32_t support_word(const std::uint8_t *bitmap, std::size_t n, std::size_t w)
-{
-    const std::size_t bytes = (n + 7) / 8, off = 4 * w;
-    std::uint32_t v = 0;
-    if (off + 4 <= bytes && (reinterpret_cast<std::uintptr_t>(bitmap) & 3u) == 0) {
-        v = __ldg(reinterpret_cast<const unsigned int *>(bitmap + off));
-    } else {
-        for (std::size_t b = 0; b < 4 && off + b < bytes; ++b) v |= static_cast<std::uint32_t>(bitmap[off + b]) << (8 * b);
-    }
-    const std::size_t valid = n - 32 * w;  // > 0 for w < (n + 31) / 32
-    if (valid < 32) v &= (1u << valid) - 1u;
-    return v;
-}
-
 // Appends `value` to list[*tail ...] for every lane whose flag is set, one
 // atomic per warp. Every lane of the warp must call it.
 __device__ inline void warp_append(bool flag, std::uint32_t value, std::uint32_t *list, unsigned long long *tail)
@@ -78,7 +60,7 @@ __global__ void column_loads_kernel(const std::uint8_t *bitmap, std::size_t n, s
     const std::size_t words = (n + 31) / 32;
     const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
     for (std::size_t w = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < words; w += stride) {
-        std::uint32_t v = support_word(bitmap, n, w);
+        std::uint32_t v = bitmap_word32(bitmap, n, w);
         const std::uint32_t q = static_cast<std::uint32_t>(w % kWordsPerBlock);
         while (v) {
             const std::uint32_t bit = static_cast<std::uint32_t>(__ffs(v) - 1);
@@ -159,7 +141,7 @@ __global__ void count_kernel(PeelState<W> s, const std::uint8_t *bitmap, std::si
     const std::size_t words = (n + 31) / 32;
     const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
     for (std::size_t w = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < words; w += stride) {
-        std::uint32_t v = support_word(bitmap, n, w);
+        std::uint32_t v = bitmap_word32(bitmap, n, w);
         if (v == 0) continue;
         const BlockHash h = s.hasher.block(static_cast<std::uint32_t>(w >> 5));  // 32 words per block
         while (v) {
@@ -263,7 +245,7 @@ __global__ void output_kernel(PeelState<W> s, const std::uint8_t *bitmap, std::s
     for (std::size_t base = static_cast<std::size_t>(blockIdx.x) * blockDim.x; base < n; base += stride) {
         const std::size_t i = base + threadIdx.x;
         if (i >= n) continue;
-        const std::uint32_t sw = support_word(bitmap, n, i >> 5);
+        const std::uint32_t sw = bitmap_word32(bitmap, n, i >> 5);
         const std::uint32_t dw = s.decoded[i >> 5];
         if ((i & 31u) == 0) {
             support += static_cast<std::uint32_t>(__popc(sw));

@@ -126,6 +126,28 @@ CC_COLL_HD inline ElementHits element_hits(const Hasher &hasher, std::uint64_t i
     return out;
 }
 
+// Bits 32w .. 32w+31 of an n-bit bitmap stored as bytes (bit i = byte i / 8,
+// bit i % 8) as one 32-bit word (bit i - 32w), bits at or beyond n cleared;
+// w < (n + 31) / 32. Only its bitmap_bytes(n) bytes are read: on the device
+// as one 32-bit load where the bitmap is 4-byte aligned and the word lies
+// inside them (the device is little-endian), byte by byte otherwise.
+CC_COLL_HD inline std::uint32_t bitmap_word32(const std::uint8_t *bitmap, std::size_t n, std::size_t w)
+{
+    const std::size_t bytes = (n + 7) / 8, off = 4 * w;
+    std::uint32_t v = 0;
+#ifdef __CUDA_ARCH__
+    if (off + 4 <= bytes && (reinterpret_cast<std::uintptr_t>(bitmap) & 3u) == 0) {
+        v = __ldg(reinterpret_cast<const unsigned int *>(bitmap + off));
+    } else
+#endif
+    {
+        for (std::size_t b = 0; b < 4 && off + b < bytes; ++b) v |= static_cast<std::uint32_t>(bitmap[off + b]) << (8 * b);
+    }
+    const std::size_t valid = n - 32 * w;
+    if (valid < 32) v &= (1u << valid) - 1u;
+    return v;
+}
+
 // v with the sign of bit `neg` applied (1: negated); exact, as v * -1 is.
 template <typename W>
 CC_COLL_HD inline W apply_sign(W v, std::uint32_t neg)
