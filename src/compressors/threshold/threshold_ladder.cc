@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "compressors/threshold/threshold_bins.hpp"
+
 namespace cc_coll::detail::threshold {
 
 namespace {
@@ -54,14 +56,6 @@ const Ladder &ladder()
     return l;
 }
 
-// |v| < tau compared in double (exact for float and double v; false for
-// NaN), so pick() and collect() agree exactly with the documented rule.
-template <typename W>
-inline bool below(W v, double tau)
-{
-    return static_cast<double>(std::fabs(v)) < tau;
-}
-
 }  // namespace
 
 double rung(int r)
@@ -99,6 +93,12 @@ double pick(const W *x, std::size_t n, double zero_fraction)
     for (; i < n; ++i) ++h4[0][l.rungs_at_or_below(static_cast<double>(x[i]))];
     std::size_t hist[kRungs + 1];
     for (int r = 0; r <= kRungs; ++r) hist[r] = h4[0][r] + h4[1][r] + h4[2][r] + h4[3][r];
+    return pick_from_histogram(hist, n, zero_fraction);
+}
+
+double pick_from_histogram(const std::size_t *hist, std::size_t n, double zero_fraction)
+{
+    if (n == 0) return kHighest;
     const double dn = static_cast<double>(n);
     std::size_t below_r = 0;  // count_below(rung(r))
     int best = -1;
@@ -109,7 +109,7 @@ double pick(const W *x, std::size_t n, double zero_fraction)
         else
             break;  // the zeroed fraction only grows with the rung
     }
-    return best < 0 ? 0.0 : l.tau[best];
+    return best < 0 ? 0.0 : ladder().tau[best];
 }
 
 // Branch-free appends in chunks: every index is written, and the end

@@ -34,6 +34,11 @@ std::size_t count_below(const W *x, std::size_t n, double tau);
 template <typename W>
 double pick(const W *x, std::size_t n, double zero_fraction);
 
+// pick's rule on its histogram: hist[b] (b in [0, kRungs]) counts the
+// elements with b rungs at or below their magnitude (kRungs for +-inf and
+// NaN), n is their total. Shared with the device pick.
+double pick_from_histogram(const std::size_t *hist, std::size_t n, double zero_fraction);
+
 // Appends to idx, ascending, the indices i with |x[i]| >= tau or x[i] NaN;
 // returns how many were appended. n must be < 2^32.
 template <typename W>

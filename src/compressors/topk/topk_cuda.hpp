@@ -6,9 +6,11 @@
 //
 // Selection is a radix select over order-preserving keys of |x| (NaN above
 // +-inf above every finite value, ties broken by the lower index), not a
-// sort: a few histogram passes find the key of the k-th element, then one
-// stable compaction writes the k indices in ascending order. The result is
-// the same set, in the same order, as topk::select on the host.
+// sort: a few histogram passes find the key of the k-th element (and, when
+// elements tie at it, the last index kept), then one stable compaction
+// writes the k indices in ascending order. The result is the same set, in
+// the same order, as topk::select on the host. The per-element rules are in
+// topk_keys.hpp, shared with the host tests.
 #pragma once
 
 #include <cstddef>

@@ -2,17 +2,19 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
+
+#include "compressors/topk/topk_keys.hpp"
 
 namespace cc_coll::detail {
 namespace topk {
 
 namespace {
 
-// The magnitude order as an unsigned integer: the IEEE bits with the sign
-// cleared order non-negative values correctly, and NaN patterns sit above
-// the infinity pattern. Packed = magnitude << 32 | ~index is then unique per
+// The magnitude order as an unsigned integer (keys::MagnitudeKey, shared
+// with the device select): the IEEE bits with the sign cleared order
+// non-negative values correctly, and NaN patterns sit above the infinity
+// pattern. Packed = magnitude << 32 | ~index is then unique per
 // element and orders exactly like (magnitude desc... index asc) reversed:
 // a larger packed value is a larger magnitude, or the same magnitude at a
 // lower index. Selecting on packed values never touches x again.
@@ -23,12 +25,7 @@ template <>
 struct Key<float> {
     using U = std::uint32_t;
     using Packed = std::uint64_t;
-    static U of(float v)
-    {
-        U u;
-        std::memcpy(&u, &v, sizeof u);
-        return u & 0x7fffffffu;
-    }
+    static U of(float v) { return keys::MagnitudeKey<float>::of(v); }
     static std::vector<Packed> &packed(SelectScratch *s) { return s->packed64; }
 };
 
@@ -36,12 +33,7 @@ template <>
 struct Key<double> {
     using U = std::uint64_t;
     using Packed = uint128_t;
-    static U of(double v)
-    {
-        U u;
-        std::memcpy(&u, &v, sizeof u);
-        return u & 0x7fffffffffffffffull;
-    }
+    static U of(double v) { return keys::MagnitudeKey<double>::of(v); }
     static std::vector<Packed> &packed(SelectScratch *s) { return s->packed128; }
 };
 
