@@ -80,6 +80,7 @@ static void print_build(void)
     printf("#   Fortran             : %s\n", (flags & CC_COLL_BUILD_FORTRAN) ? "on" : "off");
     printf("#   MPI library         : %s\n", mpi_version);
     printf("#   MPI is CUDA-aware   : %s\n", cc_coll_mpi_cuda_aware() ? "yes" : "no");
+    printf("#   CUDA devices        : %d\n", cc_coll_cuda_device_count());
 }
 
 int main(int argc, char **argv)

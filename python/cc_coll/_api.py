@@ -182,14 +182,16 @@ def settings():
 
 
 def build_info():
-    """How the loaded library was built: {"library": path, "cuda": bool,
-    "fortran": bool, "mpi_cuda_aware": bool}."""
+    """How the loaded library was built and what it finds at run time:
+    {"library": path, "cuda": bool, "fortran": bool, "mpi_cuda_aware": bool,
+    "cuda_devices": int}."""
     flags = lib.cc_coll_build_flags()
     return {
         "library": _lib.library_path,
         "cuda": bool(flags & _lib.BUILD_CUDA),
         "fortran": bool(flags & _lib.BUILD_FORTRAN),
         "mpi_cuda_aware": bool(lib.cc_coll_mpi_cuda_aware()),
+        "cuda_devices": int(lib.cc_coll_cuda_device_count()),
     }
 
 

@@ -275,7 +275,7 @@ class Settings(unittest.TestCase):
 
     def test_build_info(self):
         info = cc_coll.build_info()
-        self.assertEqual(set(info), {"library", "cuda", "fortran", "mpi_cuda_aware"})
+        self.assertEqual(set(info), {"library", "cuda", "fortran", "mpi_cuda_aware", "cuda_devices"})
 
     def test_main(self):
         r = subprocess.run([sys.executable, "-m", "cc_coll"], stdout=subprocess.PIPE,
