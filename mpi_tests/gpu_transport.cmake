@@ -6,3 +6,8 @@ target_link_libraries(mpi_staged_transport PRIVATE cc_coll_static MPI::MPI_C)
 foreach(n 1 2 3 4)
   cc_coll_add_mpi_test(mpi_staged_transport_np${n} ${n} "mpi" $<TARGET_FILE:mpi_staged_transport>)
 endforeach()
+# With CUDA the same program also runs DeviceTransport: on device buffers
+# where there is a GPU, and its failure report where there is none.
+if(CC_COLL_HAVE_CUDA)
+  target_compile_definitions(mpi_staged_transport PRIVATE CC_COLL_HAVE_CUDA)
+endif()

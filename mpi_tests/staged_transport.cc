@@ -6,14 +6,20 @@
 // slot protocol: a slot refilled before its copy up finished, a slot sent up
 // before its copy down landed, a copy outside its slot. Results must be bit
 // for bit those of MPI_Allreduce / allreduce_sum / MPI_Allgather on host
-// buffers. Also checks resolve_device_transport on this MPI.
+// buffers. Also checks resolve_device_transport on this MPI and, in builds
+// with CUDA, DeviceTransport itself: on device buffers where there is a GPU,
+// its CUDA failure report where there is none.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <mpi.h>
+#ifdef CC_COLL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include "cc_coll.h"
 #include "check.h"
@@ -576,6 +582,98 @@ void test_resolve()
            "device_transport_name");
 }
 
+
+#ifdef CC_COLL_HAVE_CUDA
+// Device memory holding a copy of `data` (count x esize bytes of it).
+void *to_gpu(const std::vector<unsigned char> &data, std::size_t bytes)
+{
+    void *p = nullptr;
+    EXPECT(cudaMalloc(&p, bytes > 0 ? bytes : 1) == cudaSuccess, "cudaMalloc(%zu) failed", bytes);
+    if (bytes > 0) EXPECT(cudaMemcpy(p, data.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess, "cudaMemcpy up");
+    return p;
+}
+
+std::vector<unsigned char> from_gpu(const void *p, std::size_t bytes)
+{
+    std::vector<unsigned char> v(bytes);
+    if (bytes > 0) EXPECT(cudaMemcpy(v.data(), p, bytes, cudaMemcpyDeviceToHost) == cudaSuccess, "cudaMemcpy down");
+    return v;
+}
+
+// DeviceTransport on device buffers, in every mode this MPI allows, against
+// the host references.
+void test_device_transport_gpu()
+{
+    std::vector<DeviceTransportMode> modes = {DeviceTransportMode::Staged};
+    if (cc_coll_mpi_cuda_aware()) modes.push_back(DeviceTransportMode::Direct);
+    for (DeviceTransportMode mode : modes) {
+        g_test = mode == DeviceTransportMode::Direct ? "DeviceTransport (direct)" : "DeviceTransport (staged)";
+        std::unique_ptr<DeviceTransport> t;
+        CHECK_CC(DeviceTransport::create(mode, 4096, &t));
+        for (cc_coll_dtype_t dtype : kDtypes) {
+            const std::size_t esize = dtype_size(dtype);
+            for (std::size_t count : {std::size_t{0}, std::size_t{1}, 4096 / esize, 4096 / esize + 1,
+                                      std::size_t{300001}}) {
+                const std::size_t bytes = count * esize;
+                const std::vector<unsigned char> data = make_data(dtype, count, g_rank, true);
+                const std::vector<unsigned char> want = whole_reference(data, count, dtype);
+                for (bool in_place : {false, true}) {
+                    void *send = to_gpu(data, bytes);
+                    void *recv = in_place ? send : to_gpu(std::vector<unsigned char>(bytes, 0xff), bytes);
+                    CHECK_CC(t->allreduce_sum(send, recv, count, dtype, MPI_COMM_WORLD));
+                    EXPECT(same_bytes(from_gpu(recv, bytes), want, bytes), "%s count %zu %s differs",
+                           dtype_name(dtype), count, in_place ? "in place" : "out of place");
+                    if (!in_place) {
+                        EXPECT(same_bytes(from_gpu(send, bytes), data, bytes), "send was modified");
+                        cudaFree(recv);
+                    }
+                    cudaFree(send);
+                }
+            }
+        }
+        // Payloads above the chunk size: the pinned memory grows.
+        for (std::size_t bytes : {std::size_t{0}, std::size_t{5}, std::size_t{3 * 4096 + 17}}) {
+            std::vector<unsigned char> mine(bytes);
+            for (std::size_t i = 0; i < bytes; ++i) mine[i] = static_cast<unsigned char>(1u << ((g_rank + i) % 8));
+            std::vector<unsigned char> want_or(mine);
+            if (bytes > 0)
+                MPI_Allreduce(MPI_IN_PLACE, want_or.data(), static_cast<int>(bytes), MPI_UINT8_T, MPI_BOR,
+                              MPI_COMM_WORLD);
+            void *buf = to_gpu(mine, bytes);
+            CHECK_CC(t->allreduce_bor(buf, bytes, MPI_COMM_WORLD));
+            EXPECT(same_bytes(from_gpu(buf, bytes), want_or, bytes), "allreduce_bor of %zu bytes differs", bytes);
+            const std::size_t total = static_cast<std::size_t>(g_size) * bytes;
+            std::vector<unsigned char> want_all(total + 1);
+            if (bytes > 0)
+                MPI_Allgather(mine.data(), static_cast<int>(bytes), MPI_BYTE, want_all.data(), static_cast<int>(bytes),
+                              MPI_BYTE, MPI_COMM_WORLD);
+            void *all = to_gpu(std::vector<unsigned char>(total, 0xff), total);
+            CHECK_CC(t->allgather_bytes(buf, bytes, all, MPI_COMM_WORLD));
+            EXPECT(same_bytes(from_gpu(all, total), want_all, total), "allgather_bytes of %zu bytes differs", bytes);
+            cudaFree(all);
+            cudaFree(buf);
+        }
+    }
+}
+
+// Without a usable GPU the staged path fails cleanly, naming the CUDA call.
+void test_device_transport_no_gpu()
+{
+    g_test = "DeviceTransport without a GPU";
+    std::unique_ptr<DeviceTransport> t;
+    EXPECT(DeviceTransport::create(DeviceTransportMode::Staged, 4, &t) == CC_COLL_ERR_INVALID_ARG,
+           "a 4-byte chunk must be rejected");
+    CHECK_CC(DeviceTransport::create(DeviceTransportMode::Staged, 4096, &t));
+    EXPECT(t->mode() == DeviceTransportMode::Staged, "mode");
+    std::vector<float> x(16, 1.0f);
+    clear_error();
+    const cc_coll_status_t st = t->allreduce_sum(x.data(), x.data(), x.size(), CC_COLL_F32, MPI_COMM_WORLD);
+    EXPECT(st == CC_COLL_ERR_CUDA, "staged sum without a GPU returned %d, not CC_COLL_ERR_CUDA", static_cast<int>(st));
+    EXPECT(std::strstr(last_error(), "device transport") != nullptr && std::strstr(last_error(), "cuda") != nullptr,
+           "message: %s", last_error());
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char **argv)
@@ -592,6 +690,12 @@ int main(int argc, char **argv)
     test_mpi_failure();
     test_bor();
     test_allgather();
+#ifdef CC_COLL_HAVE_CUDA
+    if (cc_coll_cuda_device_count() > 0)
+        test_device_transport_gpu();
+    else
+        test_device_transport_no_gpu();
+#endif
     if (g_rank == 0) std::printf("staged transport: all tests passed on %d ranks\n", g_size);
     MPI_Finalize();
     return 0;
