@@ -38,10 +38,11 @@
  *     stream (a host callback that sleeps, then a copy from pinned memory, or
  *     a memset) is waited for, and the result is complete on return with
  *     nothing left pending on the stream;
- *   - argument errors: device and host buffers mixed, NULL with count > 0
- *     (CC_COLL_ERR_INVALID_ARG); count 0 with device pointers is OK; a
- *     non-NULL stream with host buffers is OK. (An invalid stream handle is
- *     not tested: CUDA leaves its use undefined.)
+ *   - argument errors: device and host buffers mixed, or a buffer on another
+ *     device than the current one (CC_COLL_ERR_INVALID_ARG); NULL with a
+ *     device buffer and count > 0 (CC_COLL_ERR_NULL_BUFFER); count 0 with
+ *     device pointers is OK; a non-NULL stream with host buffers is OK. (An
+ *     invalid stream handle is not tested: CUDA leaves its use undefined.)
  *   - 16 MiB+ tensors for every method (many staging chunks at the default
  *     CC_COLL_CUDA_STAGING_CHUNK).
  *
@@ -742,10 +743,10 @@ static void test_errors(cc_coll_comm_h h)
         expect_status(cc_coll_allreduce(host, dev, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), CC_COLL_ERR_INVALID_ARG,
                       desc);
         snprintf(desc, sizeof desc, "%s: NULL sendbuf, device recvbuf, count > 0", method_name(methods[mi]));
-        expect_status(cc_coll_allreduce(NULL, dev, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), CC_COLL_ERR_INVALID_ARG,
+        expect_status(cc_coll_allreduce(NULL, dev, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), CC_COLL_ERR_NULL_BUFFER,
                       desc);
         snprintf(desc, sizeof desc, "%s: device sendbuf, NULL recvbuf, count > 0", method_name(methods[mi]));
-        expect_status(cc_coll_allreduce(dev, NULL, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), CC_COLL_ERR_INVALID_ARG,
+        expect_status(cc_coll_allreduce(dev, NULL, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), CC_COLL_ERR_NULL_BUFFER,
                       desc);
         snprintf(desc, sizeof desc, "%s: count 0, device buffers", method_name(methods[mi]));
         call_ok(cc_coll_allreduce(dev, dev2, 0, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), desc);
