@@ -669,22 +669,27 @@ GPU_BENCH(BM_powersgd_decompress, shapes);
 }  // namespace
 
 // Without a device there is nothing to measure: say so and exit 0 so scripts
-// that run every benchmark go on.
+// that run every benchmark go on (--benchmark_list_tests still lists them).
 int main(int argc, char **argv)
 {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        std::printf("cc_coll_bench_gpu_kernels: no CUDA device, nothing to measure\n");
-        return 0;
-    }
-    CUDA_OK(cudaSetDevice(0));
-    cudaDeviceProp prop{};
-    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
-    benchmark::AddCustomContext("gpu", prop.name);
-    benchmark::AddCustomContext("gpu_memory_bytes", std::to_string(prop.totalGlobalMem));
-    benchmark::AddCustomContext("gpu_sm_count", std::to_string(prop.multiProcessorCount));
+    bool listing = false;  // read before Initialize, which removes the flags it knows
+    for (int i = 1; i < argc; ++i) listing |= std::string(argv[i]).rfind("--benchmark_list_tests", 0) == 0;
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        if (!listing) {
+            std::printf("cc_coll_bench_gpu_kernels: no CUDA device, nothing to measure\n");
+            return 0;
+        }
+    } else {
+        CUDA_OK(cudaSetDevice(0));
+        cudaDeviceProp prop{};
+        CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+        benchmark::AddCustomContext("gpu", prop.name);
+        benchmark::AddCustomContext("gpu_memory_bytes", std::to_string(prop.totalGlobalMem));
+        benchmark::AddCustomContext("gpu_sm_count", std::to_string(prop.multiProcessorCount));
+    }
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     return 0;
