@@ -13,7 +13,8 @@
 #           alternatives would, and check that mpirun starts from there
 #   build   configure (CUDA on, Fortran off) and build with -j16 (the
 #           stage configure does only the first half)
-#   test    ctest -L gpu, then ctest -L unit
+#   test    ctest -L gpu, then ctest -L unit (-j16: tests run side by side
+#           on the cores and the GPU)
 #   bench   cc_coll_bench_gpu_kernels (JSON + markdown table) and
 #           cc_coll_gpu_transport_perf under mpirun -np 2 (markdown table)
 # Every stage sets up the environment first, so stages can run in separate
@@ -30,6 +31,7 @@
 #   CC_COLL_BUILD_DIR     the build folder (default build-gpu)
 #   CC_COLL_JOBS          build parallelism (default 16)
 #   CC_COLL_CUDA_ARCHS    CMAKE_CUDA_ARCHITECTURES (default 90: H100/H200)
+#   CC_COLL_TEST_LABELS   the ctest labels the test stage runs (default "gpu unit")
 #   CC_COLL_BENCH_ARGS    extra arguments for cc_coll_bench_gpu_kernels
 #                         (e.g. --benchmark_filter=topk)
 set -u
@@ -192,11 +194,12 @@ stage_build() {
 
 # ---- test -------------------------------------------------------------------
 
-run_ctest() {  # run_ctest <label> <log>
+run_ctest() {  # run_ctest <label> <parallel jobs>
   (cd "$build" && ctest -L "$1" --output-on-failure --timeout 900 -j "${2:-1}") > "$out/ctest-$1.log" 2>&1
   status=$?
   note "test: ctest -L $1: $(grep -E 'tests passed|tests failed' "$out/ctest-$1.log" | tail -1) (ctest-$1.log)"
-  grep -E "\(Skipped\)|\(Failed\)|\(Timeout\)|\*\*\*" "$out/ctest-$1.log" | sed 's/^/    /' >> "$summary"
+  # ctest's closing list: the tests that were skipped, failed or timed out.
+  grep -E "^[[:space:]]+[0-9]+ - " "$out/ctest-$1.log" | sed 's/^[[:space:]]*/    - /' >> "$summary"
   return $status
 }
 
@@ -204,8 +207,11 @@ stage_test() {
   setup_env
   [ -d "$build" ] || { note "test: no build folder $build: run the build stage first"; return 1; }
   rc=0
-  run_ctest gpu 1 || rc=1
-  run_ctest unit 8 || rc=1
+  # Tests declare their rank counts (PROCESSORS), so ctest -j packs them
+  # onto the cores; the ranks of concurrent tests share the GPU.
+  for label in ${CC_COLL_TEST_LABELS:-gpu unit}; do
+    run_ctest "$label" "$jobs" || rc=1
+  done
   return $rc
 }
 
