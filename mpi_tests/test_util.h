@@ -18,6 +18,7 @@
 #include <mpi.h>
 
 #include "cc_coll.h"
+#include "fake_stream.h"
 #include "check.h"
 
 /* ---- allocation ---------------------------------------------------------- */

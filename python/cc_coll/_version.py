@@ -8,7 +8,7 @@ python/tests/test_package.py checks that they are.
 #: Version of the libcc_coll C header this package mirrors (its ctypes
 #: structures, enumerations and prototypes).
 ABI_MAJOR = 0
-ABI_MINOR = 2
+ABI_MINOR = 3
 ABI_PATCH = 0
 
 #: Version of the Python package itself (read by pyproject.toml).

@@ -128,7 +128,8 @@ cc_coll_status_t copy_to_device(void *dst, const void *src, std::size_t bytes, c
 cc_coll_status_t synchronize(void *stream, const char *fn)
 {
 #ifdef CC_COLL_HAVE_CUDA
-    return cuda_status(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize", fn);
+    return cuda_status(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)),
+                       "cudaStreamSynchronize of the call's stream", fn);
 #else
     (void)stream;
     return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: a stream was given but this build has no CUDA support", fn);
