@@ -291,15 +291,17 @@ typedef struct cc_coll_params {
  *    blocking, and on return none of its work is pending on `stream`. With
  *    host buffers a non-NULL stream is synchronised first; in a build without
  *    CUDA a non-NULL stream is CC_COLL_ERR_NOT_SUPPORTED.
- *  - cc_coll_allreduce runs every method on the device (CUDA kernels, cuBLAS,
- *    cuSOLVER, cuRAND); the wire format is that of host buffers, so TOPK and
- *    SKETCH results agree with the host path, and LOWRANK's Gaussian start
- *    comes from cuRAND (same seed rule, other numbers). Every rank should pass
- *    the same kind of memory. Residuals and LOWRANK state of device calls stay
- *    on the device.
- *  - cc_coll_reduce_scatter, cc_coll_allreduce_group and cc_coll_send/recv
- *    accept device buffers by copying them through host memory and running
- *    the host algorithm.
+ *  - cc_coll_allreduce and cc_coll_allreduce_group run every method on the
+ *    device (CUDA kernels, cuBLAS, cuSOLVER, cuRAND); the wire format is that
+ *    of host buffers, so TOPK results equal the host path's and SKETCH's
+ *    agree up to the rounding of its atomically summed cells, and LOWRANK's
+ *    Gaussian start comes from cuRAND (same seed rule, other numbers). Every
+ *    rank should pass the same kind of memory (a LOWRANK group whose ranks
+ *    disagree is CC_COLL_ERR_MISMATCH). Residuals and LOWRANK state of device
+ *    calls stay on the device; a residual is used only from the kind of
+ *    memory that created it (else CC_COLL_ERR_MISMATCH).
+ *  - cc_coll_reduce_scatter and cc_coll_send/recv accept device buffers by
+ *    copying them through host memory and running the host algorithm.
  *  - Device data reaches MPI directly when MPI is CUDA-aware
  *    (cc_coll_mpi_cuda_aware()), else staged through pinned host buffers in
  *    chunks (CC_COLL_CUDA_TRANSPORT=auto|direct|staged,
