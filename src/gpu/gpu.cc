@@ -91,7 +91,11 @@ std::shared_ptr<void> device_zeroed(std::size_t bytes, cc_coll_status_t *st)
         return nullptr;
     }
     if ((*st = cuda_status(e, "cudaMalloc", "device residual")) != CC_COLL_OK) return nullptr;
-    if ((*st = cuda_status(cudaMemset(p, 0, bytes), "cudaMemset", "device residual")) != CC_COLL_OK) {
+    // cudaMemset may return before it has run, and the caller's stream may be
+    // non-blocking: wait for it before the memory is handed out.
+    cudaError_t z = cudaMemset(p, 0, bytes);
+    if (z == cudaSuccess) z = cudaStreamSynchronize(nullptr);
+    if ((*st = cuda_status(z, "cudaMemset", "device residual")) != CC_COLL_OK) {
         (void)cudaFree(p);
         return nullptr;
     }
