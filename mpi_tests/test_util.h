@@ -488,6 +488,29 @@ static inline double norm_diff(const double *x, const double *y, size_t n)
     return sqrt(s);
 }
 
+/* The per-rank error-feedback invariant after several steps of a lossy
+ * method on this rank's inputs: the sum of the results plus the residual e
+ * equals the sum of the inputs, within tol x (scale[i] + |e[i]|), scale being
+ * the accumulated |input| + |result|; and the residual holds a real part of
+ * the last input (norm above 5% of g_norm), as a lossy step on random
+ * full-rank data must leave. F64 tolerance 1e-14, else 2e-6. */
+static inline void check_rank_ef_sums(const char *desc, cc_coll_dtype_t d, size_t n, const double *sum_g,
+                                      const double *sum_out, const double *scale, const double *e, double g_norm)
+{
+    const double tol = d == CC_COLL_F64 ? 1e-14 : 2e-6;
+    for (size_t i = 0; i < n; ++i) {
+        const double diff = fabs(sum_out[i] + e[i] - sum_g[i]);
+        if (!(diff <= tol * (scale[i] + fabs(e[i]) + 1e-30))) {
+            fprintf(stderr,
+                    "[rank %d] %s: element %zu: sum of results %.17g + residual %.17g - sum of inputs %.17g = %.3g "
+                    "(bound %.3g)\n",
+                    g_rank, desc, i, sum_out[i], e[i], sum_g[i], diff, tol * scale[i]);
+            die("%s: the invariant does not hold", desc, 0);
+        }
+    }
+    if (!(norm_diff(e, NULL, n) > 0.05 * g_norm)) die("%s: the residual should hold what was not sent", desc, 0);
+}
+
 /* ---- LOWRANK params and matrix view ----------------------------------------- */
 
 /* LOWRANK with RANK = rank, and SHAPE = rows x cols when rows > 0 (cols 0:

@@ -37,28 +37,27 @@ inline Result launch_result(const char *kernel) { return cuda_result(cudaGetLast
         if (!cc_coll_r_.ok()) return cc_coll_r_;               \
     } while (0)
 
-// Device memory of at least n elements of T that only grows (cudaMalloc), so
-// a steady stream of same-sized calls does not allocate. Not copyable.
-template <typename T>
-class DeviceArray {
+// Memory of at least n elements of T that only grows, so a steady stream of
+// same-sized calls does not allocate: device memory (cudaMalloc) or
+// page-locked host memory for asynchronous copies (cudaMallocHost). Not
+// copyable.
+template <typename T, bool Pinned>
+class GrowableArray {
 public:
-    DeviceArray() = default;
-    DeviceArray(const DeviceArray &) = delete;
-    DeviceArray &operator=(const DeviceArray &) = delete;
-    ~DeviceArray()
-    {
-        if (ptr_ != nullptr) (void)cudaFree(ptr_);  // may fail at exit, after the context is gone
-    }
+    GrowableArray() = default;
+    GrowableArray(const GrowableArray &) = delete;
+    GrowableArray &operator=(const GrowableArray &) = delete;
+    ~GrowableArray() { release(); }  // may fail at exit, after the context is gone
 
     // Makes room for n elements; the contents are not kept when it grows.
     Result reserve(std::size_t n)
     {
         if (n <= size_) return Result::success();
-        if (ptr_ != nullptr) (void)cudaFree(ptr_);
-        ptr_ = nullptr;
-        size_ = 0;
+        release();
         void *p = nullptr;
-        CC_COLL_CUDA_TRY(cudaMalloc(&p, (n > 0 ? n : 1) * sizeof(T)));
+        const std::size_t bytes = (n > 0 ? n : 1) * sizeof(T);
+        if (Pinned) CC_COLL_CUDA_TRY(cudaMallocHost(&p, bytes));
+        else CC_COLL_CUDA_TRY(cudaMalloc(&p, bytes));
         ptr_ = static_cast<T *>(p);
         size_ = n;
         return Result::success();
@@ -67,42 +66,20 @@ public:
     std::size_t size() const { return size_; }
 
 private:
+    void release()
+    {
+        if (ptr_ != nullptr) (void)(Pinned ? cudaFreeHost(ptr_) : cudaFree(ptr_));
+        ptr_ = nullptr;
+        size_ = 0;
+    }
     T *ptr_ = nullptr;
     std::size_t size_ = 0;
 };
 
-// Page-locked host memory of at least n elements of T (cudaMallocHost), for
-// asynchronous copies. Grows like DeviceArray.
 template <typename T>
-class PinnedArray {
-public:
-    PinnedArray() = default;
-    PinnedArray(const PinnedArray &) = delete;
-    PinnedArray &operator=(const PinnedArray &) = delete;
-    ~PinnedArray()
-    {
-        if (ptr_ != nullptr) (void)cudaFreeHost(ptr_);
-    }
-
-    Result reserve(std::size_t n)
-    {
-        if (n <= size_) return Result::success();
-        if (ptr_ != nullptr) (void)cudaFreeHost(ptr_);
-        ptr_ = nullptr;
-        size_ = 0;
-        void *p = nullptr;
-        CC_COLL_CUDA_TRY(cudaMallocHost(&p, (n > 0 ? n : 1) * sizeof(T)));
-        ptr_ = static_cast<T *>(p);
-        size_ = n;
-        return Result::success();
-    }
-    T *data() const { return ptr_; }
-    std::size_t size() const { return size_; }
-
-private:
-    T *ptr_ = nullptr;
-    std::size_t size_ = 0;
-};
+using DeviceArray = GrowableArray<T, false>;
+template <typename T>
+using PinnedArray = GrowableArray<T, true>;
 
 // Grid size for n elements at `threads` per block, capped for grid-stride
 // loops.
