@@ -304,27 +304,6 @@ static double rel_err(cc_coll_dtype_t d, const void *got, const double *want, si
 
 /* ---- low-rank data (as lowrank.c builds it) --------------------------------- */
 
-/* Rank q's input: the vrows x vcols matrix A B_q^T (first n elements), rounded
- * to d; A (vrows x r) is shared, B_q (vcols x r) is rank q's, so the sum over
- * ranks has rank r. A padded view gets a zero last row of A. */
-static void lowrank_input(cc_coll_dtype_t d, size_t n, size_t vrows, size_t vcols, int r, uint64_t seed, int q,
-                          double *x)
-{
-    double *a = xmalloc(vrows * (size_t)r * sizeof *a), *b = xmalloc(vcols * (size_t)r * sizeof *b);
-    gauss_fill(a, vrows * (size_t)r, seed);
-    if (vrows * vcols > n)
-        for (int k = 0; k < r; ++k) a[(vrows - 1) * (size_t)r + (size_t)k] = 0.0;
-    gauss_fill(b, vcols * (size_t)r, seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(q + 1)));
-    for (size_t i = 0; i < n; ++i) {
-        const size_t row = i / vcols, col = i % vcols;
-        double s = 0.0;
-        for (int k = 0; k < r; ++k) s += a[row * (size_t)r + (size_t)k] * b[col * (size_t)r + (size_t)k];
-        x[i] = round_to(d, s);
-    }
-    free(a);
-    free(b);
-}
-
 /* The reduction (SUM or AVG) over the ranks of lowrank_input, in binary64. */
 static void lowrank_reference(cc_coll_dtype_t d, cc_coll_op_t op, size_t n, size_t vrows, size_t vcols, int r,
                               uint64_t seed, double *want)

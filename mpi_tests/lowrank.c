@@ -158,28 +158,6 @@ static void mpi_reference(cc_coll_dtype_t d, cc_coll_op_t op, const void *send, 
 
 /* ---- low-rank data ---------------------------------------------------------------- */
 
-/* Rank q's input: the first n elements of the vrows x vcols matrix A B_q^T,
- * rounded to d. A (vrows x r) is shared by every rank and B_q (vcols x r) is
- * rank q's, so the sum over ranks is A (sum_q B_q)^T, of rank r. When the
- * view is padded, A's last row is zero, so the padded matrix keeps rank r. */
-static void lowrank_input(cc_coll_dtype_t d, size_t n, size_t vrows, size_t vcols, int r, uint64_t seed, int q,
-                          double *x)
-{
-    double *a = xmalloc(vrows * (size_t)r * sizeof *a), *b = xmalloc(vcols * (size_t)r * sizeof *b);
-    gauss_fill(a, vrows * (size_t)r, seed);
-    if (vrows * vcols > n)
-        for (int k = 0; k < r; ++k) a[(vrows - 1) * (size_t)r + (size_t)k] = 0.0;
-    gauss_fill(b, vcols * (size_t)r, seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(q + 1)));
-    for (size_t i = 0; i < n; ++i) {
-        const size_t row = i / vcols, col = i % vcols;
-        double s = 0.0;
-        for (int k = 0; k < r; ++k) s += a[row * (size_t)r + (size_t)k] * b[col * (size_t)r + (size_t)k];
-        x[i] = round_to(d, s);
-    }
-    free(a);
-    free(b);
-}
-
 /* The sum over the ranks of lowrank_input (computed locally, in binary64). */
 static void lowrank_sum(cc_coll_dtype_t d, size_t n, size_t vrows, size_t vcols, int r, uint64_t seed, double *sum)
 {
