@@ -466,7 +466,12 @@ public:
     }
     explicit DeviceBuffer(const std::vector<W> &v) : DeviceBuffer(v.size())
     {
-        if (ptr_ != nullptr) (void)cudaMemcpy(ptr_, v.data(), v.size() * sizeof(W), cudaMemcpyHostToDevice);
+        if (ptr_ == nullptr) return;
+        (void)cudaMemcpy(ptr_, v.data(), v.size() * sizeof(W), cudaMemcpyHostToDevice);
+        // From pageable memory cudaMemcpy may return before the DMA has
+        // landed, and the tests' non-blocking stream does not wait for the
+        // legacy stream: wait here.
+        (void)cudaDeviceSynchronize();
     }
     DeviceBuffer(const DeviceBuffer &) = delete;
     DeviceBuffer &operator=(const DeviceBuffer &) = delete;
