@@ -8,4 +8,4 @@ target_compile_options(cc_coll_unit_lowrank_cuda PRIVATE ${CC_COLL_TEST_WARNINGS
 gtest_discover_tests(cc_coll_unit_lowrank_cuda
   TEST_PREFIX "unit_lowrank_cuda."
   DISCOVERY_TIMEOUT 30
-  PROPERTIES LABELS unit TIMEOUT 60)
+  PROPERTIES LABELS "unit;gpu" TIMEOUT 60)
