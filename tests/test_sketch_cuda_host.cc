@@ -156,7 +156,16 @@ struct HostOps {
         *p += v;
     }
     static void bit_xor(std::uint32_t *p, std::uint32_t v) { *p ^= v; }
-    static std::uint32_t decrement(std::uint32_t *p) { return (*p)--; }
+    // The device's peel pass reads a claimed cell (count kClaimed) without
+    // atomics: it is safe only because no other entry's element is left in
+    // it, so no decrement (nor the add and xor beside it) ever reaches it;
+    // nor an emptied cell (the count would wrap).
+    static std::uint32_t decrement(std::uint32_t *p)
+    {
+        EXPECT_NE(*p, sketch::kClaimed) << "a peel reached a claimed cell";
+        EXPECT_NE(*p, 0u) << "a peel reached an empty cell";
+        return (*p)--;
+    }
     static bool test_and_set(std::uint32_t *word, std::uint32_t bit)
     {
         const bool was = (*word & bit) != 0;
@@ -207,6 +216,10 @@ DecodeInfo emulate_device_decode(const Layout &layout, const std::uint8_t *bitma
         }
         for (std::size_t c = 0; c < cells; ++c)  // queue_pure_kernel
             if (count[c] == 1) work.push_back(static_cast<std::uint32_t>(c));
+        // Each cell enters the worklist at most once (its capacity is one
+        // slot per cell), so no round holds a cell twice.
+        std::vector<std::uint8_t> queued(cells, 0);
+        for (std::uint32_t c : work) queued[c] = 1;
         std::size_t head = 0;
         std::vector<std::uint32_t> order;
         while (head < work.size()) {  // claim_kernel + peel_kernel (or small_rounds_kernel)
@@ -223,7 +236,11 @@ DecodeInfo emulate_device_decode(const Layout &layout, const std::uint8_t *bitma
                 std::uint32_t next[2];
                 sketch::peel_cell<HostOps>(s, c, next);
                 for (std::uint32_t nc : next)
-                    if (nc != sketch::kNoCell) work.push_back(nc);
+                    if (nc != sketch::kNoCell) {
+                        EXPECT_FALSE(queued[nc]) << "cell " << nc << " queued twice";
+                        queued[nc] = 1;
+                        work.push_back(nc);
+                    }
             }
             head = tail;
             EXPECT_LE(work.size(), cells);  // the worklist's capacity

@@ -38,8 +38,11 @@ gpu::Result rows_per_table(const std::uint8_t *bitmap, std::size_t n, double loa
 // (`sketch`: layout.cells() elements, zeroed by the caller). Elements are
 // hashed per block (a thread block hashes the blocks its run of positions
 // covers once, into shared memory) and cells written with atomics, so the
-// sum's rounding may differ from the host's in the last bits. Ascending
-// positions are fastest; any order is correct.
+// sum's rounding may differ from the host's in the last bits (and from run
+// to run). Float atomics on global memory (atom.add.f32; its .noftz needs
+// PTX 9.4 and sm_90) flush subnormal inputs and sums to zero of the same
+// sign; double atomics do not. Ascending positions are fastest; any order
+// is correct.
 template <typename W>
 gpu::Result encode(const Layout &layout, const W *x, const std::uint32_t *idx, std::size_t k, W *sketch,
                    cudaStream_t stream);
@@ -58,9 +61,12 @@ struct DecodeScratch {
 // each round's worklist length, and once it is short one thread block runs
 // the remaining rounds); what does not peel gets the median of its three
 // signed cells. The peeled set is the host decoder's; values may differ
-// from the host's in the last bits (summation order). Fills *info (host
-// memory), synchronising `stream` (also once per large round); n == 0
-// returns at once.
+// from the host's in the last bits (the order of a round's atomic
+// subtractions, and which of an element's pure cells claims it, vary from
+// run to run, so two ranks decoding the same summed sketch may differ in the
+// last bits too; float residuals flush subnormals as encode does). Fills
+// *info (host memory), synchronising `stream` (also once per large round);
+// n == 0 returns at once.
 template <typename W>
 gpu::Result decode(const Layout &layout, const std::uint8_t *bitmap, W *sketch, W *out, DecodeScratch *scratch,
                    DecodeInfo *info, cudaStream_t stream);
