@@ -71,7 +71,8 @@ inline cc_coll_status_t begin_call(const char *fn, cc_coll_comm_h comm, const cc
 // Where a call's buffers live (see "Device buffers and streams" in
 // cc_coll.h): *on_device when they are device memory. Buffers in different
 // kinds of memory, or on another device than the current one, are
-// CC_COLL_ERR_INVALID_ARG. With host buffers a stream is synchronised here
+// CC_COLL_ERR_INVALID_ARG; a CUDA context broken by an earlier error is
+// CC_COLL_ERR_CUDA. With host buffers a stream is synchronised here
 // (work on it may still be producing sendbuf); device algorithms order their
 // kernels after it instead. nullptr buffers are not examined.
 inline cc_coll_status_t locate_buffers(const char *fn, const void *sendbuf, const void *recvbuf, std::size_t count,
@@ -81,8 +82,11 @@ inline cc_coll_status_t locate_buffers(const char *fn, const void *sendbuf, cons
     if (!(cc_coll_build_flags() & CC_COLL_BUILD_CUDA) && stream != nullptr)
         return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: stream is not NULL but this build has no CUDA support", fn);
     if (count > 0) {
-        const bool send_dev = sendbuf != nullptr && gpu::locate(sendbuf) == gpu::Location::Device;
-        const bool recv_dev = recvbuf != nullptr && gpu::locate(recvbuf) == gpu::Location::Device;
+        gpu::Location send_at = gpu::Location::Host, recv_at = gpu::Location::Host;
+        cc_coll_status_t st = gpu::locate_checked(sendbuf, &send_at, fn);
+        if (st != CC_COLL_OK || (st = gpu::locate_checked(recvbuf, &recv_at, fn)) != CC_COLL_OK) return st;
+        const bool send_dev = send_at == gpu::Location::Device;
+        const bool recv_dev = recv_at == gpu::Location::Device;
         if (sendbuf != nullptr && recvbuf != nullptr && send_dev != recv_dev)
             return fail(CC_COLL_ERR_INVALID_ARG,
                         "%s: sendbuf is %s memory but recvbuf is %s memory; a call's buffers must both be host or "

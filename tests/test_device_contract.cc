@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cc_coll.h"
 #include "core/config.hpp"
@@ -176,6 +177,21 @@ TEST(BufferLocation, HostMemoryAndNullAreHost)
     if (!(cc_coll_build_flags() & CC_COLL_BUILD_CUDA)) {
         EXPECT_EQ(cc_coll_cuda_device_count(), 0);
     }
+}
+
+// The checked form the C API uses: host memory is Host and no error, with a
+// GPU or without one (no driver, no device: CUDA unusable, not a failure).
+TEST(BufferLocation, CheckedLocateCallsHostMemoryHostWithoutError)
+{
+    using cc_coll::detail::gpu::Location;
+    std::vector<float> v(16);
+    Location where = Location::Device;
+    EXPECT_EQ(cc_coll::detail::gpu::locate_checked(v.data(), &where, "test"), CC_COLL_OK)
+        << cc_coll::detail::last_error();
+    EXPECT_EQ(where, Location::Host);
+    where = Location::Device;
+    EXPECT_EQ(cc_coll::detail::gpu::locate_checked(nullptr, &where, "test"), CC_COLL_OK);
+    EXPECT_EQ(where, Location::Host);
 }
 
 }  // namespace

@@ -8,20 +8,75 @@
 
 namespace cc_coll::detail::gpu {
 
+#ifdef CC_COLL_HAVE_CUDA
+namespace {
+// Failures that mean this process cannot use CUDA at all (so no buffer can
+// be device memory), rather than that a working context broke.
+bool cuda_unusable(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorStubLibrary:
+    case cudaErrorCallRequiresNewerDriver:
+    case cudaErrorSystemDriverMismatch:
+    case cudaErrorCompatNotSupportedOnDevice:
+    case cudaErrorSystemNotReady:
+    case cudaErrorInitializationError:
+    case cudaErrorDevicesUnavailable:  // exclusive-process GPU held by another process
+    case cudaErrorNotPermitted:
+    case cudaErrorOperatingSystem:
+    case cudaErrorCudartUnloading:     // at exit
+    case cudaErrorInvalidValue:        // CUDA < 11 on pageable host memory
+        return true;
+    default:
+        return false;
+    }
+}
+
+// Where `ptr` lives: cudaSuccess with *out set (Host also where CUDA is
+// unusable), or the failure that leaves it unknown.
+cudaError_t find_location(const void *ptr, Location *out)
+{
+    *out = Location::Host;
+    if (ptr == nullptr) return cudaSuccess;
+    cudaPointerAttributes attr{};
+    const cudaError_t e = cudaPointerGetAttributes(&attr, ptr);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();  // clears it unless it is sticky
+        // Without a usable driver or device no buffer is device memory.
+        return cuda_unusable(e) || device_count() == 0 ? cudaSuccess : e;
+    }
+    if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) *out = Location::Device;
+    return cudaSuccess;
+}
+}  // namespace
+#endif
+
 Location locate(const void *ptr)
 {
+    Location where = Location::Host;
 #ifdef CC_COLL_HAVE_CUDA
-    if (ptr == nullptr) return Location::Host;
-    cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
-        (void)cudaGetLastError();  // no driver or device: host memory
-        return Location::Host;
-    }
-    return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? Location::Device
-                                                                                    : Location::Host;
+    (void)find_location(ptr, &where);  // a failure leaves Host
 #else
     (void)ptr;
-    return Location::Host;
+#endif
+    return where;
+}
+
+cc_coll_status_t locate_checked(const void *ptr, Location *out, const char *fn)
+{
+    *out = Location::Host;
+#ifdef CC_COLL_HAVE_CUDA
+    const cudaError_t e = find_location(ptr, out);
+    if (e == cudaSuccess) return CC_COLL_OK;
+    return fail(CC_COLL_ERR_CUDA,
+                "%s: cudaPointerGetAttributes failed (CUDA status %d: %s), so whether the buffers are device "
+                "memory is unknown (an earlier CUDA error may have left the context unusable)",
+                fn, static_cast<int>(e), cudaGetErrorString(e));
+#else
+    (void)ptr, (void)fn;
+    return CC_COLL_OK;
 #endif
 }
 
@@ -122,7 +177,15 @@ cc_coll_status_t copy_to_device(void *dst, const void *src, std::size_t bytes, c
 {
 #ifdef CC_COLL_HAVE_CUDA
     if (bytes == 0) return CC_COLL_OK;
-    return cuda_status(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (host to device)", fn);
+    // From pageable memory cudaMemcpy may return once the data is staged,
+    // before it lands; a non-blocking stream would not wait for the legacy
+    // stream that carries it.
+    cc_coll_status_t st =
+        cuda_status(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (host to device)", fn);
+    if (st == CC_COLL_OK)
+        st = cuda_status(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize after cudaMemcpy (host to device)",
+                         fn);
+    return st;
 #else
     (void)dst, (void)src, (void)bytes;
     return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: this build has no CUDA support", fn);

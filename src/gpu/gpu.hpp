@@ -18,6 +18,14 @@ enum class Location { Host, Device };
 // CUDA or on a machine without a usable driver.
 Location locate(const void *ptr);
 
+// locate() for a call's buffers: Host as above where CUDA is unusable (no
+// driver or device, the runtime unloading at exit), but any other failure of
+// cudaPointerGetAttributes, such as the sticky error a faulted kernel leaves
+// in the context, is CC_COLL_ERR_CUDA naming `fn`: device memory can no
+// longer be told from host memory then, and calling it Host would run the
+// host algorithm on device pointers.
+cc_coll_status_t locate_checked(const void *ptr, Location *out, const char *fn);
+
 // Usable CUDA devices: 0 in a build without CUDA, without a driver or GPU.
 int device_count();
 
@@ -33,7 +41,9 @@ std::shared_ptr<void> device_zeroed(std::size_t bytes, cc_coll_status_t *st);
 
 // Blocking copies between host and device memory (cudaMemcpy) and
 // cudaStreamSynchronize; CC_COLL_ERR_CUDA naming `fn` on failure,
-// CC_COLL_ERR_NOT_SUPPORTED in a build without CUDA.
+// CC_COLL_ERR_NOT_SUPPORTED in a build without CUDA. copy_to_device returns
+// once the data is in device memory, so work on any stream, non-blocking
+// ones included, may read it.
 cc_coll_status_t copy_to_host(void *dst, const void *src, std::size_t bytes, const char *fn);
 cc_coll_status_t copy_to_device(void *dst, const void *src, std::size_t bytes, const char *fn);
 cc_coll_status_t synchronize(void *stream, const char *fn);
