@@ -115,6 +115,13 @@ cudaStream_t stream_of(const AllreduceArgs &a) { return static_cast<cudaStream_t
     } while (0)
 #define CC_GPU(expr, fn) CC_TRY(gpu::check((expr), (fn)))
 #define CC_CUDA(expr, fn) CC_GPU(gpu::cuda_result((expr), #expr), (fn))
+// The same, passing a failure through undo_if (a lambda in scope that takes
+// the call's input back out of the residuals) first: for the steps between
+// loading g' = g + e and the residual's update, so that a call failing there
+// (out of device memory for scratch, say) leaves the residual as it was.
+#define CC_TRY_UNDO(expr) CC_TRY(undo_if(expr))
+#define CC_GPU_UNDO(expr, fn) CC_TRY_UNDO(gpu::check((expr), (fn)))
+#define CC_CUDA_UNDO(expr, fn) CC_GPU_UNDO(gpu::cuda_result((expr), #expr), (fn))
 
 // g' = g + e on the device: in the device residual when EF is on, else in
 // scratch; *res is nullptr without a residual (see load_input on the host).
@@ -192,16 +199,20 @@ cc_coll_status_t sparse_allgather_device(Comm &comm, DeviceContext &ctx, const A
     }
 
     // Select and encode on the device.
+    const auto undo_if = [&](cc_coll_status_t st) {
+        if (st != CC_COLL_OK) undo_input_device<W>(g, res, a);
+        return st;
+    };
     std::uint32_t *idx = nullptr;
     W *sent = nullptr;
     unsigned char *payload = nullptr, *gathered = nullptr;
-    CC_TRY(room(ctx.indices, k, &idx));
-    CC_TRY(room(ctx.typed<W>().sent, k, &sent));
-    CC_TRY(room(ctx.send_bytes, bytes, &payload));
-    CC_TRY(room(ctx.recv_bytes, bytes * P, &gathered));
-    CC_GPU(topk::cuda::select<W>(g, n, k, idx, &ctx.select, s), fn);
-    CC_GPU(topk::cuda::encode<W>(g, n, idx, k, a.dtype, payload, sent, &ctx.select, s), fn);
-    CC_TRY(gpu::synchronize(s, fn));
+    CC_TRY_UNDO(room(ctx.indices, k, &idx));
+    CC_TRY_UNDO(room(ctx.typed<W>().sent, k, &sent));
+    CC_TRY_UNDO(room(ctx.send_bytes, bytes, &payload));
+    CC_TRY_UNDO(room(ctx.recv_bytes, bytes * P, &gathered));
+    CC_GPU_UNDO(topk::cuda::select<W>(g, n, k, idx, &ctx.select, s), fn);
+    CC_GPU_UNDO(topk::cuda::encode<W>(g, n, idx, k, a.dtype, payload, sent, &ctx.select, s), fn);
+    CC_TRY_UNDO(gpu::synchronize(s, fn));
     const double t1 = now_seconds();
     stats->time_compress += t1 - t0;
 
@@ -215,9 +226,9 @@ cc_coll_status_t sparse_allgather_device(Comm &comm, DeviceContext &ctx, const A
 
     // Every rank's header, read back in one strided copy.
     const std::size_t hb = sizeof(topk::PayloadHeader);
-    CC_GPU(ctx.host_bytes.reserve(hb * P), fn);
-    CC_CUDA(cudaMemcpy2DAsync(ctx.host_bytes.data(), hb, gathered, bytes, hb, P, cudaMemcpyDeviceToHost, s), fn);
-    CC_TRY(gpu::synchronize(s, fn));
+    CC_GPU_UNDO(ctx.host_bytes.reserve(hb * P), fn);
+    CC_CUDA_UNDO(cudaMemcpy2DAsync(ctx.host_bytes.data(), hb, gathered, bytes, hb, P, cudaMemcpyDeviceToHost, s), fn);
+    CC_TRY_UNDO(gpu::synchronize(s, fn));
     bool overflow = false;
     std::size_t bad = 0;
     topk::PayloadHeader h{};
@@ -259,19 +270,23 @@ cc_coll_status_t sketch_device(Comm &comm, DeviceContext &ctx, const AllreduceAr
     W *g = nullptr;
     Residual *res = nullptr;
     CC_TRY(load_input_device<W>(comm, ctx, p, a, true, &g, &res));
+    const auto undo_if = [&](cc_coll_status_t st) {
+        if (st != CC_COLL_OK) undo_input_device<W>(g, res, a);
+        return st;
+    };
 
     // 1. Select on the device.
     std::uint32_t *idx = nullptr;
     std::size_t kept = 0;
     if (p.sparsifier == CC_COLL_SPARSIFY_THRESHOLD) {
         double tau = 0;
-        CC_TRY(room(ctx.indices, n, &idx));
-        CC_GPU(threshold::cuda::pick<W>(g, n, p.zero_fraction, &tau, &ctx.threshold, s), fn);
-        CC_GPU(threshold::cuda::collect<W>(g, n, tau, idx, &kept, &ctx.threshold, s), fn);
+        CC_TRY_UNDO(room(ctx.indices, n, &idx));
+        CC_GPU_UNDO(threshold::cuda::pick<W>(g, n, p.zero_fraction, &tau, &ctx.threshold, s), fn);
+        CC_GPU_UNDO(threshold::cuda::collect<W>(g, n, tau, idx, &kept, &ctx.threshold, s), fn);
     } else {
         kept = topk::k_for(p.density, n);
-        CC_TRY(room(ctx.indices, kept, &idx));
-        CC_GPU(topk::cuda::select<W>(g, n, kept, idx, &ctx.select, s), fn);
+        CC_TRY_UNDO(room(ctx.indices, kept, &idx));
+        CC_GPU_UNDO(topk::cuda::select<W>(g, n, kept, idx, &ctx.select, s), fn);
     }
 
     // 2. Support bitmap plus the non-finite flag byte, OR-ed over the ranks.
@@ -279,15 +294,15 @@ cc_coll_status_t sketch_device(Comm &comm, DeviceContext &ctx, const AllreduceAr
     const std::size_t padded = (bb + 1 + 3) / 4 * 4;
     unsigned char *support = nullptr;
     std::uint32_t *flag = nullptr, *loads = nullptr;
-    CC_TRY(room(ctx.send_bytes, padded, &support));
-    CC_TRY(room(ctx.flags, 1, &flag));
-    CC_TRY(room(ctx.loads, sketch::kBlock, &loads));
-    CC_CUDA(cudaMemsetAsync(support, 0, padded, s), fn);
-    CC_CUDA(cudaMemsetAsync(flag, 0, sizeof(std::uint32_t), s), fn);
-    CC_GPU(sketch::cuda::bitmap_set(support, idx, kept, s), fn);
-    CC_GPU(gpu::flag_nonfinite<W>(g, n, flag, s), fn);
-    CC_CUDA(cudaMemcpyAsync(support + bb, flag, 1, cudaMemcpyDeviceToDevice, s), fn);  // little-endian low byte
-    CC_TRY(gpu::synchronize(s, fn));
+    CC_TRY_UNDO(room(ctx.send_bytes, padded, &support));
+    CC_TRY_UNDO(room(ctx.flags, 1, &flag));
+    CC_TRY_UNDO(room(ctx.loads, sketch::kBlock, &loads));
+    CC_CUDA_UNDO(cudaMemsetAsync(support, 0, padded, s), fn);
+    CC_CUDA_UNDO(cudaMemsetAsync(flag, 0, sizeof(std::uint32_t), s), fn);
+    CC_GPU_UNDO(sketch::cuda::bitmap_set(support, idx, kept, s), fn);
+    CC_GPU_UNDO(gpu::flag_nonfinite<W>(g, n, flag, s), fn);
+    CC_CUDA_UNDO(cudaMemcpyAsync(support + bb, flag, 1, cudaMemcpyDeviceToDevice, s), fn);  // little-endian low byte
+    CC_TRY_UNDO(gpu::synchronize(s, fn));
     const double t1 = now_seconds();
     stats->time_compress += t1 - t0;
     cc_coll_status_t st = ctx.transport->allreduce_bor(support, bb + 1, comm.mpi());
@@ -299,13 +314,13 @@ cc_coll_status_t sketch_device(Comm &comm, DeviceContext &ctx, const AllreduceAr
     }
 
     // 3. Layout from the global support (column loads read back), as the host.
-    CC_GPU(sketch::cuda::column_loads(support, n, loads, s), fn);
-    CC_GPU(ctx.host_bytes.reserve(sketch::kBlock * sizeof(std::uint32_t) + 1), fn);
+    CC_GPU_UNDO(sketch::cuda::column_loads(support, n, loads, s), fn);
+    CC_GPU_UNDO(ctx.host_bytes.reserve(sketch::kBlock * sizeof(std::uint32_t) + 1), fn);
     unsigned char *host = ctx.host_bytes.data();
-    CC_CUDA(cudaMemcpyAsync(host, loads, sketch::kBlock * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s), fn);
-    CC_CUDA(cudaMemcpyAsync(host + sketch::kBlock * sizeof(std::uint32_t), support + bb, 1, cudaMemcpyDeviceToHost, s),
-            fn);
-    CC_TRY(gpu::synchronize(s, fn));
+    CC_CUDA_UNDO(cudaMemcpyAsync(host, loads, sketch::kBlock * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s), fn);
+    CC_CUDA_UNDO(
+        cudaMemcpyAsync(host + sketch::kBlock * sizeof(std::uint32_t), support + bb, 1, cudaMemcpyDeviceToHost, s), fn);
+    CC_TRY_UNDO(gpu::synchronize(s, fn));
     std::vector<std::uint32_t> column(sketch::kBlock);
     std::memcpy(column.data(), host, sketch::kBlock * sizeof(std::uint32_t));
     const bool nonfinite = host[sketch::kBlock * sizeof(std::uint32_t)] != 0;
@@ -319,9 +334,9 @@ cc_coll_status_t sketch_device(Comm &comm, DeviceContext &ctx, const AllreduceAr
     // 4. Sketch this rank's kept values and sum the sketches.
     const double t2 = now_seconds();
     W *cells = nullptr;
-    CC_TRY(room(ctx.typed<W>().other, layout.cells(), &cells));
-    CC_CUDA(cudaMemsetAsync(cells, 0, layout.cells() * sizeof(W), s), fn);
-    CC_GPU(sketch::cuda::encode<W>(layout, g, idx, kept, cells, s), fn);
+    CC_TRY_UNDO(room(ctx.typed<W>().other, layout.cells(), &cells));
+    CC_CUDA_UNDO(cudaMemsetAsync(cells, 0, layout.cells() * sizeof(W), s), fn);
+    CC_GPU_UNDO(sketch::cuda::encode<W>(layout, g, idx, kept, cells, s), fn);
     if (res != nullptr) CC_GPU(gpu::zero_at<W>(g, idx, kept, s), fn);  // sent exactly
     CC_TRY(gpu::synchronize(s, fn));
     const double t3 = now_seconds();
@@ -380,6 +395,10 @@ cc_coll_status_t lowrank_batch_device(Comm &comm, DeviceContext &ctx, const std:
     std::vector<LowRankItem> items;
     items.reserve(idx.size());
     std::size_t p_total = 0, q_total = 0;
+    const auto undo_if = [&](cc_coll_status_t st) {
+        if (st != CC_COLL_OK) undo_items<W>(items);
+        return st;
+    };
 
     if (ts.mats.size() < idx.size()) ts.mats.resize(idx.size());
     for (std::size_t j = 0; j < idx.size(); ++j) {
@@ -399,33 +418,29 @@ cc_coll_status_t lowrank_batch_device(Comm &comm, DeviceContext &ctx, const std:
         if (!ts.mats[j]) ts.mats[j] = std::make_unique<gpu::DeviceArray<W>>();
         W *mat = nullptr;
         if (st == CC_COLL_OK) st = room(*ts.mats[j], mn, &mat);
-        if (st != CC_COLL_OK) {
-            undo_items<W>(items);
-            return st;
-        }
+        CC_TRY_UNDO(st);
         W *g = it.res != nullptr ? it.res->data<W>() : mat;
-        CC_GPU(gpu::load_input<W>(t.args.send, t.args.dtype, n, g, it.res != nullptr, s), fn);
-        W *m = g;
-        if (mn > n) {  // zero-padded matrix view
-            m = mat;
-            if (m != g) CC_CUDA(cudaMemcpyAsync(m, g, n * sizeof(W), cudaMemcpyDeviceToDevice, s), fn);
-            CC_CUDA(cudaMemsetAsync(m + n, 0, (mn - n) * sizeof(W), s), fn);
-        }
+        CC_GPU_UNDO(gpu::load_input<W>(t.args.send, t.args.dtype, n, g, it.res != nullptr, s), fn);
+        W *m = mn > n ? mat : g;  // zero-padded matrix view
         it.g = g;
         it.m = m;
         it.p_off = p_total;
         it.q_off = q_total;
         p_total += it.shape.rows * static_cast<std::size_t>(it.shape.rank);
         q_total += it.shape.cols * static_cast<std::size_t>(it.shape.rank);
-        items.push_back(it);
+        items.push_back(it);  // from here a failure takes its input back out too
+        if (mn > n) {
+            if (m != g) CC_CUDA_UNDO(cudaMemcpyAsync(m, g, n * sizeof(W), cudaMemcpyDeviceToDevice, s), fn);
+            CC_CUDA_UNDO(cudaMemsetAsync(m + n, 0, (mn - n) * sizeof(W), s), fn);
+        }
     }
 
     // 1-2. Q (warm or seeded Gaussian), orthogonalised; P = M Q.
     W *pbuf = nullptr, *qbuf = nullptr;
     std::uint32_t *flags = nullptr;
-    CC_TRY(room(ts.p, p_total, &pbuf));
-    CC_TRY(room(ts.q, q_total, &qbuf));
-    CC_TRY(room(ctx.flags, items.size(), &flags));
+    CC_TRY_UNDO(room(ts.p, p_total, &pbuf));
+    CC_TRY_UNDO(room(ts.q, q_total, &qbuf));
+    CC_TRY_UNDO(room(ctx.flags, items.size(), &flags));
     for (std::size_t j = 0; j < items.size(); ++j) {
         LowRankItem &it = items[j];
         const lowrank::Shape &sh = it.shape;
@@ -436,33 +451,29 @@ cc_coll_status_t lowrank_batch_device(Comm &comm, DeviceContext &ctx, const std:
         const W *previous =
             warm ? static_cast<const W *>(it.state->device.get()) + sh.rows * static_cast<std::size_t>(sh.rank)
                  : nullptr;
-        CC_GPU(lowrank::cuda::start_q<W>(*blas, previous, p.seed, lowrank_q_stream(j, sh, it.state->calls), sh, half,
-                                         q, s),
-               fn);
-        CC_GPU(lowrank::cuda::multiply_mq<W>(*blas, static_cast<const W *>(it.m), sh, q, pbuf + it.p_off, s), fn);
+        CC_GPU_UNDO(lowrank::cuda::start_q<W>(*blas, previous, p.seed, lowrank_q_stream(j, sh, it.state->calls), sh,
+                                              half, q, s),
+                    fn);
+        CC_GPU_UNDO(lowrank::cuda::multiply_mq<W>(*blas, static_cast<const W *>(it.m), sh, q, pbuf + it.p_off, s), fn);
     }
-    CC_TRY(gpu::synchronize(s, fn));
+    CC_TRY_UNDO(gpu::synchronize(s, fn));
     const double t1 = now_seconds();
     stats->time_compress += t1 - t0;
 
     const cc_coll_dtype_t wire = dtype_of_work<W>();
-    cc_coll_status_t st = ctx.transport->allreduce_sum(pbuf, pbuf, p_total, wire, comm.mpi());
-    if (st != CC_COLL_OK) {
-        undo_items<W>(items);
-        return st;
-    }
+    CC_TRY_UNDO(ctx.transport->allreduce_sum(pbuf, pbuf, p_total, wire, comm.mpi()));
     const double t2 = now_seconds();
     stats->time_communicate += t2 - t1;
 
     // 3. Non-finite P -> dense; else orthogonalise P and Q = M^T P.
-    CC_CUDA(cudaMemsetAsync(flags, 0, items.size() * sizeof(std::uint32_t), s), fn);
+    CC_CUDA_UNDO(cudaMemsetAsync(flags, 0, items.size() * sizeof(std::uint32_t), s), fn);
     for (std::size_t j = 0; j < items.size(); ++j)
-        CC_GPU(gpu::flag_nonfinite<W>(pbuf + items[j].p_off, items[j].shape.rows * items[j].shape.rank, flags + j, s),
-               fn);
+        CC_GPU_UNDO(
+            gpu::flag_nonfinite<W>(pbuf + items[j].p_off, items[j].shape.rows * items[j].shape.rank, flags + j, s), fn);
     std::vector<std::uint32_t> host_flags(items.size());
-    CC_CUDA(cudaMemcpyAsync(host_flags.data(), flags, items.size() * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s),
-            fn);
-    CC_TRY(gpu::synchronize(s, fn));
+    CC_CUDA_UNDO(
+        cudaMemcpyAsync(host_flags.data(), flags, items.size() * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s), fn);
+    CC_TRY_UNDO(gpu::synchronize(s, fn));
     for (std::size_t j = 0; j < items.size(); ++j) {
         LowRankItem &it = items[j];
         const lowrank::Shape &sh = it.shape;
@@ -470,21 +481,17 @@ cc_coll_status_t lowrank_batch_device(Comm &comm, DeviceContext &ctx, const std:
         W *q = qbuf + it.q_off;
         if (host_flags[j] != 0) {
             it.dense = true;
-            CC_CUDA(cudaMemsetAsync(q, 0, sh.cols * static_cast<std::size_t>(sh.rank) * sizeof(W), s), fn);
+            CC_CUDA_UNDO(cudaMemsetAsync(q, 0, sh.cols * static_cast<std::size_t>(sh.rank) * sizeof(W), s), fn);
             continue;
         }
-        CC_GPU(lowrank::cuda::orthogonalize<W>(*blas, p, sh.rows, sh.rank, is_half(it.t->args.dtype), s), fn);
-        CC_GPU(lowrank::cuda::multiply_mtp<W>(*blas, static_cast<const W *>(it.m), sh, p, q, s), fn);
+        CC_GPU_UNDO(lowrank::cuda::orthogonalize<W>(*blas, p, sh.rows, sh.rank, is_half(it.t->args.dtype), s), fn);
+        CC_GPU_UNDO(lowrank::cuda::multiply_mtp<W>(*blas, static_cast<const W *>(it.m), sh, p, q, s), fn);
     }
-    CC_TRY(gpu::synchronize(s, fn));
+    CC_TRY_UNDO(gpu::synchronize(s, fn));
     const double t3 = now_seconds();
     stats->time_compress += t3 - t2;
 
-    st = ctx.transport->allreduce_sum(qbuf, qbuf, q_total, wire, comm.mpi());
-    if (st != CC_COLL_OK) {
-        undo_items<W>(items);
-        return st;
-    }
+    CC_TRY_UNDO(ctx.transport->allreduce_sum(qbuf, qbuf, q_total, wire, comm.mpi()));
     const double t4 = now_seconds();
     stats->time_communicate += t4 - t3;
     stats->bytes_wire += (p_total + q_total) * sizeof(W);
@@ -508,6 +515,7 @@ cc_coll_status_t lowrank_batch_device(Comm &comm, DeviceContext &ctx, const std:
         const std::size_t pn = sh.rows * static_cast<std::size_t>(sh.rank);
         const std::size_t qn = sh.cols * static_cast<std::size_t>(sh.rank);
         if (!state.has_device_q<W>(sh.rows, sh.cols, sh.rank)) {
+            cc_coll_status_t st = CC_COLL_OK;
             state.device = gpu::device_zeroed((pn + qn) * sizeof(W), &st);
             if (state.device == nullptr) return st;
         }
