@@ -313,6 +313,32 @@ void tie_cases()
 TEST(TopkCudaReplay, TiesFloat) { tie_cases<float>(); }
 TEST(TopkCudaReplay, TiesDouble) { tie_cases<double>(); }
 
+// Ties at the k-th magnitude exactly filling the device's tie list, and one
+// more: the list decides the first, the ~index passes the second.
+template <typename W>
+void tie_capacity_cases()
+{
+    for (std::uint32_t tied : {keys::kTieCapacity, keys::kTieCapacity + 1}) {
+        std::vector<W> x = gaussian<W>(3 * keys::kTieCapacity, 17, 1e-3);
+        for (std::size_t i = 0; i < 50; ++i) x[i * 7 + 1] = W(8) + static_cast<W>(i);  // 50 above the ties
+        std::size_t placed = 0;
+        for (std::size_t i = 2; placed < tied; i += 1 + (i % 2)) {
+            if (std::fabs(x[i]) >= W(8)) continue;
+            x[i] = placed % 2 ? W(-2) : W(2);
+            ++placed;
+        }
+        for (std::size_t k : {std::size_t{51}, std::size_t{50} + tied / 2, std::size_t{49} + tied}) {
+            ReplayInfo info;
+            expect_replay_matches(x, k, &info);
+            EXPECT_EQ(info.listed_ties, tied <= keys::kTieCapacity) << "tied " << tied << ", k " << k;
+            EXPECT_EQ(info.index_passes, tied > keys::kTieCapacity) << "tied " << tied << ", k " << k;
+        }
+    }
+}
+
+TEST(TopkCudaReplay, TieListCapacityFloat) { tie_capacity_cases<float>(); }
+TEST(TopkCudaReplay, TieListCapacityDouble) { tie_capacity_cases<double>(); }
+
 template <typename W>
 void adversarial_cases()
 {

@@ -206,15 +206,19 @@ __global__ void __launch_bounds__(kThreads) iota(std::uint32_t *__restrict__ idx
 
 // ---------------------------------------------------------------- encode kernels
 
-// flags[0] = 1 when some kept element is finite.
+// flags[0] = 1 when some kept element is finite: one store per block (not
+// one per finite element, which would queue up to k stores on one address).
 template <typename W>
 __global__ void __launch_bounds__(kThreads)
     flag_kept_finite(const W *__restrict__ x, const std::uint32_t *__restrict__ idx, std::uint64_t k,
                      std::uint32_t *flags)
 {
     const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+    int finite = 0;
     for (std::uint64_t j = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < k; j += stride)
-        if (!keys::is_nonfinite(x[idx[j]])) flags[0] = 1u;  // every writer stores the same value
+        finite |= keys::is_nonfinite(x[idx[j]]) ? 0 : 1;
+    // Every thread reaches the barrier; every writer stores the same value.
+    if (__syncthreads_or(finite) != 0 && threadIdx.x == 0) flags[0] = 1u;
 }
 
 // flags[1] = number of non-finite elements of x, counted only when no kept
