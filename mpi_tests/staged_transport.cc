@@ -590,6 +590,9 @@ void *to_gpu(const std::vector<unsigned char> &data, std::size_t bytes)
     void *p = nullptr;
     EXPECT(cudaMalloc(&p, bytes > 0 ? bytes : 1) == cudaSuccess, "cudaMalloc(%zu) failed", bytes);
     if (bytes > 0) EXPECT(cudaMemcpy(p, data.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess, "cudaMemcpy up");
+    // From pageable memory cudaMemcpy may return before the data lands, and
+    // the transport's copy streams are non-blocking: they would not wait.
+    EXPECT(cudaDeviceSynchronize() == cudaSuccess, "cudaDeviceSynchronize after cudaMemcpy up");
     return p;
 }
 
