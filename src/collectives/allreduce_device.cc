@@ -617,39 +617,12 @@ cc_coll_status_t dense_batch_device(Comm &comm, const std::vector<GroupTensor> &
     const double t0 = now_seconds();
     unsigned char *pack = nullptr;
     CC_TRY(room(ctx->recv_bytes, total * es, &pack));
+    // A tensor with a residual keeps g' = g + e in it until the sum has
+    // succeeded, and only then just the rounding to the dtype, so a call
+    // failing before (a failed sum included) can take every input back out.
     std::vector<Residual *> residuals(idx.size(), nullptr);
-    std::size_t off = 0;
-    for (std::size_t j = 0; j < idx.size(); ++j) {
-        const GroupTensor &t = tensors[idx[j]];
-        const std::size_t n = t.args.count;
-        unsigned char *dst = pack + off * es;
-        Residual *res = nullptr;
-        if (t.params.ef && t.params.method != CC_COLL_METHOD_NONE) {
-            const EfKey key = EfKey::from(t.params.has_ef_key, t.params.ef_key, t.args.recv, n, dtype);
-            CC_TRY(comm.ef().find_matching(key, n, dtype, &res, true));
-        }
-        if (res == nullptr) {
-            CC_CUDA(cudaMemcpyAsync(dst, t.args.send, n * es, cudaMemcpyDeviceToDevice, s), fn);
-        } else {
-            residuals[j] = res;
-            CC_TRY(with_work_type(dtype, [&](auto w) {
-                using W = decltype(w);
-                W *g = res->data<W>();
-                CC_GPU(gpu::load_input<W>(t.args.send, dtype, n, g, true, s), fn);
-                CC_GPU(gpu::round_to_dtype<W>(g, true, n, dtype, dst, s), fn);
-                return CC_COLL_OK;
-            }));
-        }
-        off += n;
-    }
-    CC_TRY(gpu::synchronize(s, fn));
-    const double t1 = now_seconds();
-    stats->time_compress += t1 - t0;
-    const cc_coll_status_t st = ctx->transport->allreduce_sum(pack, pack, total, dtype, comm.mpi());
-    const double t2 = now_seconds();
-    stats->time_communicate += t2 - t1;
-    if (st != CC_COLL_OK) {
-        for (std::size_t j = 0; j < idx.size(); ++j) {
+    const auto undo_if = [&](cc_coll_status_t st) {
+        for (std::size_t j = 0; st != CC_COLL_OK && j < idx.size(); ++j) {
             if (residuals[j] == nullptr) continue;
             with_work_type(dtype, [&](auto w) {
                 using W = decltype(w);
@@ -658,10 +631,49 @@ cc_coll_status_t dense_batch_device(Comm &comm, const std::vector<GroupTensor> &
             });
         }
         return st;
+    };
+    std::size_t off = 0;
+    for (std::size_t j = 0; j < idx.size(); ++j) {
+        const GroupTensor &t = tensors[idx[j]];
+        const std::size_t n = t.args.count;
+        unsigned char *dst = pack + off * es;
+        Residual *res = nullptr;
+        if (t.params.ef && t.params.method != CC_COLL_METHOD_NONE) {
+            const EfKey key = EfKey::from(t.params.has_ef_key, t.params.ef_key, t.args.recv, n, dtype);
+            CC_TRY_UNDO(comm.ef().find_matching(key, n, dtype, &res, true));
+        }
+        if (res == nullptr) {
+            CC_CUDA_UNDO(cudaMemcpyAsync(dst, t.args.send, n * es, cudaMemcpyDeviceToDevice, s), fn);
+        } else {
+            CC_TRY_UNDO(with_work_type(dtype, [&](auto w) {
+                using W = decltype(w);
+                W *g = res->data<W>();
+                CC_GPU(gpu::load_input<W>(t.args.send, dtype, n, g, true, s), fn);
+                residuals[j] = res;
+                CC_GPU(gpu::round_to_dtype<W>(g, false, n, dtype, dst, s), fn);
+                return CC_COLL_OK;
+            }));
+        }
+        off += n;
     }
+    CC_TRY_UNDO(gpu::synchronize(s, fn));
+    const double t1 = now_seconds();
+    stats->time_compress += t1 - t0;
+    CC_TRY_UNDO(ctx->transport->allreduce_sum(pack, pack, total, dtype, comm.mpi()));
+    const double t2 = now_seconds();
+    stats->time_communicate += t2 - t1;
     off = 0;
-    for (std::size_t i : idx) {
-        const AllreduceArgs &a = tensors[i].args;
+    for (std::size_t j = 0; j < idx.size(); ++j) {
+        const AllreduceArgs &a = tensors[idx[j]].args;
+        if (residuals[j] != nullptr) {
+            // e = g' - g' rounded, as the host; recvbuf (overwritten next, and
+            // the input is no longer needed) takes the rounded values.
+            CC_TRY(with_work_type(dtype, [&](auto w) {
+                using W = decltype(w);
+                CC_GPU(gpu::round_to_dtype<W>(residuals[j]->data<W>(), true, a.count, dtype, a.recv, s), fn);
+                return CC_COLL_OK;
+            }));
+        }
         CC_CUDA(cudaMemcpyAsync(a.recv, pack + off * es, a.count * es, cudaMemcpyDeviceToDevice, s), fn);
         if (a.op == CC_COLL_AVG) CC_GPU(gpu::divide_in_place(a.recv, a.count, dtype, comm.size(), s), fn);
         off += a.count;
