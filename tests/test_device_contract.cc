@@ -4,6 +4,9 @@
 // state's device factors, and buffer location.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -192,6 +195,30 @@ TEST(BufferLocation, CheckedLocateCallsHostMemoryHostWithoutError)
     where = Location::Device;
     EXPECT_EQ(cc_coll::detail::gpu::locate_checked(nullptr, &where, "test"), CC_COLL_OK);
     EXPECT_EQ(where, Location::Host);
+}
+
+// Locating host buffers must not start CUDA: in a process that has not used
+// it, the driver library stays unloaded (no context, no GPU memory taken on
+// device 0 by every rank of a host-only program). Checked in a fresh process
+// (threadsafe death-test style re-runs only this test), since other tests of
+// this program query the device count, which loads the driver.
+TEST(BufferLocation, LocatingHostBuffersDoesNotStartCuda)
+{
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            using cc_coll::detail::gpu::Location;
+            const bool before = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) != nullptr;
+            std::vector<float> v(16);
+            Location where = Location::Device;
+            const bool host = cc_coll::detail::gpu::locate(v.data()) == Location::Host &&
+                              cc_coll::detail::gpu::locate_checked(v.data(), &where, "test") == CC_COLL_OK &&
+                              where == Location::Host;
+            const bool after = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) != nullptr;
+            std::fprintf(stderr, "host=%d driver loaded before=%d after=%d\n", host, before, after);
+            std::exit(host && (before || !after) ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "host=1");
 }
 
 }  // namespace

@@ -3,6 +3,10 @@
 #include "core/error.hpp"
 
 #ifdef CC_COLL_HAVE_CUDA
+#include <dlfcn.h>
+
+#include <atomic>
+
 #include <cuda_runtime_api.h>
 #endif
 
@@ -34,12 +38,28 @@ bool cuda_unusable(cudaError_t e)
     }
 }
 
+// Whether this process has started CUDA: the driver library is loaded.
+// Device and managed memory cannot exist before that, and asking the runtime
+// about a pointer would itself start CUDA and create a context on the
+// current device (GPU memory and start-up time in every rank of a host-only
+// program). Once loaded, the driver stays loaded.
+bool cuda_started()
+{
+    static std::atomic<bool> started{false};
+    if (started.load(std::memory_order_relaxed)) return true;
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (driver == nullptr) return false;
+    (void)dlclose(driver);  // drops only the reference RTLD_NOLOAD took
+    started.store(true, std::memory_order_relaxed);
+    return true;
+}
+
 // Where `ptr` lives: cudaSuccess with *out set (Host also where CUDA is
 // unusable), or the failure that leaves it unknown.
 cudaError_t find_location(const void *ptr, Location *out)
 {
     *out = Location::Host;
-    if (ptr == nullptr) return cudaSuccess;
+    if (ptr == nullptr || !cuda_started()) return cudaSuccess;
     cudaPointerAttributes attr{};
     const cudaError_t e = cudaPointerGetAttributes(&attr, ptr);
     if (e != cudaSuccess) {

@@ -15,7 +15,9 @@ enum class Location { Host, Device };
 
 // Device for device (cudaMalloc) and managed memory, Host for everything else:
 // pageable or pinned host memory, NULL, and every pointer in a build without
-// CUDA or on a machine without a usable driver.
+// CUDA, on a machine without a usable driver, or in a process that has not
+// started CUDA (the driver library is not loaded): locating a host buffer
+// never starts CUDA itself.
 Location locate(const void *ptr);
 
 // locate() for a call's buffers: Host as above where CUDA is unusable (no
