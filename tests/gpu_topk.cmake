@@ -9,3 +9,26 @@ gtest_discover_tests(cc_coll_unit_topk_cuda
   TEST_PREFIX "unit_topk_cuda."
   DISCOVERY_TIMEOUT 30
   PROPERTIES LABELS unit TIMEOUT 60)
+
+# The device top-k and threshold ladder run on a GPU against the host
+# compressors: selected indices, payload bytes, scatter-add, the residual
+# after the error-feedback step, pick and collect. Every test is skipped
+# without a CUDA device.
+add_executable(cc_coll_unit_topk_cuda_device test_topk_cuda_device.cc)
+target_link_libraries(cc_coll_unit_topk_cuda_device PRIVATE cc_coll_static GTest::gtest_main Threads::Threads)
+target_compile_options(cc_coll_unit_topk_cuda_device PRIVATE ${CC_COLL_TEST_WARNINGS})
+gtest_discover_tests(cc_coll_unit_topk_cuda_device
+  TEST_PREFIX "unit_topk_cuda_device."
+  TEST_LIST cc_coll_unit_topk_cuda_device_TESTS
+  DISCOVERY_TIMEOUT 30
+  PROPERTIES TIMEOUT 300)
+# Labels "unit;gpu": gtest_discover_tests flattens a list-valued property
+# (PROPERTIES LABELS "unit;gpu" TIMEOUT 300 becomes LABELS unit, a property
+# named gpu, and no TIMEOUT), so a script that ctest reads after the
+# discovered tests sets them.
+set(_cc_coll_labels ${CMAKE_CURRENT_BINARY_DIR}/cc_coll_unit_topk_cuda_device_labels.cmake)
+file(WRITE ${_cc_coll_labels}
+  "foreach(_t IN LISTS cc_coll_unit_topk_cuda_device_TESTS)\n"
+  "  set_tests_properties(\"\${_t}\" PROPERTIES LABELS \"unit;gpu\")\n"
+  "endforeach()\n")
+set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${_cc_coll_labels})
