@@ -113,6 +113,20 @@ cc_coll_status_t dense_batch(Comm &comm, const std::vector<GroupTensor> &tensors
     pack.resize(total * es);
     std::size_t off = 0;
     std::vector<Residual *> residuals(idx.size(), nullptr);
+    // A failure before the sum has finished leaves every residual as it was:
+    // a residual holds g' = g + e until then, so taking g back out restores e.
+    const auto undo = [&] {
+        for (std::size_t j = 0; j < idx.size(); ++j) {
+            if (residuals[j] == nullptr) continue;
+            const GroupTensor &t = tensors[idx[j]];
+            with_work_type(dtype, [&](auto w) {
+                using W = decltype(w);
+                W *e = residuals[j]->data<W>();
+                for (std::size_t i = 0; i < t.args.count; ++i) e[i] -= load_element<W>(t.args.send, i, dtype);
+                return CC_COLL_OK;
+            });
+        }
+    };
     for (std::size_t j = 0; j < idx.size(); ++j) {
         const GroupTensor &t = tensors[idx[j]];
         const std::size_t n = t.args.count;
@@ -121,7 +135,10 @@ cc_coll_status_t dense_batch(Comm &comm, const std::vector<GroupTensor> &tensors
         if (t.params.ef && t.params.method != CC_COLL_METHOD_NONE) {
             const EfKey key = EfKey::from(t.params.has_ef_key, t.params.ef_key, t.args.recv, n, dtype);
             const cc_coll_status_t st = comm.ef().find_matching(key, n, dtype, &res);
-            if (st != CC_COLL_OK) return st;
+            if (st != CC_COLL_OK) {
+                undo();
+                return st;
+            }
         }
         if (res == nullptr) {
             std::memcpy(dst, t.args.send, n * es);
@@ -131,7 +148,7 @@ cc_coll_status_t dense_batch(Comm &comm, const std::vector<GroupTensor> &tensors
                 using W = decltype(w);
                 W *g = res->data<W>();
                 load_as<W>(t.args.send, dtype, n, g, true);
-                round_to_dtype<W>(g, true, n, dtype, dst);
+                round_to_dtype<W>(g, false, n, dtype, dst);
                 return CC_COLL_OK;
             });
         }
@@ -143,22 +160,21 @@ cc_coll_status_t dense_batch(Comm &comm, const std::vector<GroupTensor> &tensors
     const double t2 = now_seconds();
     stats->time_communicate += t2 - t1;
     if (st != CC_COLL_OK) {
-        // Leave residuals as they were: g' - rounding + rounding == e + g.
-        for (std::size_t j = 0; j < idx.size(); ++j) {
-            if (residuals[j] == nullptr) continue;
-            const GroupTensor &t = tensors[idx[j]];
-            with_work_type(dtype, [&](auto w) {
-                using W = decltype(w);
-                W *e = residuals[j]->data<W>();
-                for (std::size_t i = 0; i < t.args.count; ++i) e[i] -= load_element<W>(t.args.send, i, dtype);
-                return CC_COLL_OK;
-            });
-        }
+        undo();
         return st;
     }
     off = 0;
-    for (std::size_t i : idx) {
-        const AllreduceArgs &a = tensors[i].args;
+    for (std::size_t j = 0; j < idx.size(); ++j) {
+        const AllreduceArgs &a = tensors[idx[j]].args;
+        if (residuals[j] != nullptr) {
+            // Keep only the rounding to the dtype; recv (whose input is in
+            // the residual by now) is the scratch for the rounded values.
+            with_work_type(dtype, [&](auto w) {
+                using W = decltype(w);
+                round_to_dtype<W>(residuals[j]->data<W>(), true, a.count, dtype, a.recv);
+                return CC_COLL_OK;
+            });
+        }
         std::memcpy(a.recv, pack.data() + off * es, a.count * es);
         if (a.op == CC_COLL_AVG) divide_in_place(a.recv, a.count, dtype, comm.size());
         off += a.count;
