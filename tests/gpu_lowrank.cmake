@@ -7,5 +7,7 @@ target_link_libraries(cc_coll_unit_lowrank_cuda PRIVATE cc_coll_static GTest::gt
 target_compile_options(cc_coll_unit_lowrank_cuda PRIVATE ${CC_COLL_TEST_WARNINGS})
 gtest_discover_tests(cc_coll_unit_lowrank_cuda
   TEST_PREFIX "unit_lowrank_cuda."
+  TEST_LIST cc_coll_unit_lowrank_cuda_TESTS
   DISCOVERY_TIMEOUT 30
-  PROPERTIES LABELS "unit;gpu" TIMEOUT 60)
+  PROPERTIES TIMEOUT 60)
+cc_coll_label_gpu_tests(cc_coll_unit_lowrank_cuda)

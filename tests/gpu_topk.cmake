@@ -22,13 +22,4 @@ gtest_discover_tests(cc_coll_unit_topk_cuda_device
   TEST_LIST cc_coll_unit_topk_cuda_device_TESTS
   DISCOVERY_TIMEOUT 30
   PROPERTIES TIMEOUT 300)
-# Labels "unit;gpu": gtest_discover_tests flattens a list-valued property
-# (PROPERTIES LABELS "unit;gpu" TIMEOUT 300 becomes LABELS unit, a property
-# named gpu, and no TIMEOUT), so a script that ctest reads after the
-# discovered tests sets them.
-set(_cc_coll_labels ${CMAKE_CURRENT_BINARY_DIR}/cc_coll_unit_topk_cuda_device_labels.cmake)
-file(WRITE ${_cc_coll_labels}
-  "foreach(_t IN LISTS cc_coll_unit_topk_cuda_device_TESTS)\n"
-  "  set_tests_properties(\"\${_t}\" PROPERTIES LABELS \"unit;gpu\")\n"
-  "endforeach()\n")
-set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${_cc_coll_labels})
+cc_coll_label_gpu_tests(cc_coll_unit_topk_cuda_device)
