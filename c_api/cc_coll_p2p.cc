@@ -119,12 +119,13 @@ cc_coll_status_t cc_coll_recv(void *buf, size_t count, cc_coll_dtype_t dtype, in
         if (st != CC_COLL_OK || (st = locate_buffers(fn, nullptr, buf, count, stream, &on_device)) != CC_COLL_OK)
             return st;
         if (!on_device) return p2p_recv(*c, RecvArgs{buf, count, dtype, source, tag}, p);
-        // Device buffer: received into a host copy, copied up on success (a
-        // mismatch leaves buf untouched, as on the host).
+        // Device buffer: received into host memory, which a successful
+        // receive fills whole, and copied up on success (a mismatch leaves
+        // buf untouched, as on the host).
         const std::size_t bytes = count * dtype_size(dtype);
         HostStaging staging(fn, stream);
-        unsigned char *host = nullptr;
-        if ((st = staging.begin()) != CC_COLL_OK || (st = staging.in(buf, bytes, &host)) != CC_COLL_OK) return st;
+        unsigned char *host = staging.room(bytes);
+        if ((st = staging.begin()) != CC_COLL_OK) return st;
         if ((st = p2p_recv(*c, RecvArgs{host, count, dtype, source, tag}, p)) != CC_COLL_OK) return st;
         return staging.out(buf, host, bytes);
     });

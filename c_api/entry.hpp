@@ -116,10 +116,16 @@ class HostStaging {
 public:
     HostStaging(const char *fn, void *stream) : fn_(fn), stream_(stream) {}
     cc_coll_status_t begin() { return gpu::synchronize(stream_, fn_); }
-    cc_coll_status_t in(const void *device, std::size_t bytes, unsigned char **host)
+    // Host memory for `bytes` bytes that a call fills completely (nothing is
+    // copied down).
+    unsigned char *room(std::size_t bytes)
     {
         buffers_.emplace_back(bytes > 0 ? bytes : 1);
-        *host = buffers_.back().data();
+        return buffers_.back().data();
+    }
+    cc_coll_status_t in(const void *device, std::size_t bytes, unsigned char **host)
+    {
+        *host = room(bytes);
         return gpu::copy_to_host(*host, device, bytes, fn_);
     }
     cc_coll_status_t out(void *device, const void *host, std::size_t bytes)
