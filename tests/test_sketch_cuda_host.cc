@@ -5,10 +5,12 @@
 //    host sketches stay bit for bit what they were);
 //  - the device's bitmap word reads;
 //  - the device decoder's round-based peeling, emulated on the host with
-//    the very per-cell steps the kernels run (claim pass, then peel pass,
-//    per round; plain memory operations instead of atomics, and each
-//    round's entries visited in a shuffled order, as threads may run them),
-//    against sketch::decode and an independent peeling of the support;
+//    the very per-cell steps the kernels run (claim pass, peel pass, then
+//    subtraction and bid passes, per round; plain memory operations instead
+//    of atomics, and each pass visiting the round's entries in a shuffled
+//    order, as threads may run them), against sketch::decode and an
+//    independent peeling of the support, and bit for bit against itself
+//    under other thread orders;
 //  - rows_for_loads, the sizing rule the device applies to column loads.
 #include <algorithm>
 #include <array>
@@ -150,41 +152,40 @@ TEST(SketchCudaHash, BitmapWord32)
 // ---------------------------------------------------------------- peeling
 
 struct HostOps {
-    template <typename T>
-    static void add(T *p, T v)
-    {
-        *p += v;
-    }
+    static void add(std::uint32_t *p, std::uint32_t v) { *p += v; }
     static void bit_xor(std::uint32_t *p, std::uint32_t v) { *p ^= v; }
+    static void bit_or(std::uint32_t *p, std::uint32_t v)
+    {
+        EXPECT_EQ(*p & v, 0u) << "an element claimed twice";
+        *p |= v;
+    }
     // The device's peel pass reads a claimed cell (count kClaimed) without
     // atomics: it is safe only because no other entry's element is left in
-    // it, so no decrement (nor the add and xor beside it) ever reaches it;
-    // nor an emptied cell (the count would wrap).
+    // it, so no decrement (nor the xor and bid beside it) ever reaches it,
+    // nor a peeled cell with subtractions pending; nor an emptied cell (the
+    // count would wrap).
     static std::uint32_t decrement(std::uint32_t *p)
     {
-        EXPECT_NE(*p, sketch::kClaimed) << "a peel reached a claimed cell";
+        EXPECT_LT(*p, sketch::kPending) << "a peel reached a claimed or peeled cell";
         EXPECT_NE(*p, 0u) << "a peel reached an empty cell";
         return (*p)--;
     }
-    static bool test_and_set(std::uint32_t *word, std::uint32_t bit)
-    {
-        const bool was = (*word & bit) != 0;
-        *word |= bit;
-        return !was;
-    }
+    static void min(std::uint32_t *p, std::uint32_t v) { *p = std::min(*p, v); }
 };
 
 struct EmulationStats {
     std::size_t rounds = 0;
-    std::size_t lost_claims = 0;  // pure cells whose element another pure cell claimed in the same round
-    std::size_t estimated = 0;    // support elements left to the estimate, over all cases
-    std::uint32_t max_m = 0;      // largest rows per table seen
+    std::size_t lost_claims = 0;    // pure cells whose element a lower hash's pure cell claimed in the same round
+    std::size_t max_passes = 0;     // most subtraction passes of one round
+    std::size_t estimated = 0;      // support elements left to the estimate, over all cases
+    std::uint32_t max_m = 0;        // largest rows per table seen
 };
 
 // The device decoder (count_sketch_cuda.cu, decode) step by step: counts
 // and keys from the support words, the first worklist, rounds of a claim
-// pass then a peel pass over the round's entries (in shuffled order), the
-// output pass. `decoded` receives the peeled bits.
+// pass, a peel pass and subtraction passes (a bid pass between two) over the
+// round's entries (each pass in shuffled order), the output pass.
+// `decoded` receives the peeled bits.
 template <typename W>
 DecodeInfo emulate_device_decode(const Layout &layout, const std::uint8_t *bitmap, W *sketch, W *out,
                                  std::vector<std::uint32_t> *decoded, std::mt19937_64 &rng, EmulationStats *stats)
@@ -194,13 +195,14 @@ DecodeInfo emulate_device_decode(const Layout &layout, const std::uint8_t *bitma
     if (n == 0) return info;
     const std::size_t cells = layout.m == 0 ? 0 : layout.cells();
     const std::size_t words = (n + 31) / 32;
-    std::vector<std::uint32_t> count(cells, 0), key(cells, 0), work;
+    std::vector<std::uint32_t> count(cells, 0), key(cells, 0), owner(cells, sketch::kNoCell), work;
     decoded->assign(words, 0);
     sketch::PeelState<W> s;
     s.hasher = sketch::Hasher(layout.seed, layout.m);
     s.value = sketch;
     s.count = count.data();
     s.key = key.data();
+    s.owner = owner.data();
     s.decoded = decoded->data();
     s.out = out;
     if (cells > 0) {
@@ -216,22 +218,31 @@ DecodeInfo emulate_device_decode(const Layout &layout, const std::uint8_t *bitma
         }
         for (std::size_t c = 0; c < cells; ++c)  // queue_pure_kernel
             if (count[c] == 1) work.push_back(static_cast<std::uint32_t>(c));
+        std::shuffle(work.begin(), work.end(), rng);  // appended by warps in any order
         // Each cell enters the worklist at most once (its capacity is one
         // slot per cell), so no round holds a cell twice.
         std::vector<std::uint8_t> queued(cells, 0);
         for (std::uint32_t c : work) queued[c] = 1;
         std::size_t head = 0;
-        std::vector<std::uint32_t> order;
-        while (head < work.size()) {  // claim_kernel + peel_kernel (or small_rounds_kernel)
+        std::vector<std::uint32_t> order, next_round;
+        while (head < work.size()) {  // claim, peel, subtract and bid kernels (or small_rounds_kernel)
             const std::size_t tail = work.size();
             ++stats->rounds;
             order.assign(work.begin() + static_cast<std::ptrdiff_t>(head), work.end());
+            // The claim rule's premise: a cell with count 1 at the start of a
+            // round is in the round's worklist.
+            std::vector<std::uint8_t> in_round(cells, 0);
+            for (std::uint32_t c : order) in_round[c] = 1;
+            std::size_t pure_elsewhere = 0;
+            for (std::size_t c = 0; c < cells; ++c) pure_elsewhere += count[c] == 1 && !in_round[c];
+            EXPECT_EQ(pure_elsewhere, 0u);
             std::shuffle(order.begin(), order.end(), rng);
             for (std::uint32_t c : order) {
                 const bool pure = count[c] == 1;
                 if (!sketch::claim_cell<HostOps>(s, c) && pure) ++stats->lost_claims;
             }
             std::shuffle(order.begin(), order.end(), rng);
+            next_round.clear();
             for (std::uint32_t c : order) {
                 std::uint32_t next[2];
                 sketch::peel_cell<HostOps>(s, c, next);
@@ -239,12 +250,32 @@ DecodeInfo emulate_device_decode(const Layout &layout, const std::uint8_t *bitma
                     if (nc != sketch::kNoCell) {
                         EXPECT_FALSE(queued[nc]) << "cell " << nc << " queued twice";
                         queued[nc] = 1;
-                        work.push_back(nc);
+                        next_round.push_back(nc);
                     }
             }
+            std::size_t passes = 0;
+            for (bool left = true; left;) {
+                ++passes;
+                left = false;
+                std::shuffle(order.begin(), order.end(), rng);
+                for (std::uint32_t c : order) left = sketch::subtract_cell(s, c) || left;
+                if (!left) break;
+                std::shuffle(order.begin(), order.end(), rng);
+                for (std::uint32_t c : order) sketch::bid_cell<HostOps>(s, c);
+            }
+            stats->max_passes = std::max(stats->max_passes, passes);
+            // A round leaves no bid, and its peeled cells empty.
+            for (std::uint32_t c : order) {
+                EXPECT_LT(count[c], sketch::kPending) << "cell " << c << " left peeled";
+                EXPECT_EQ(owner[c], sketch::kNoCell);
+            }
+            for (std::uint32_t c : next_round) EXPECT_EQ(owner[c], sketch::kNoCell);
+            std::shuffle(next_round.begin(), next_round.end(), rng);
+            work.insert(work.end(), next_round.begin(), next_round.end());
             head = tail;
             EXPECT_LE(work.size(), cells);  // the worklist's capacity
         }
+        EXPECT_EQ(static_cast<std::size_t>(std::count(owner.begin(), owner.end(), sketch::kNoCell)), cells);
     }
     for (std::size_t i = 0; i < n; ++i) {  // output_kernel
         const std::uint32_t sw = sketch::bitmap_word32(bitmap, n, i >> 5);
@@ -304,43 +335,65 @@ struct Case {
     std::uint64_t seed;
 };
 
+// A case's support, values, layout and host-encoded sketch.
+template <typename W>
+struct Input {
+    std::vector<std::uint32_t> support;
+    std::vector<std::uint8_t> bitmap;
+    std::vector<W> x;
+    W scale = W(0);  // largest |x|
+    Layout layout;
+    std::vector<W> sketch;
+    std::string where;
+};
+
+template <typename W>
+Input<W> make_input(const Case &cs, Data data, std::mt19937_64 &rng)
+{
+    Input<W> in;
+    std::bernoulli_distribution keep(std::min(cs.density, 1.0));
+    for (std::size_t i = 0; i < cs.n; ++i)
+        if (cs.density >= 1.0 || keep(rng)) in.support.push_back(static_cast<std::uint32_t>(i));
+    in.bitmap.assign(sketch::bitmap_bytes(cs.n), 0);
+    sketch::bitmap_set(in.bitmap.data(), in.support.data(), in.support.size());
+
+    in.x.assign(cs.n, W(0));
+    std::uniform_int_distribution<int> ints(-8, 8);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    for (std::uint32_t i : in.support) {
+        in.x[i] = data == Data::SmallInts ? static_cast<W>(ints(rng)) : static_cast<W>(normal(rng));
+        in.scale = std::max(in.scale, std::abs(in.x[i]));
+    }
+
+    in.layout.n = cs.n;
+    in.layout.seed = rng();
+    in.layout.m = sketch::rows_per_table(in.bitmap.data(), cs.n, cs.load_factor);
+    in.sketch.assign(in.layout.cells(), W(0));
+    sketch::encode<W>(in.layout, in.x.data(), in.support.data(), in.support.size(), in.sketch.data());
+    in.where = "n " + std::to_string(cs.n) + " density " + std::to_string(cs.density) + " load " +
+               std::to_string(cs.load_factor) + " m " + std::to_string(in.layout.m);
+    return in;
+}
+
 template <typename W>
 void check_emulation(const Case &cs, Data data, EmulationStats *stats)
 {
     std::mt19937_64 rng(cs.seed);
-    std::vector<std::uint32_t> support;
-    std::bernoulli_distribution keep(std::min(cs.density, 1.0));
-    for (std::size_t i = 0; i < cs.n; ++i)
-        if (cs.density >= 1.0 || keep(rng)) support.push_back(static_cast<std::uint32_t>(i));
-    std::vector<std::uint8_t> bitmap(sketch::bitmap_bytes(cs.n), 0);
-    sketch::bitmap_set(bitmap.data(), support.data(), support.size());
-
-    std::vector<W> x(cs.n, W(0));
-    std::uniform_int_distribution<int> ints(-8, 8);
-    std::normal_distribution<double> normal(0.0, 1.0);
-    W scale = W(0);
-    for (std::uint32_t i : support) {
-        x[i] = data == Data::SmallInts ? static_cast<W>(ints(rng)) : static_cast<W>(normal(rng));
-        scale = std::max(scale, std::abs(x[i]));
-    }
-
-    Layout layout;
-    layout.n = cs.n;
-    layout.seed = rng();
-    layout.m = sketch::rows_per_table(bitmap.data(), cs.n, cs.load_factor);
-    std::vector<W> host_sketch(layout.cells(), W(0));
-    sketch::encode<W>(layout, x.data(), support.data(), support.size(), host_sketch.data());
-    std::vector<W> dev_sketch = host_sketch;
+    const Input<W> in = make_input<W>(cs, data, rng);
+    const std::vector<std::uint32_t> &support = in.support;
+    const Layout &layout = in.layout;
+    const std::string &where = in.where;
+    std::vector<W> host_sketch = in.sketch;
+    std::vector<W> dev_sketch = in.sketch;
 
     std::vector<W> host_out(cs.n, W(7)), dev_out(cs.n, W(7));
     sketch::DecodeScratch scratch;
-    const DecodeInfo host_info = sketch::decode<W>(layout, bitmap.data(), host_sketch.data(), host_out.data(), &scratch);
+    const DecodeInfo host_info =
+        sketch::decode<W>(layout, in.bitmap.data(), host_sketch.data(), host_out.data(), &scratch);
     std::vector<std::uint32_t> decoded;
     const DecodeInfo dev_info =
-        emulate_device_decode<W>(layout, bitmap.data(), dev_sketch.data(), dev_out.data(), &decoded, rng, stats);
+        emulate_device_decode<W>(layout, in.bitmap.data(), dev_sketch.data(), dev_out.data(), &decoded, rng, stats);
 
-    const std::string where = "n " + std::to_string(cs.n) + " density " + std::to_string(cs.density) + " load " +
-                              std::to_string(cs.load_factor) + " m " + std::to_string(layout.m);
     ASSERT_EQ(dev_info.support, support.size()) << where;
     ASSERT_EQ(dev_info.support, host_info.support) << where;
     ASSERT_EQ(dev_info.peeled, host_info.peeled) << where;
@@ -362,7 +415,7 @@ void check_emulation(const Case &cs, Data data, EmulationStats *stats)
     // Values: small integers make every sum exact in any order, so both
     // decoders agree bit for bit (estimates included: the residual cells
     // are the same exact sums); random floats agree up to rounding.
-    const W tol = data == Data::SmallInts ? W(0) : W(64) * std::numeric_limits<W>::epsilon() * scale;
+    const W tol = data == Data::SmallInts ? W(0) : W(64) * std::numeric_limits<W>::epsilon() * in.scale;
     for (std::size_t i = 0; i < cs.n; ++i) {
         if (data == Data::SmallInts) {
             ASSERT_EQ(std::memcmp(&dev_out[i], &host_out[i], sizeof(W)), 0)
@@ -373,13 +426,41 @@ void check_emulation(const Case &cs, Data data, EmulationStats *stats)
     }
     for (std::size_t p = 0; p < support.size(); ++p) {
         if (ref[p]) {
-            ASSERT_NEAR(dev_out[support[p]], x[support[p]], tol) << where;
+            ASSERT_NEAR(dev_out[support[p]], in.x[support[p]], tol) << where;
         }
     }
     if (data == Data::SmallInts) {
         for (std::size_t c = 0; c < host_sketch.size(); ++c)
             ASSERT_EQ(std::memcmp(&dev_sketch[c], &host_sketch[c], sizeof(W)), 0) << where << " residual cell " << c;
     }
+}
+
+// Decodes one sketch of random floats `runs` times, each with its own
+// thread order (rng), and counts the runs whose output or residual sketch
+// differs from the first run's in any bit.
+template <typename W>
+std::size_t differing_runs(const Case &cs, int runs, EmulationStats *stats)
+{
+    std::mt19937_64 rng(cs.seed);
+    const Input<W> in = make_input<W>(cs, Data::Floats, rng);
+    std::vector<W> first_out, first_sketch;
+    std::size_t differing = 0;
+    for (int r = 0; r < runs; ++r) {
+        std::vector<W> sk = in.sketch, out(cs.n, W(7));
+        std::vector<std::uint32_t> decoded;
+        const DecodeInfo info =
+            emulate_device_decode<W>(in.layout, in.bitmap.data(), sk.data(), out.data(), &decoded, rng, stats);
+        if (r == 0) {
+            stats->estimated += info.estimated;
+            first_out = out;
+            first_sketch = sk;
+            continue;
+        }
+        const bool same = std::memcmp(out.data(), first_out.data(), out.size() * sizeof(W)) == 0 &&
+                          std::memcmp(sk.data(), first_sketch.data(), sk.size() * sizeof(W)) == 0;
+        differing += !same;
+    }
+    return differing;
 }
 
 std::vector<Case> emulation_cases()
@@ -407,9 +488,11 @@ TEST(SketchCudaPeel, MatchesHostDecodeSmallIntsFloat)
 {
     EmulationStats stats;
     for (const Case &cs : emulation_cases()) check_emulation<float>(cs, Data::SmallInts, &stats);
-    // The cases reach the duplicate claim the device resolves with its
-    // decoded bits, and overloaded sketches (estimates).
+    // The cases reach elements pure in two cells of a round (the lower hash's
+    // claims), cells given several subtractions in a round (one per pass),
+    // and overloaded sketches (estimates).
     EXPECT_GT(stats.lost_claims, 0u);
+    EXPECT_GE(stats.max_passes, 2u);
     EXPECT_GT(stats.rounds, 0u);
     EXPECT_GT(stats.estimated, 0u);
 }
@@ -431,6 +514,32 @@ TEST(SketchCudaPeel, MatchesHostDecodeFloatsDouble)
     EmulationStats stats;
     for (const Case &cs : emulation_cases()) check_emulation<double>(cs, Data::Floats, &stats);
 }
+
+// Every rank decodes the same summed sketch and must get the same bits: the
+// decode of random (non-integer) floats is bit for bit the same whatever
+// order the threads run each pass in. (A replay of the earlier rule, the
+// first pure cell to get there claiming and every subtraction made at once
+// in the peel pass, differed in all 7 reruns of every case here, for float
+// and double, with either half of that rule alone.)
+template <typename W>
+void check_thread_order_independent()
+{
+    const Case cases[] = {{70000, 0.05, 0.75, 31}, {200000, 0.1, 0.8, 32}, {120000, 1.0, 0.8, 33},
+                          {150000, 0.2, 0.95, 34}, {400000, 0.5, 0.8, 35}};
+    EmulationStats stats;
+    for (const Case &cs : cases)
+        EXPECT_EQ(differing_runs<W>(cs, 8, &stats), 0u) << "case seed " << cs.seed;
+    // The cases reach both choices that threads could make differently:
+    // elements pure in two cells of a round, and cells that receive several
+    // subtractions in a round; and estimates, which read the residuals.
+    EXPECT_GT(stats.lost_claims, 0u);
+    EXPECT_GE(stats.max_passes, 3u);
+    EXPECT_GT(stats.estimated, 0u);
+}
+
+TEST(SketchCudaPeel, ThreadOrderIndependentFloat) { check_thread_order_independent<float>(); }
+
+TEST(SketchCudaPeel, ThreadOrderIndependentDouble) { check_thread_order_independent<double>(); }
 
 // Large m (beyond kFullRotationRows: rotation groups of kRotation columns).
 TEST(SketchCudaPeel, MatchesHostDecodeManyRows)

@@ -15,11 +15,10 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // that another thread may make to the same word at the same time is atomic.
 struct AtomicOps {
     __device__ static void add(std::uint32_t *p, std::uint32_t v) { atomicAdd(p, v); }
-    __device__ static void add(float *p, float v) { atomicAdd(p, v); }
-    __device__ static void add(double *p, double v) { atomicAdd(p, v); }
     __device__ static void bit_xor(std::uint32_t *p, std::uint32_t v) { atomicXor(p, v); }
+    __device__ static void bit_or(std::uint32_t *p, std::uint32_t v) { atomicOr(p, v); }
     __device__ static std::uint32_t decrement(std::uint32_t *p) { return atomicSub(p, 1u); }
-    __device__ static bool test_and_set(std::uint32_t *word, std::uint32_t bit) { return (atomicOr(word, bit) & bit) == 0; }
+    __device__ static void min(std::uint32_t *p, std::uint32_t v) { atomicMin(p, v); }
 };
 
 // Appends `value` to list[*tail ...] for every lane whose flag is set, one
@@ -131,7 +130,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // Device counters, in the first bytes of the decoder's scratch; read back
 // into DecodeScratch::host.
-enum Counter : unsigned { kTail = 0, kHead = 1, kSupport = 2, kPeeled = 3, kCounters = 4 };
+// kLeft: the number of the last subtraction pass that left subtractions.
+enum Counter : unsigned { kTail = 0, kHead = 1, kSupport = 2, kPeeled = 3, kLeft = 4, kCounters = 5 };
 
 // Every support element enters its three cells (one thread per bitmap word:
 // 32 elements of one block, hashed once).
@@ -189,6 +189,31 @@ __global__ void peel_kernel(PeelState<W> s, const std::uint32_t *work, std::size
     }
 }
 
+// A subtraction pass over work[0 .. size): counters[kLeft] = pass when
+// subtractions are left for another. Loops advance by whole blocks so that
+// every lane reaches the vote.
+template <typename W>
+__global__ void subtract_kernel(PeelState<W> s, const std::uint32_t *work, std::size_t size,
+                                unsigned long long pass, unsigned long long *counters)
+{
+    bool left = false;
+    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    for (std::size_t base = static_cast<std::size_t>(blockIdx.x) * blockDim.x; base < size; base += stride) {
+        const std::size_t p = base + threadIdx.x;
+        if (p < size && subtract_cell(s, work[p])) left = true;
+    }
+    if (__any_sync(kFullMask, left) && (threadIdx.x & 31u) == 0) counters[kLeft] = pass;
+}
+
+// A bid pass over work[0 .. size).
+template <typename W>
+__global__ void bid_kernel(PeelState<W> s, const std::uint32_t *work, std::size_t size)
+{
+    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    for (std::size_t p = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < size; p += stride)
+        bid_cell<AtomicOps>(s, work[p]);
+}
+
 // Rounds of at most kSmallRound entries cost more in launches and host
 // round trips than in work: one thread block runs them, with barriers
 // between the passes, from worklist entry `first` until the worklist is
@@ -220,7 +245,15 @@ __global__ void __launch_bounds__(kSmallRoundThreads)
             warp_append(next[0] != kNoCell, next[0], work, counters + kTail);
             warp_append(next[1] != kNoCell, next[1], work, counters + kTail);
         }
-        __syncthreads();  // every append done before the tail is read
+        __syncthreads();  // every append and bid done
+        for (;;) {
+            int left = 0;
+            for (unsigned long long p = h + threadIdx.x; p < t; p += blockDim.x)
+                if (subtract_cell(s, work[p])) left = 1;
+            if (!__syncthreads_or(left)) break;  // the same in every thread
+            for (unsigned long long p = h + threadIdx.x; p < t; p += blockDim.x) bid_cell<AtomicOps>(s, work[p]);
+            __syncthreads();
+        }
         if (threadIdx.x == 0) {
             head = t;
             tail = atomicAdd(counters + kTail, 0ull);
@@ -319,10 +352,10 @@ gpu::Result encode(const Layout &layout, const W *x, const std::uint32_t *idx, s
     return gpu::launch_result("sketch::cuda::encode_kernel");
 }
 
-// Scratch: the counters, then per cell its count, key and worklist slot
-// (each cell enters the worklist at most once: pure at the start, or when
-// its count drops from 2 to 1), then the decoded bits (a 32-bit word per 32
-// elements).
+// Scratch: the counters, then per cell its count, key, owner and worklist
+// slot (each cell enters the worklist at most once: pure at the start, or
+// when its count drops from 2 to 1), then the decoded bits (a 32-bit word
+// per 32 elements).
 template <typename W>
 gpu::Result decode(const Layout &layout, const std::uint8_t *bitmap, W *sketch, W *out, DecodeScratch *scratch,
                    DecodeInfo *info, cudaStream_t stream)
@@ -335,7 +368,8 @@ gpu::Result decode(const Layout &layout, const std::uint8_t *bitmap, W *sketch, 
     const std::size_t counters_at = 0;
     const std::size_t count_at = counters_at + aligned(kCounters * sizeof(unsigned long long));
     const std::size_t key_at = count_at + aligned(cells * sizeof(std::uint32_t));
-    const std::size_t work_at = key_at + aligned(cells * sizeof(std::uint32_t));
+    const std::size_t owner_at = key_at + aligned(cells * sizeof(std::uint32_t));
+    const std::size_t work_at = owner_at + aligned(cells * sizeof(std::uint32_t));
     const std::size_t decoded_at = work_at + aligned(cells * sizeof(std::uint32_t));
     const std::size_t total = decoded_at + aligned(words * sizeof(std::uint32_t));
     CC_COLL_GPU_TRY(scratch->temp.reserve(total));
@@ -350,11 +384,14 @@ gpu::Result decode(const Layout &layout, const std::uint8_t *bitmap, W *sketch, 
     s.value = sketch;
     s.count = reinterpret_cast<std::uint32_t *>(temp + count_at);
     s.key = reinterpret_cast<std::uint32_t *>(temp + key_at);
+    s.owner = reinterpret_cast<std::uint32_t *>(temp + owner_at);
     s.decoded = reinterpret_cast<std::uint32_t *>(temp + decoded_at);
     s.out = out;
 
-    // Counters, counts and keys are contiguous: one memset up to the worklist.
-    CC_COLL_CUDA_TRY(cudaMemsetAsync(temp, 0, work_at, stream));
+    // Counters, counts and keys are contiguous: one memset up to the owners
+    // (kNoCell: all bytes 0xff).
+    CC_COLL_CUDA_TRY(cudaMemsetAsync(temp, 0, owner_at, stream));
+    CC_COLL_CUDA_TRY(cudaMemsetAsync(s.owner, 0xff, cells * sizeof(std::uint32_t), stream));
     CC_COLL_CUDA_TRY(cudaMemsetAsync(s.decoded, 0, words * sizeof(std::uint32_t), stream));
 
     if (cells > 0) {
@@ -363,7 +400,8 @@ gpu::Result decode(const Layout &layout, const std::uint8_t *bitmap, W *sketch, 
         queue_pure_kernel<W><<<gpu::grid_for(cells, kThreads), kThreads, 0, stream>>>(s, cells, work, counters);
         CC_COLL_GPU_TRY(gpu::launch_result("sketch::cuda::queue_pure_kernel"));
         CC_COLL_GPU_TRY(read_counters(counters, host, kCounters, stream));
-        unsigned long long head = 0, tail = host[kTail];
+        unsigned long long head = 0, tail = host[kTail], pass = 0;
+        unsigned batch = 4;  // subtraction passes launched at once (see below)
         while (head < tail) {
             const std::size_t size = static_cast<std::size_t>(tail - head);
             if (size <= kSmallRound) {
@@ -379,7 +417,27 @@ gpu::Result decode(const Layout &layout, const std::uint8_t *bitmap, W *sketch, 
             CC_COLL_GPU_TRY(gpu::launch_result("sketch::cuda::claim_kernel"));
             peel_kernel<W><<<grid, kThreads, 0, stream>>>(s, work + head, size, work, counters);
             CC_COLL_GPU_TRY(gpu::launch_result("sketch::cuda::peel_kernel"));
-            CC_COLL_GPU_TRY(read_counters(counters, host, kCounters, stream));
+            // Subtraction passes until one leaves none (a bid pass between
+            // two). A round needs as many as the most subtractions one of
+            // its cells receives, typically 4 to 7 in the large rounds and
+            // fewer as they shrink: the host launches as many as the last
+            // large round needed before it reads whether any are left (a
+            // pass with none left does nothing), then one at a time.
+            const unsigned long long first_pass = pass + 1;
+            for (unsigned launch = batch;; launch = 1) {
+                for (unsigned b = 0; b < launch; ++b) {
+                    if (pass >= first_pass) {
+                        bid_kernel<W><<<grid, kThreads, 0, stream>>>(s, work + head, size);
+                        CC_COLL_GPU_TRY(gpu::launch_result("sketch::cuda::bid_kernel"));
+                    }
+                    subtract_kernel<W><<<grid, kThreads, 0, stream>>>(s, work + head, size, ++pass, counters);
+                    CC_COLL_GPU_TRY(gpu::launch_result("sketch::cuda::subtract_kernel"));
+                }
+                CC_COLL_GPU_TRY(read_counters(counters, host, kCounters, stream));
+                if (host[kLeft] != pass) break;  // the last pass left none
+            }
+            // Passes needed: up to the one after the last that left some.
+            batch = host[kLeft] >= first_pass ? static_cast<unsigned>(host[kLeft] - first_pass) + 2 : 1;
             head = tail;
             tail = host[kTail];
         }

@@ -47,8 +47,8 @@ template <typename W>
 gpu::Result encode(const Layout &layout, const W *x, const std::uint32_t *idx, std::size_t k, W *sketch,
                    cudaStream_t stream);
 
-// Reusable decoder memory: per cell a count, a key and a worklist slot
-// (12 bytes), a bit per element, a few counters.
+// Reusable decoder memory: per cell a count, a key, an owner and a worklist
+// slot (16 bytes), a bit per element, a few counters.
 struct DecodeScratch {
     gpu::DeviceArray<unsigned char> temp;
     gpu::PinnedArray<unsigned long long> host;  // counters read back by the host
@@ -60,13 +60,17 @@ struct DecodeScratch {
 // peeled at once, a device worklist feeding the next round; the host reads
 // each round's worklist length, and once it is short one thread block runs
 // the remaining rounds); what does not peel gets the median of its three
-// signed cells. The peeled set is the host decoder's; values may differ
-// from the host's in the last bits (the order of a round's atomic
-// subtractions, and which of an element's pure cells claims it, vary from
-// run to run, so two ranks decoding the same summed sketch may differ in the
-// last bits too; float residuals flush subnormals as encode does). Fills
-// *info (host memory), synchronising `stream` (also once per large round);
-// n == 0 returns at once.
+// signed cells. The peeled set is the host decoder's. The result is a
+// function of `sketch` and `bitmap` alone (same GPU model and library
+// build), whatever the thread scheduling: an element pure in several cells
+// of a round is claimed by the cell of its lowest hash, and the values
+// peeled in a round are subtracted from each cell one at a time, in
+// ascending order of the cells that peeled them (count_sketch_hash.hpp), so
+// every rank decoding the same summed sketch gets the same bits. Values may
+// differ from the host decoder's in the last bits (it peels from one queue,
+// in a different order after the first round). Fills *info (host memory),
+// synchronising `stream` (also a few times per large round); n == 0
+// returns at once.
 template <typename W>
 gpu::Result decode(const Layout &layout, const std::uint8_t *bitmap, W *sketch, W *out, DecodeScratch *scratch,
                    DecodeInfo *info, cudaStream_t stream);

@@ -172,30 +172,55 @@ CC_COLL_HD inline W median3(W a, W b, W c)
 // host test of the device decoder runs the same steps one after the other
 // with plain memory operations. Per cell: count = support elements not yet
 // peeled, key = xor of their indices (a cell with count 1 names its element),
-// value = the sketch cell. A round is two passes over its worklist of cells
-// that became pure: claim_cell on every entry, then peel_cell on every entry.
-// Claiming only reads counts, keys and values (and writes the claimed
-// cell's own count), so the keys read there are never torn by a concurrent
-// subtraction; each element is claimed once even when two of its cells are
-// pure in the same round (a per-element 'decoded' bit, atomically set).
+// value = the sketch cell, owner = a bid of the subtraction passes (below).
 //
-// Ops: static add(T *, T) for std::uint32_t, float and double,
-// bit_xor(std::uint32_t *, std::uint32_t), decrement(std::uint32_t *)
-// returning the value before, test_and_set(std::uint32_t *word,
-// std::uint32_t bit) returning whether this call set the bit.
+// A round is a claim pass, a peel pass and subtraction passes over its
+// worklist of cells that became pure (the cells whose count dropped to 1 in
+// the previous round, or pure at the start), and the result of a round is
+// a function of the sketch alone, not of the order in which threads run:
+//  - claim_cell: an element pure in several of the round's cells is claimed
+//    by the one of the lowest hash j (the lowest cell index). Claiming only
+//    reads counts and keys (and writes the claimed cell's own count, from 1
+//    to kClaimed, which the other cells of its element read as pure all the
+//    same), so no decision depends on another claim.
+//  - peel_cell: a claimed cell gives its element's value (sign * cell) and
+//    takes the element out of its other two cells' counts and keys at once
+//    (integer atomics: any order gives the same counts, and each cell whose
+//    count drops from 2 to 1 is queued for the next round exactly once); the
+//    two subtractions of the value are left pending in the claimed cell's
+//    count (kPending | a bit per hash j still to subtract), and bid for.
+//  - subtract_cell, then bid_cell, until nothing is pending: of the pending
+//    subtractions into a cell, the one of the lowest claimed cell (its bid,
+//    an atomic min in owner) subtracts, plainly, and clears the bid. So one
+//    subtraction per cell per pass, and into each cell in ascending order of
+//    the claimed cells: the float rounding is fixed. The passes of a round
+//    are as many as the most subtractions one cell receives in the round.
+// The first round claims and subtracts as the host decoder does (it peels
+// its first queue in ascending cell order); later rounds may round
+// differently from the host in the last bits.
+//
+// Ops: static add(std::uint32_t *, std::uint32_t),
+// bit_xor(std::uint32_t *, std::uint32_t), bit_or(std::uint32_t *,
+// std::uint32_t), decrement(std::uint32_t *) returning the value before,
+// min(std::uint32_t *, std::uint32_t).
 
-// Marks a claimed cell between the two passes of a round. Counts never
-// come near it (at most the support elements of one column).
+// Marks a claimed cell between the claim and peel passes of a round. Counts
+// never come near it (at most the support elements of one column).
 constexpr std::uint32_t kClaimed = 0xffffffffu;
-// No cell: cell indices are below 3 * m * kBlock < 2^32 - 1.
+// A peeled cell while its element's subtractions are pending: kPending | bit
+// j for each hash j whose cell is still to be subtracted from.
+constexpr std::uint32_t kPending = 0xfffffff0u;
+// No cell: cell indices are below 3 * m * kBlock < 2^32 - 1. Also the owner
+// of a cell without bids.
 constexpr std::uint32_t kNoCell = 0xffffffffu;
 
 template <typename W>
 struct PeelState {
     Hasher hasher;
     W *value;                // the sketch's cells, peeled values subtracted
-    std::uint32_t *count;    // per cell: elements not yet peeled (kClaimed: see above)
+    std::uint32_t *count;    // per cell: elements not yet peeled (kClaimed, kPending: see above)
     std::uint32_t *key;      // per cell: xor of their element indices
+    std::uint32_t *owner;    // per cell: lowest bidding claimed cell, kNoCell between passes
     std::uint32_t *decoded;  // bit i (word i / 32, bit i % 32): element i peeled
     W *out;                  // recovered values by element
 };
@@ -212,24 +237,31 @@ CC_COLL_HD inline void count_element(const PeelState<W> &s, const BlockHash &h, 
     }
 }
 
-// First pass of a round, worklist entry c: a pure cell claims its element
-// (the first of the element's pure cells to get there wins) and is marked
-// kClaimed. Returns whether it claimed.
+// Claim pass, worklist entry c: a pure cell claims its element unless the
+// element is pure in a cell of a lower hash j too (count 1, or kClaimed once
+// that cell has claimed it: a count of 1 at the start of a round means the
+// round's worklist holds the cell). Marks the claimed cell kClaimed and the
+// element decoded. Returns whether it claimed.
 template <typename Ops, typename W>
 CC_COLL_HD inline bool claim_cell(const PeelState<W> &s, std::uint32_t c)
 {
     if (s.count[c] != 1) return false;  // emptied since it was queued
     const std::uint32_t i = s.key[c];
-    if (!Ops::test_and_set(s.decoded + (i >> 5), 1u << (i & 31u))) return false;
+    const ElementHits e = element_hits(s.hasher, i);
+    for (std::uint32_t j = 0; j < 3 && e.cell[j] != c; ++j) {  // the cells of lower hashes
+        const std::uint32_t other = s.count[e.cell[j]];
+        if (other == 1 || other == kClaimed) return false;
+    }
+    Ops::bit_or(s.decoded + (i >> 5), 1u << (i & 31u));
     s.count[c] = kClaimed;
     return true;
 }
 
-// Second pass of a round, worklist entry c: a claimed cell gives its
-// element's value (sign * cell) and subtracts it from the element's other two
-// cells, which leave their cell in next[0], next[1] when their count drops
-// to 1 (kNoCell otherwise). Only the claiming entry touches a claimed cell,
-// its element being the only one left in it.
+// Peel pass, worklist entry c: a claimed cell gives its element's value
+// (sign * cell) and empties; the element leaves the counts and keys of its
+// other two cells, which go to next[0], next[1] when their count drops to 1
+// (kNoCell otherwise), and bids for their subtractions. Only the claiming
+// entry touches a claimed cell, its element being the only one left in it.
 template <typename Ops, typename W>
 CC_COLL_HD inline void peel_cell(const PeelState<W> &s, std::uint32_t c, std::uint32_t next[2])
 {
@@ -242,15 +274,52 @@ CC_COLL_HD inline void peel_cell(const PeelState<W> &s, std::uint32_t c, std::ui
     const W v = apply_sign(s.value[c], e.neg[jc]) + W(0);
     s.out[i] = v;
     s.value[c] = W(0);
-    s.count[c] = 0;
-    s.key[c] = 0;
+    s.count[c] = kPending | (7u & ~(1u << jc));  // the key stays i until the subtractions are done
     const std::uint32_t others[2] = {jc == 2 ? 0u : jc + 1, jc == 0 ? 2u : jc - 1};
     for (std::uint32_t k = 0; k < 2; ++k) {
-        const std::uint32_t j = others[k], cj = e.cell[j];
-        Ops::add(s.value + cj, -apply_sign(v, e.neg[j]));
+        const std::uint32_t cj = e.cell[others[k]];
         Ops::bit_xor(s.key + cj, i);
         if (Ops::decrement(s.count + cj) == 2) next[k] = cj;
+        Ops::min(s.owner + cj, c);
     }
+}
+
+// Subtraction pass, worklist entry c: a peeled cell subtracts its element's
+// value from each pending cell whose bid it won, and clears the bid (the
+// other bidders read another owner or kNoCell, and bid again in the next
+// bid pass). Returns whether subtractions are left to it; once none are,
+// the cell is empty (count and key 0).
+template <typename W>
+CC_COLL_HD inline bool subtract_cell(const PeelState<W> &s, std::uint32_t c)
+{
+    const std::uint32_t state = s.count[c];
+    if (state < kPending || state == kClaimed) return false;  // not peeled this round
+    const std::uint32_t i = s.key[c];
+    const ElementHits e = element_hits(s.hasher, i);
+    const W v = s.out[i];
+    std::uint32_t pending = state & 7u;
+    for (std::uint32_t j = 0; j < 3; ++j) {
+        const std::uint32_t cj = e.cell[j];
+        if (!((pending >> j) & 1u) || s.owner[cj] != c) continue;
+        s.value[cj] -= apply_sign(v, e.neg[j]);
+        s.owner[cj] = kNoCell;
+        pending &= ~(1u << j);
+    }
+    s.count[c] = pending ? kPending | pending : 0u;
+    if (!pending) s.key[c] = 0;
+    return pending != 0;
+}
+
+// Bid pass, worklist entry c: a peeled cell with subtractions left bids for
+// their cells again.
+template <typename Ops, typename W>
+CC_COLL_HD inline void bid_cell(const PeelState<W> &s, std::uint32_t c)
+{
+    const std::uint32_t state = s.count[c];
+    if (state < kPending || state == kClaimed) return;
+    const ElementHits e = element_hits(s.hasher, s.key[c]);
+    for (std::uint32_t j = 0; j < 3; ++j)
+        if ((state >> j) & 1u) Ops::min(s.owner + e.cell[j], c);
 }
 
 // Support element i that did not peel: the median of its three signed
