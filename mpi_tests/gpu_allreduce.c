@@ -27,9 +27,13 @@
  *       SKETCH within a small tolerance (device cells are summed with
  *             atomics), with the same support and peeled counts in the
  *             statistics;
- *       LOWRANK both recover a sum of rank-r matrices at rank >= r to
- *             rounding (the Gaussian start differs by design);
- *     and both communicators count the same calls and wire bytes;
+ *       LOWRANK both recover a sum of rank-r matrices at rank >= r (F16/BF16
+ *             at r + 1): to rounding on a second step from the first step's
+ *             Q, to 10x that on a first step (the Gaussian start differs by
+ *             design, and how well a random start meets the data is
+ *             heavy-tailed);
+ *     and both communicators count the same calls and wire bytes, the lossy
+ *     methods fewer than the dense buffer's;
  *   - the error-feedback invariants on the device path over several steps:
  *     TOPK and SKETCH sum_t result_t + sum_ranks e_T == sum_t sum_ranks g_t,
  *     LOWRANK (AVG) per rank sum_t M^_t + e_T == sum_t g_t, the residual read
@@ -44,7 +48,16 @@
  *     device pointers is OK; a non-NULL stream with host buffers is OK. (An
  *     invalid stream handle is not tested: CUDA leaves its use undefined.)
  *   - 16 MiB+ tensors for every method (many staging chunks at the default
- *     CC_COLL_CUDA_STAGING_CHUNK).
+ *     CC_COLL_CUDA_STAGING_CHUNK);
+ *   - cc_coll_allreduce_group on device buffers against the same group on
+ *     host buffers, over two steps: dense batches of three dtypes, LOWRANK
+ *     batches of both work types (and LOWRANK tensors routed to the dense
+ *     batch), TOPK and SKETCH;
+ *   - cc_coll_reduce_scatter on device buffers (the host algorithm on host
+ *     copies): NONE, TOPK and SKETCH bit for bit, TOPK's residual too.
+ *
+ * Skips (exit 77) also when the device's compute mode refuses the ranks
+ * that share it (prohibited, or exclusive with more ranks than devices).
  *
  * Any failure prints the case and calls MPI_Abort (exit status non-zero).
  *
@@ -213,6 +226,21 @@ static void expect_same_counts(const cc_coll_stats_t *dev0, const cc_coll_stats_
         }
 }
 
+/* The device call took its compressed path: it handed MPI fewer bytes than
+ * the dense buffer (a dense fallback hands over at least that many), so a
+ * silent fallback on both paths cannot pass for agreement. */
+static void expect_compressed(const cc_coll_stats_t *dev0, const cc_coll_stats_t *dev1, size_t dense_bytes,
+                              const char *desc)
+{
+    const uint64_t wire = dev1->bytes_wire - dev0->bytes_wire;
+    if (!(wire < (uint64_t)dense_bytes)) {
+        fprintf(stderr, "[rank %d] FAIL in %s: %s: %llu wire bytes for a %zu-byte buffer: the call went dense\n",
+                g_rank, g_test, desc, (unsigned long long)wire, dense_bytes);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
 /* ---- one call from device buffers and one from host buffers --------------- */
 
 /* Runs cc_coll_allreduce(p, d, op) on this rank's input `x` (n elements of d,
@@ -279,7 +307,8 @@ static double sketch_tol(cc_coll_dtype_t d)
     }
 }
 
-/* LOWRANK against the exact sum (as lowrank.c's exact recovery). */
+/* LOWRANK against the exact sum (as lowrank.c's exact recovery), for a step
+ * that starts from the previous step's Q on the same data. */
 static double lowrank_tol(cc_coll_dtype_t d)
 {
     switch (d) {
@@ -289,6 +318,15 @@ static double lowrank_tol(cc_coll_dtype_t d)
     default: return 2e-2;
     }
 }
+
+/* The same for a step from a Gaussian Q (a tensor's first step, or a warm
+ * start from other data). Its error is the inputs' rounding amplified by
+ * how badly the random Q meets the data's row space, a heavy-tailed factor:
+ * over many starts (host Gaussians, standing in for cuRAND's other numbers)
+ * it passes lowrank_tol now and then, up to 5x with a spare column, so a
+ * fixed start on the device (cuRAND) is held to 10x: still far below what a
+ * wrong product or a missed rank gives (> 5%, lowrank.c). */
+static double lowrank_first_step_tol(cc_coll_dtype_t d) { return 10.0 * lowrank_tol(d); }
 
 /* Relative Frobenius error of a d buffer against a binary64 reference. */
 static double rel_err(cc_coll_dtype_t d, const void *got, const double *want, size_t n)
@@ -300,6 +338,19 @@ static double rel_err(cc_coll_dtype_t d, const void *got, const double *want, si
         den += want[i] * want[i];
     }
     return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Both results (d buffers) are within tol (relative Frobenius error) of the
+ * exact reduction `want`. */
+static void expect_recovered(cc_coll_dtype_t d, const void *got_dev, const void *got_host, const double *want, size_t n,
+                             double tol, const char *desc)
+{
+    const double err_dev = rel_err(d, got_dev, want, n), err_host = rel_err(d, got_host, want, n);
+    if (!(err_dev < tol) || !(err_host < tol)) {
+        fprintf(stderr, "[rank %d] %s: relative error device %.3g, host %.3g, expected < %.1g\n", g_rank, desc, err_dev,
+                err_host, tol);
+        die("%s: rank >= data rank must recover the sum on both paths", desc, 0);
+    }
 }
 
 /* ---- low-rank data (as lowrank.c builds it) --------------------------------- */
@@ -322,7 +373,8 @@ static void lowrank_reference(cc_coll_dtype_t d, cc_coll_op_t op, size_t n, size
 /* ---- agreement of device and host buffers ----------------------------------- */
 
 /* Test data for a method: small integers for NONE (exact sums), spread
- * magnitudes for TOPK and SKETCH (distinct values, no ties at the k-th). */
+ * magnitudes for TOPK and SKETCH (F16/BF16 values repeat, so the selection's
+ * tie rule, lower index first, is exercised as well). */
 static void method_data(cc_coll_method_t m, cc_coll_dtype_t d, double *x, size_t n, uint64_t seed)
 {
     if (m == CC_COLL_METHOD_NONE) integer_values(x, n, seed);
@@ -348,6 +400,7 @@ static void agree_case(cc_coll_comm_h hd, cc_coll_comm_h hh, cc_coll_method_t m,
         run_both(hd, hh, &p, d, op, inplace, packed, n, got_dev, got_host, desc);
         const cc_coll_stats_t dev1 = stats_of(hd), host1 = stats_of(hh);
         expect_same_counts(&dev0, &dev1, &host0, &host1, desc);
+        if (m != CC_COLL_METHOD_NONE) expect_compressed(&dev0, &dev1, n * es, desc);
         if (m == CC_COLL_METHOD_SKETCH) {
             CHECK(dev1.sketch_elements > dev0.sketch_elements, "test setup: SKETCH must take the sketch path");
             expect_close_to_host(d, got_dev, got_host, n, sketch_tol(d), desc);
@@ -394,8 +447,11 @@ static void test_agree_topk(cc_coll_comm_h h) { agree_method(h, CC_COLL_METHOD_T
 static void test_agree_sketch(cc_coll_comm_h h) { agree_method(h, CC_COLL_METHOD_SKETCH, 65659, 1); }
 
 /* LOWRANK: both paths recover a rank-r sum at rank >= r (Gram-Schmidt at
- * rank 1 and 2, QR at 4), in three views: a given shape, cols = 0, and the
- * padded near-square default. */
+ * rank 1 and 2, QR at 3 and 4), in three views: a given shape, cols = 0, and
+ * the padded near-square default. F16/BF16 inputs are rank r plus their
+ * rounding, which one step at rank exactly r can amplify several times
+ * beyond the tolerance (lowrank.c's test_dtypes): they get a spare column,
+ * rank r + 1, as there. */
 static void test_agree_lowrank(cc_coll_comm_h hd)
 {
     static const struct {
@@ -412,11 +468,13 @@ static void test_agree_lowrank(cc_coll_comm_h hd)
                     const cc_coll_dtype_t d = kDtypes[di];
                     const cc_coll_op_t op = o ? CC_COLL_AVG : CC_COLL_SUM;
                     const size_t n = cases[c].n, es = cc_coll_dtype_size(d);
+                    const int half = d == CC_COLL_F16 || d == CC_COLL_BF16;
+                    const int k = half && cases[c].k <= cases[c].r_data ? cases[c].r_data + 1 : cases[c].k;
                     char desc[200];
-                    snprintf(desc, sizeof desc, "LOWRANK %s %s %s shape %llu x %llu n=%zu, data rank %d, rank %d (P=%d)",
-                             dtype_name(d), op_name(op), inplace ? "in place" : "out of place",
-                             (unsigned long long)cases[c].rows, (unsigned long long)cases[c].cols, n, cases[c].r_data,
-                             cases[c].k, g_size);
+                    snprintf(desc, sizeof desc,
+                             "LOWRANK %s %s %s shape %llu x %llu n=%zu, data rank %d, rank %d (P=%d)", dtype_name(d),
+                             op_name(op), inplace ? "in place" : "out of place", (unsigned long long)cases[c].rows,
+                             (unsigned long long)cases[c].cols, n, cases[c].r_data, k, g_size);
                     size_t vr = 0, vc = 0;
                     lowrank_view(n, cases[c].rows, cases[c].cols, &vr, &vc);
                     const uint64_t seed = 0x1a0c0ull + (uint64_t)tc;
@@ -425,18 +483,23 @@ static void test_agree_lowrank(cc_coll_comm_h hd)
                     lowrank_input(d, n, vr, vc, cases[c].r_data, seed, g_rank, x);
                     lowrank_reference(d, op, n, vr, vc, cases[c].r_data, seed, want);
                     pack(d, x, n, packed);
-                    const cc_coll_params_t p =
-                        keyed(with_ef(lowrank_params(cases[c].rows, cases[c].cols, cases[c].k), 0), next_key());
-                    const cc_coll_stats_t dev0 = stats_of(hd), host0 = stats_of(hh);
-                    run_both(hd, hh, &p, d, op, inplace, packed, n, got_dev, got_host, desc);
-                    const cc_coll_stats_t dev1 = stats_of(hd), host1 = stats_of(hh);
-                    expect_same_counts(&dev0, &dev1, &host0, &host1, desc);
-                    expect_same_on_all_ranks(got_dev, n * es, desc);
-                    const double err_dev = rel_err(d, got_dev, want, n), err_host = rel_err(d, got_host, want, n);
-                    if (!(err_dev < lowrank_tol(d)) || !(err_host < lowrank_tol(d))) {
-                        fprintf(stderr, "[rank %d] %s: relative error device %.3g, host %.3g, expected < %.1g\n",
-                                g_rank, desc, err_dev, err_host, lowrank_tol(d));
-                        die("%s: rank >= data rank must recover the sum on both paths", desc, 0);
+                    cc_coll_params_t p =
+                        keyed(with_ef(lowrank_params(cases[c].rows, cases[c].cols, k), 0), next_key());
+                    p.mask |= CC_COLL_PARAMS_FIELD_WARM_START;
+                    p.warm_start = 1;
+                    /* Step 1 from the Gaussian start; step 2, on the same
+                     * data, from step 1's Q. */
+                    for (int step = 1; step <= 2; ++step) {
+                        char what[240];
+                        snprintf(what, sizeof what, "%s, step %d", desc, step);
+                        const cc_coll_stats_t dev0 = stats_of(hd), host0 = stats_of(hh);
+                        run_both(hd, hh, &p, d, op, inplace, packed, n, got_dev, got_host, what);
+                        const cc_coll_stats_t dev1 = stats_of(hd), host1 = stats_of(hh);
+                        expect_same_counts(&dev0, &dev1, &host0, &host1, what);
+                        expect_compressed(&dev0, &dev1, n * es, what);
+                        expect_same_on_all_ranks(got_dev, n * es, what);
+                        expect_recovered(d, got_dev, got_host, want, n,
+                                         step == 1 ? lowrank_first_step_tol(d) : lowrank_tol(d), what);
                     }
                     free(x);
                     free(want);
@@ -645,7 +708,8 @@ static void stream_case(cc_coll_comm_h hd, cc_coll_comm_h hh, cc_coll_method_t m
      * a non-blocking stream: it sees only what the call finished. */
     to_host(got_dev, drecv, bytes);
     if (m == CC_COLL_METHOD_SKETCH) expect_close_to_host(d, got_dev, got_host, n, sketch_tol(d), desc);
-    else if (m == CC_COLL_METHOD_LOWRANK) expect_close_to_host(d, got_dev, got_host, n, lowrank_tol(d), desc);
+    else if (m == CC_COLL_METHOD_LOWRANK)
+        expect_close_to_host(d, got_dev, got_host, n, lowrank_first_step_tol(d), desc);
     else expect_equal(d, got_dev, got_host, n, desc);
     if (use_memset && m == CC_COLL_METHOD_NONE)
         for (size_t i = 0; i < n; ++i)
@@ -766,6 +830,7 @@ static void test_large(cc_coll_comm_h hd)
         run_both(hd, hh, &p, d, CC_COLL_SUM, (int)(mi & 1), packed, n, got_dev, got_host, desc);
         const cc_coll_stats_t dev1 = stats_of(hd), host1 = stats_of(hh);
         expect_same_counts(&dev0, &dev1, &host0, &host1, desc);
+        if (m != CC_COLL_METHOD_NONE) expect_compressed(&dev0, &dev1, n * sizeof(float), desc);
         if (m == CC_COLL_METHOD_SKETCH) expect_close_to_host(d, got_dev, got_host, n, sketch_tol(d), desc);
         else expect_equal(d, got_dev, got_host, n, desc);
     }
@@ -785,19 +850,253 @@ static void test_large(cc_coll_comm_h hd)
         lowrank_reference(d, CC_COLL_AVG, nl, rows, cols, 2, 0xb16ull, want);
         pack(d, xl, nl, pk);
         const cc_coll_params_t p = keyed(with_ef(lowrank_params(rows, cols, 4), 1), next_key());
+        const cc_coll_stats_t dev0 = stats_of(hd), host0 = stats_of(hh);
         run_both(hd, hh, &p, d, CC_COLL_AVG, 0, pk, nl, gd, gh, desc);
-        const double err_dev = rel_err(d, gd, want, nl), err_host = rel_err(d, gh, want, nl);
-        if (!(err_dev < lowrank_tol(d)) || !(err_host < lowrank_tol(d))) {
-            fprintf(stderr, "[rank %d] %s: relative error device %.3g, host %.3g, expected < %.1g\n", g_rank, desc,
-                    err_dev, err_host, lowrank_tol(d));
-            die("%s: rank >= data rank must recover the sum on both paths", desc, 0);
-        }
+        const cc_coll_stats_t dev1 = stats_of(hd), host1 = stats_of(hh);
+        expect_same_counts(&dev0, &dev1, &host0, &host1, desc);
+        expect_compressed(&dev0, &dev1, nl * sizeof(float), desc);
+        expect_recovered(d, gd, gh, want, nl, lowrank_first_step_tol(d), desc);
         free(xl);
         free(want);
         free(pk);
         free(gd);
         free(gh);
     }
+    CHECK_CC(cc_coll_ef_reset_all(hd));
+    CHECK_CC(cc_coll_comm_destroy(hh));
+}
+
+/* ---- groups on device buffers --------------------------------------------------- */
+
+/* One tensor of the group test. LOWRANK: SHAPE rows x cols (rows 0: none),
+ * data of rank r_data (0: small integers, for a tensor that fails the
+ * compression test and joins the dense batch), RANK k, EF, START_ITER. */
+typedef struct {
+    cc_coll_method_t m;
+    cc_coll_dtype_t d;
+    size_t n;
+    uint64_t rows, cols;
+    int r_data, k, ef;
+    uint64_t start_iter;
+} GroupSpec;
+
+/* Every route of the group plan, interleaved: dense batches of three dtypes
+ * (NONE tensors and LOWRANK ones that fail the compression test or are
+ * before start_iter), LOWRANK batches of both work types (Gram-Schmidt and
+ * QR, padded and not, a BF16 tensor in the binary32 batch), TOPK and
+ * SKETCH one by one. */
+static const GroupSpec kGroup[] = {
+    {CC_COLL_METHOD_NONE, CC_COLL_F32, 10007, 0, 0, 0, 0, 0, 0},
+    {CC_COLL_METHOD_LOWRANK, CC_COLL_F32, 48 * 40, 48, 40, 2, 2, 1, 0},
+    {CC_COLL_METHOD_TOPK, CC_COLL_F32, 20011, 0, 0, 0, 0, 0, 0},
+    {CC_COLL_METHOD_NONE, CC_COLL_F16, 3001, 0, 0, 0, 0, 0, 0},
+    {CC_COLL_METHOD_LOWRANK, CC_COLL_F32, 1073, 0, 0, 3, 4, 1, 0}, /* 33 x 33, padded; QR */
+    {CC_COLL_METHOD_SKETCH, CC_COLL_F32, 65659, 0, 0, 0, 0, 0, 0},
+    {CC_COLL_METHOD_LOWRANK, CC_COLL_F32, 64, 8, 8, 0, 4, 1, 0}, /* fails the compression test */
+    {CC_COLL_METHOD_LOWRANK, CC_COLL_F64, 32 * 50, 32, 0, 1, 2, 1, 0},
+    {CC_COLL_METHOD_NONE, CC_COLL_F64, 777, 0, 0, 0, 0, 0, 0},
+    {CC_COLL_METHOD_LOWRANK, CC_COLL_BF16, 40 * 30, 40, 30, 2, 3, 0, 0}, /* spare column (agree_lowrank) */
+    {CC_COLL_METHOD_TOPK, CC_COLL_BF16, 20011, 0, 0, 0, 0, 0, 0},
+    {CC_COLL_METHOD_LOWRANK, CC_COLL_F32, 64 * 48, 64, 48, 1, 1, 1, 1}, /* dense at step 0 */
+};
+#define NGROUP (sizeof kGroup / sizeof kGroup[0])
+
+/* One step of the group on device buffers (hd) and on host buffers (hh):
+ * step 0 SUM, every tensor out of place; step 1 AVG, odd tensors in place.
+ * NONE, TOPK (and its residual) and the integer LOWRANK tensor bit for bit,
+ * SKETCH within tolerance, LOWRANK's recovery of the rank-r sum on both
+ * paths; the same statistics. */
+static void group_step(cc_coll_comm_h hd, cc_coll_comm_h hh, const cc_coll_params_t *params, int step)
+{
+    const cc_coll_op_t op = step == 0 ? CC_COLL_SUM : CC_COLL_AVG;
+    size_t counts[NGROUP];
+    cc_coll_dtype_t dtypes[NGROUP];
+    void *x[NGROUP], *hr[NGROUP], *dr[NGROUP], *dsend[NGROUP];
+    const void *hs[NGROUP], *ds[NGROUP];
+    double *want[NGROUP];
+    char desc[200];
+    for (size_t i = 0; i < NGROUP; ++i) {
+        const GroupSpec *g = &kGroup[i];
+        const size_t n = g->n, es = cc_coll_dtype_size(g->d);
+        const int inplace = step == 1 && (i & 1);
+        counts[i] = n;
+        dtypes[i] = g->d;
+        double *v = xmalloc(n * sizeof *v);
+        want[i] = NULL;
+        if (g->m == CC_COLL_METHOD_LOWRANK && g->r_data > 0) {
+            size_t vr = 0, vc = 0;
+            lowrank_view(n, g->rows, g->cols, &vr, &vc);
+            const uint64_t seed = 0x9a0c0ull + 16 * (uint64_t)i + (uint64_t)step;
+            lowrank_input(g->d, n, vr, vc, g->r_data, seed, g_rank, v);
+            want[i] = xmalloc(n * sizeof *want[i]);
+            lowrank_reference(g->d, op, n, vr, vc, g->r_data, seed, want[i]);
+        } else if (g->m == CC_COLL_METHOD_LOWRANK) {
+            integer_values(v, n, seed_for(g_rank, 1000 + 10 * (int)i + step));
+        } else {
+            method_data(g->m, g->d, v, n, seed_for(g_rank, 1000 + 10 * (int)i + step));
+        }
+        x[i] = xmalloc(n * es);
+        pack(g->d, v, n, x[i]);
+        free(v);
+        /* host buffers */
+        hr[i] = xmalloc(n * es);
+        if (inplace) memcpy(hr[i], x[i], n * es);
+        hs[i] = inplace ? hr[i] : x[i];
+        /* device buffers, recvbuf with guard bytes */
+        dr[i] = dmalloc(n * es + GUARD);
+        CHECK_CUDA(cudaMemset((unsigned char *)dr[i] + n * es, GUARD_BYTE, GUARD));
+        dsend[i] = NULL;
+        if (inplace) {
+            to_device(dr[i], x[i], n * es);
+        } else {
+            dsend[i] = dmalloc(n * es);
+            to_device(dsend[i], x[i], n * es);
+            CHECK_CUDA(cudaMemset(dr[i], 0x5A, n * es));
+        }
+        ds[i] = inplace ? dr[i] : dsend[i];
+    }
+
+    snprintf(desc, sizeof desc, "group of %zu, step %d, %s (P=%d)", NGROUP, step, op_name(op), g_size);
+    const cc_coll_stats_t dev0 = stats_of(hd), host0 = stats_of(hh);
+    char what[240];
+    snprintf(what, sizeof what, "%s: host buffers", desc);
+    call_ok(cc_coll_allreduce_group(NGROUP, hs, hr, counts, dtypes, op, params, hh, NULL), what);
+    snprintf(what, sizeof what, "%s: device buffers", desc);
+    call_ok(cc_coll_allreduce_group(NGROUP, ds, dr, counts, dtypes, op, params, hd, NULL), what);
+    const cc_coll_stats_t dev1 = stats_of(hd), host1 = stats_of(hh);
+    expect_same_counts(&dev0, &dev1, &host0, &host1, desc);
+
+    for (size_t i = 0; i < NGROUP; ++i) {
+        const GroupSpec *g = &kGroup[i];
+        const size_t n = g->n, es = cc_coll_dtype_size(g->d);
+        snprintf(what, sizeof what, "%s: tensor %zu (%s %s n=%zu)", desc, i, method_name(g->m), dtype_name(g->d), n);
+        void *got = xmalloc(n * es);
+        to_host(got, dr[i], n * es);
+        expect_guard(dr[i], n * es, what);
+        if (dsend[i] != NULL) {
+            void *back = xmalloc(n * es);
+            to_host(back, dsend[i], n * es);
+            if (memcmp(back, x[i], n * es) != 0) die("%s: out-of-place tensor's sendbuf modified (device)", what, 0);
+            free(back);
+        }
+        if (g->m == CC_COLL_METHOD_SKETCH) {
+            expect_close_to_host(g->d, got, hr[i], n, sketch_tol(g->d), what);
+        } else if (want[i] == NULL) {
+            expect_equal(g->d, got, hr[i], n, what);
+        } else {
+            /* Step 1 starts from step 0's Q but on other data. */
+            expect_recovered(g->d, got, hr[i], want[i], n, lowrank_first_step_tol(g->d), what);
+            /* Compressed this step: P and Q are the same on every rank. */
+            if ((uint64_t)step >= g->start_iter) expect_same_on_all_ranks(got, n * es, what);
+        }
+        if (g->m == CC_COLL_METHOD_TOPK) {
+            double *e_dev = xmalloc(n * sizeof *e_dev), *e_host = xmalloc(n * sizeof *e_host);
+            CHECK_CC(cc_coll_ef_get_residual(hd, &params[i], NULL, n, g->d, e_dev));
+            CHECK_CC(cc_coll_ef_get_residual(hh, &params[i], NULL, n, g->d, e_host));
+            if (memcmp(e_dev, e_host, n * sizeof *e_dev) != 0) die("%s: residuals differ (device, host)", what, 0);
+            free(e_dev);
+            free(e_host);
+        }
+        free(got);
+    }
+    for (size_t i = 0; i < NGROUP; ++i) {
+        free(x[i]);
+        free(hr[i]);
+        free(want[i]);
+        CHECK_CUDA(cudaFree(dr[i]));
+        if (dsend[i] != NULL) CHECK_CUDA(cudaFree(dsend[i]));
+    }
+}
+
+static void test_group(cc_coll_comm_h hd)
+{
+    cc_coll_comm_h hh = host_comm();
+    cc_coll_params_t params[NGROUP];
+    for (size_t i = 0; i < NGROUP; ++i) {
+        const GroupSpec *g = &kGroup[i];
+        if (g->m != CC_COLL_METHOD_LOWRANK) {
+            params[i] = params_for(g->m, 1);
+            continue;
+        }
+        cc_coll_params_t p = with_ef(lowrank_params(g->rows, g->cols, g->k), g->ef);
+        if (g->start_iter > 0) {
+            p.mask |= CC_COLL_PARAMS_FIELD_START_ITER;
+            p.start_iter = g->start_iter;
+        }
+        params[i] = keyed(p, next_key());
+    }
+    group_step(hd, hh, params, 0);
+    group_step(hd, hh, params, 1);
+    CHECK_CC(cc_coll_ef_reset_all(hd));
+    CHECK_CC(cc_coll_comm_destroy(hh));
+}
+
+/* ---- reduce-scatter on device buffers (host algorithm on host copies) ----------- */
+
+/* NONE, TOPK and SKETCH x F32/F16 x in place / out of place: the device
+ * call's shard and residual equal the host call's bit for bit. */
+static void test_reduce_scatter(cc_coll_comm_h hd)
+{
+    static const cc_coll_method_t methods[] = {CC_COLL_METHOD_NONE, CC_COLL_METHOD_TOPK, CC_COLL_METHOD_SKETCH};
+    static const cc_coll_dtype_t dtypes[] = {CC_COLL_F32, CC_COLL_F16};
+    const size_t rc = 4099, n = rc * (size_t)g_size;
+    cc_coll_comm_h hh = host_comm();
+    int tc = 0;
+    for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; ++mi)
+        for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; ++di)
+            for (int inplace = 0; inplace < 2; ++inplace, ++tc) {
+                const cc_coll_method_t m = methods[mi];
+                const cc_coll_dtype_t d = dtypes[di];
+                const size_t es = cc_coll_dtype_size(d);
+                char desc[200];
+                snprintf(desc, sizeof desc, "reduce_scatter %s %s %s recvcount %zu (P=%d)", method_name(m),
+                         dtype_name(d), inplace ? "in place" : "out of place", rc, g_size);
+                const cc_coll_params_t p = params_for(m, 1);
+                double *v = xmalloc(n * sizeof *v);
+                method_data(m, d, v, n, seed_for(g_rank, 1300 + tc));
+                unsigned char *x = xmalloc(n * es), *hsend = xmalloc(n * es), *got = xmalloc(rc * es);
+                pack(d, v, n, x);
+                memcpy(hsend, x, n * es);
+                unsigned char *hrecv = inplace ? hsend : xmalloc(rc * es);
+                const cc_coll_stats_t dev0 = stats_of(hd), host0 = stats_of(hh);
+                call_ok(cc_coll_reduce_scatter(hsend, hrecv, rc, d, CC_COLL_SUM, &p, hh, NULL), desc);
+
+                unsigned char *dsend = dmalloc(n * es + GUARD), *drecv = inplace ? dsend : dmalloc(rc * es + GUARD);
+                to_device(dsend, x, n * es);
+                CHECK_CUDA(cudaMemset(dsend + n * es, GUARD_BYTE, GUARD));
+                if (!inplace) {
+                    CHECK_CUDA(cudaMemset(drecv, 0x5A, rc * es));
+                    CHECK_CUDA(cudaMemset(drecv + rc * es, GUARD_BYTE, GUARD));
+                }
+                call_ok(cc_coll_reduce_scatter(dsend, drecv, rc, d, CC_COLL_SUM, &p, hd, NULL), desc);
+                const cc_coll_stats_t dev1 = stats_of(hd), host1 = stats_of(hh);
+                expect_same_counts(&dev0, &dev1, &host0, &host1, desc);
+                to_host(got, drecv, rc * es);
+                expect_equal(d, got, hrecv, rc, desc);
+                expect_guard(drecv, inplace ? n * es : rc * es, desc);
+                if (!inplace) {
+                    unsigned char *back = xmalloc(n * es);
+                    to_host(back, dsend, n * es);
+                    if (memcmp(back, x, n * es) != 0) die("%s: out-of-place call modified sendbuf (device)", desc, 0);
+                    free(back);
+                }
+                if (m == CC_COLL_METHOD_TOPK) {
+                    double *e_dev = xmalloc(n * sizeof *e_dev), *e_host = xmalloc(n * sizeof *e_host);
+                    CHECK_CC(cc_coll_ef_get_residual(hd, &p, NULL, n, d, e_dev));
+                    CHECK_CC(cc_coll_ef_get_residual(hh, &p, NULL, n, d, e_host));
+                    if (memcmp(e_dev, e_host, n * sizeof *e_dev) != 0)
+                        die("%s: residuals differ (device, host)", desc, 0);
+                    free(e_dev);
+                    free(e_host);
+                }
+                CHECK_CUDA(cudaFree(dsend));
+                if (!inplace) CHECK_CUDA(cudaFree(drecv));
+                if (!inplace) free(hrecv);
+                free(v);
+                free(x);
+                free(hsend);
+                free(got);
+            }
     CHECK_CC(cc_coll_ef_reset_all(hd));
     CHECK_CC(cc_coll_comm_destroy(hh));
 }
@@ -856,10 +1155,25 @@ static void setup(void)
 
     /* Ranks on one node share its devices round-robin. */
     MPI_Comm node;
-    int local = 0;
+    int local = 0, local_size = 1;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &local);
+    MPI_Comm_size(node, &local_size);
     MPI_Comm_free(&node);
+
+    /* A device in a compute mode that refuses this sharing cannot run the
+     * suite: every rank skips (checked before cudaSetDevice, which creates
+     * the context that such a mode refuses). */
+    int mode = cudaComputeModeDefault, unusable = 0;
+    CHECK_CUDA(cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, local % ndev));
+    if (mode == cudaComputeModeProhibited) unusable = 1;
+    if ((mode == cudaComputeModeExclusiveProcess || mode == cudaComputeModeExclusive) && local_size > ndev)
+        unusable = 2;
+    MPI_Allreduce(MPI_IN_PLACE, &unusable, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (unusable == 1) skip("the CUDA device is in compute mode 'prohibited'");
+    if (unusable == 2)
+        skip("the CUDA device is in an exclusive compute mode, so the ranks of this node cannot share it "
+             "(run with at most one rank per device, or ask for compute mode 'default')");
     CHECK_CUDA(cudaSetDevice(local % ndev));
 
     const char *transport = getenv("CC_COLL_CUDA_TRANSPORT");
@@ -888,6 +1202,8 @@ static const NamedTest kTests[] = {
     {"host_buffers_with_stream", test_host_buffers_with_stream},
     {"errors", test_errors},
     {"large", test_large},
+    {"group", test_group},
+    {"reduce_scatter", test_reduce_scatter},
 };
 
 int main(int argc, char **argv)
