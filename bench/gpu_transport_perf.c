@@ -102,9 +102,9 @@ static double time_calls(const void *send, void *recv, size_t n, int mi, cc_coll
         int worst = (int)st;
         MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (worst != CC_COLL_OK) {
-            if (st != CC_COLL_OK && g_rank == 0)
-                fprintf(stderr, "%s, %zu elements: %s (%s)\n", kMethodNames[mi], n, cc_coll_status_string(st),
-                        cc_coll_last_error());
+            if (st != CC_COLL_OK)
+                fprintf(stderr, "[rank %d] %s, %zu elements: %s (%s)\n", g_rank, kMethodNames[mi], n,
+                        cc_coll_status_string(st), cc_coll_last_error());
             *status = (cc_coll_status_t)worst;
             free(t);
             return NAN;
