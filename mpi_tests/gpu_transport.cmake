@@ -7,7 +7,11 @@ foreach(n 1 2 3 4)
   cc_coll_add_mpi_test(mpi_staged_transport_np${n} ${n} "mpi" $<TARGET_FILE:mpi_staged_transport>)
 endforeach()
 # With CUDA the same program also runs DeviceTransport: on device buffers
-# where there is a GPU, and its failure report where there is none.
+# where there is a GPU, and its failure report where there is none. So it is
+# labelled gpu too: `ctest -L gpu` on a GPU machine runs it on device buffers.
 if(CC_COLL_HAVE_CUDA)
   target_compile_definitions(mpi_staged_transport PRIVATE CC_COLL_HAVE_CUDA)
+  foreach(n 1 2 3 4)
+    set_property(TEST mpi_staged_transport_np${n} APPEND PROPERTY LABELS gpu)
+  endforeach()
 endif()
