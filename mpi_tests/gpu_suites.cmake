@@ -3,9 +3,11 @@
 #   ctest -L gpu     mpi_gpu_allreduce_{staged,direct}_np{1..4}
 #
 # Each runs with CC_COLL_CUDA_TRANSPORT set to the transport in its name.
-# Exit status 77 is reported as skipped: no CUDA device, or the direct
-# transport with an MPI that is not CUDA-aware (the program first checks that
-# device calls then fail with CC_COLL_ERR_NOT_SUPPORTED).
+# Exit status 77 is reported as skipped: no CUDA device, a compute mode that
+# refuses ranks sharing a device, or the direct transport with an MPI that is
+# not CUDA-aware (the program first checks that device calls then fail with
+# CC_COLL_ERR_NOT_SUPPORTED). A run should take a minute at most; the
+# timeout bounds what a hung kernel costs a time-limited GPU session.
 if(NOT CC_COLL_HAVE_CUDA)
   return()
 endif()
@@ -23,6 +25,6 @@ foreach(_cc_coll_transport staged direct)
     set_tests_properties(${_name} PROPERTIES
       ENVIRONMENT "${CC_COLL_MPI_TEST_ENV};CC_COLL_CUDA_TRANSPORT=${_cc_coll_transport}"
       SKIP_RETURN_CODE 77
-      TIMEOUT 600)
+      TIMEOUT 300)
   endforeach()
 endforeach()
