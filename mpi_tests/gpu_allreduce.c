@@ -400,6 +400,10 @@ static void agree_case(cc_coll_comm_h hd, cc_coll_comm_h hh, cc_coll_method_t m,
         run_both(hd, hh, &p, d, op, inplace, packed, n, got_dev, got_host, desc);
         const cc_coll_stats_t dev1 = stats_of(hd), host1 = stats_of(hh);
         expect_same_counts(&dev0, &dev1, &host0, &host1, desc);
+        /* Every rank gets the same bits (device decodes must not depend on
+         * thread scheduling). */
+        expect_same_on_all_ranks(got_dev, n * es, desc);
+        expect_same_on_all_ranks(got_host, n * es, desc);
         if (m != CC_COLL_METHOD_NONE) expect_compressed(&dev0, &dev1, n * es, desc);
         if (m == CC_COLL_METHOD_SKETCH) {
             CHECK(dev1.sketch_elements > dev0.sketch_elements, "test setup: SKETCH must take the sketch path");
