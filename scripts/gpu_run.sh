@@ -69,6 +69,7 @@ summary=$out/SUMMARY.md
 multiarch=x86_64-linux-gnu
 main=$prefix/main/usr
 fallback=$prefix/fallback
+user_single_copy=${OMPI_MCA_btl_vader_single_copy_mechanism:-}
 
 call_start=$(date +%s)
 call_secs=${CC_COLL_CALL_SECONDS:-570}
@@ -151,7 +152,7 @@ int main(int argc, char **argv)
 }
 EOF
   "$main/bin/mpicc.openmpi" -O2 -o "$dir/smoke" "$dir/smoke.c" > "$dir/log" 2>&1 &&
-    within 120 mpirun -np 2 "$dir/smoke" >> "$dir/log" 2>&1
+    within 60 mpirun -np 2 "$dir/smoke" >> "$dir/log" 2>&1
   smoke_rc=$?
   cat "$dir/log"
   rm -rf "$dir"
@@ -182,7 +183,21 @@ stage_deps() {
     return 1
   fi
   note "deps: $(echo "$ver" | head -1) from $(command -v mpirun)"
-  if ! smoke=$(mpi_smoke 2>&1); then
+  # Open MPI's single-copy path for large messages (CMA: process_vm_readv)
+  # where the kernel allows it, else none (sandboxes often refuse it); the
+  # choice stays in the prefix for later invocations.
+  smoke_ok=""
+  if [ -z "$user_single_copy" ]; then
+    export OMPI_MCA_btl_vader_single_copy_mechanism=cma
+    if smoke=$(mpi_smoke 2>&1); then
+      smoke_ok=1
+    else
+      echo "$smoke" | tail -15 | block "MPI smoke test with the CMA single copy (failed: using none)" -
+      export OMPI_MCA_btl_vader_single_copy_mechanism=none
+    fi
+    echo "$OMPI_MCA_btl_vader_single_copy_mechanism" > "$prefix/single-copy"
+  fi
+  if [ -z "$smoke_ok" ] && ! smoke=$(mpi_smoke 2>&1); then
     echo "$smoke" | tail -40 | block "MPI smoke test" -
     note "deps: two ranks could not allreduce under mpirun (output above)"
     return 1
@@ -219,13 +234,14 @@ setup_env() {
   # Open MPI on one node in a container (gVisor, Firecracker), where the
   # settings a machine with InfiniBand wants fail or warn: ob1 over shared
   # memory, not UCX (which probes devices; Debian's Open MPI is not
-  # CUDA-aware either way); no single-copy (CMA's process_vm_readv is often
-  # refused in sandboxes); no binding (ctest -j runs many mpiruns at once,
+  # CUDA-aware either way); the single copy the deps stage found to work
+  # (none before it ran); no binding (ctest -j runs many mpiruns at once,
   # each of which would bind its ranks to the same first cores); more ranks
   # than cores allowed; PMIx's hash store, not its shared-memory one. Values
   # already in the environment (or --mca on a command line) win.
   : "${OMPI_MCA_pml:=ob1}" "${OMPI_MCA_btl:=self,vader}" "${OMPI_MCA_osc:=^ucx}"
-  : "${OMPI_MCA_btl_vader_single_copy_mechanism:=none}" "${OMPI_MCA_hwloc_base_binding_policy:=none}"
+  : "${OMPI_MCA_btl_vader_single_copy_mechanism:=$(cat "$prefix/single-copy" 2> /dev/null || echo none)}"
+  : "${OMPI_MCA_hwloc_base_binding_policy:=none}"
   : "${OMPI_MCA_rmaps_base_oversubscribe:=1}" "${OMPI_MCA_btl_base_warn_component_unused:=0}"
   : "${PMIX_MCA_gds:=hash}" "${HWLOC_HIDE_ERRORS:=1}"
   export OMPI_MCA_pml OMPI_MCA_btl OMPI_MCA_osc OMPI_MCA_btl_vader_single_copy_mechanism \
@@ -264,14 +280,24 @@ stage_configure() {
   glibc=$(ldd --version 2> /dev/null | head -1)
   note "build: host $(uname -m), $(nproc) cores, $glibc; Debian 12's packages need glibc >= 2.36"
   note "build: $(nvcc --version 2>&1 | tail -1), $(cmake --version | head -1)"
-  if gpus=$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv,noheader 2>&1); then
+  if ! command -v nvidia-smi > /dev/null 2>&1; then
+    note "build: no nvidia-smi on PATH"
+  elif gpus=$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv,noheader 2>&1); then
     echo "$gpus" | while read -r l; do note "build: GPU $l"; done
     # Ranks of one test and tests side by side share the GPU.
     echo "$gpus" | grep -qi exclusive && note "build: WARNING: the GPU is in an exclusive compute mode: multi-rank GPU tests will fail"
   else
-    note "build: nvidia-smi failed or is missing: $(echo "$gpus" | head -1)"
+    note "build: nvidia-smi failed: $(echo "$gpus" | head -1)"
   fi
-  if ! cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+  # Make, or Ninja where the machine has no make (CMAKE_GENERATOR and an
+  # existing build folder's choice win).
+  set --
+  if [ -z "${CMAKE_GENERATOR:-}" ] && [ ! -f "$build/CMakeCache.txt" ] &&
+     ! command -v make > /dev/null 2>&1 && command -v ninja > /dev/null 2>&1; then
+    set -- -G Ninja
+    note "build: no make here: configuring for Ninja"
+  fi
+  if ! cmake -S "$repo" -B "$build" "$@" -DCMAKE_BUILD_TYPE=Release \
         -DCC_COLL_ENABLE_CUDA=ON -DCC_COLL_ENABLE_FORTRAN=OFF \
         -DCMAKE_CUDA_ARCHITECTURES="$archs" \
         -DMPI_C_COMPILER="$main/bin/mpicc.openmpi" \
