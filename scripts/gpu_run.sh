@@ -475,6 +475,7 @@ stage_bench() {
   bench_rc=0
   log=$out/bench.log
   : > "$log"
+  rm -f "$out/gpu_kernels.json" "$out/gpu_kernels.md" "$out/gpu_transport.md"
   kb=$build/bench/cc_coll_bench_gpu_kernels
   secs=$(budget "${CC_COLL_KERNELS_SECONDS:-300}")
   # What is left after the kernels goes to the transport benchmark.
