@@ -156,6 +156,26 @@ public:
         return static_cast<double>(ms) * 1e-3;
     }
 
+    // Times `body` once per benchmark iteration (manual time), after
+    // `restore()`, which runs untimed; returns the total seconds.
+    template <typename Body, typename Restore>
+    double iterations(benchmark::State &state, Body &&body, Restore &&restore)
+    {
+        double total = 0.0;
+        for (auto _ : state) {
+            restore();
+            const double s = seconds(body);
+            state.SetIterationTime(s);
+            total += s;
+        }
+        return total;
+    }
+    template <typename Body>
+    double iterations(benchmark::State &state, Body &&body)
+    {
+        return iterations(state, body, [] {});
+    }
+
 private:
     cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
@@ -244,12 +264,7 @@ void BM_gpu_copy(benchmark::State &state)
         CUDA_OK(cudaMemcpyAsync(dst.ptr, src, n * sizeof(float), cudaMemcpyDeviceToDevice, bench_stream()));
     };
     timer.seconds(body);  // warm-up
-    double total = 0.0;
-    for (auto _ : state) {
-        const double s = timer.seconds(body);
-        state.SetIterationTime(s);
-        total += s;
-    }
+    const double total = timer.iterations(state, body);
     report(state, n * sizeof(float), total, 0.0);
 }
 
@@ -269,13 +284,8 @@ void BM_topk_select(benchmark::State &state)
     topk::cuda::SelectScratch scratch;
     EventTimer timer;
     check(topk::cuda::select(x, n, k, idx.ptr, &scratch, bench_stream()), "topk::cuda::select (warm-up)");
-    double total = 0.0;
-    for (auto _ : state) {
-        const double s =
-            timer.seconds([&] { check(topk::cuda::select(x, n, k, idx.ptr, &scratch, bench_stream()), "select"); });
-        state.SetIterationTime(s);
-        total += s;
-    }
+    const double total = timer.iterations(
+        state, [&] { check(topk::cuda::select(x, n, k, idx.ptr, &scratch, bench_stream()), "select"); });
     report(state, n * sizeof(float), total, kTargetSelect);
     state.counters["k"] = static_cast<double>(k);
 }
@@ -297,12 +307,7 @@ void BM_topk_encode_scatter(benchmark::State &state)
         check(topk::cuda::scatter_add(payload.ptr, k, CC_COLL_F32, out.ptr, bench_stream()), "scatter_add");
     };
     timer.seconds(body);  // warm-up
-    double total = 0.0;
-    for (auto _ : state) {
-        const double s = timer.seconds(body);
-        state.SetIterationTime(s);
-        total += s;
-    }
+    const double total = timer.iterations(state, body);
     report(state, n * sizeof(float), total, kTargetEncode);
     state.counters["k"] = static_cast<double>(k);
 }
@@ -326,13 +331,9 @@ void BM_topk_compress_step(benchmark::State &state)
     };
     CUDA_OK(cudaMemcpyAsync(e.ptr, e0, n * sizeof(float), cudaMemcpyDeviceToDevice, bench_stream()));
     timer.seconds(body);  // warm-up: the scratch grows here, not in a timed iteration
-    double total = 0.0;
-    for (auto _ : state) {
+    const double total = timer.iterations(state, body, [&] {
         CUDA_OK(cudaMemcpyAsync(e.ptr, e0, n * sizeof(float), cudaMemcpyDeviceToDevice, bench_stream()));
-        const double s = timer.seconds(body);
-        state.SetIterationTime(s);
-        total += s;
-    }
+    });
     report(state, n * sizeof(float), total, 0.0);
     state.counters["k"] = static_cast<double>(k);
 }
@@ -389,12 +390,7 @@ void BM_sketch_encode(benchmark::State &state)
         check(sketch::cuda::encode<float>(in.layout, x, in.idx->ptr, k, sk.ptr, bench_stream()), "encode");
     };
     timer.seconds(body);  // warm-up
-    double total = 0.0;
-    for (auto _ : state) {
-        const double s = timer.seconds(body);
-        state.SetIterationTime(s);
-        total += s;
-    }
+    const double total = timer.iterations(state, body);
     report(state, n * sizeof(float), total, kTargetEncode);
     state.counters["k"] = static_cast<double>(k);
     state.counters["m"] = static_cast<double>(in.layout.m);
@@ -421,13 +417,9 @@ void BM_sketch_decode(benchmark::State &state)
     };
     CUDA_OK(cudaMemcpyAsync(sk.ptr, sk0.ptr, cells * sizeof(float), cudaMemcpyDeviceToDevice, bench_stream()));
     timer.seconds(body);  // warm-up: the decoder's scratch grows here
-    double total = 0.0;
-    for (auto _ : state) {
+    const double total = timer.iterations(state, body, [&] {
         CUDA_OK(cudaMemcpyAsync(sk.ptr, sk0.ptr, cells * sizeof(float), cudaMemcpyDeviceToDevice, bench_stream()));
-        const double s = timer.seconds(body);
-        state.SetIterationTime(s);
-        total += s;
-    }
+    });
     report(state, n * sizeof(float), total, 0.0);
     state.counters["k"] = static_cast<double>(k);
     state.counters["m"] = static_cast<double>(in.layout.m);
@@ -450,12 +442,7 @@ void BM_threshold_pick(benchmark::State &state)
         check(threshold::cuda::pick<float>(x, n, kZeroFraction, &tau, &scratch, bench_stream()), "pick");
     };
     timer.seconds(body);  // warm-up
-    double total = 0.0;
-    for (auto _ : state) {
-        const double s = timer.seconds(body);
-        state.SetIterationTime(s);
-        total += s;
-    }
+    const double total = timer.iterations(state, body);
     report(state, n * sizeof(float), total, 0.0);
     state.counters["tau"] = tau;
 }
@@ -474,12 +461,7 @@ void BM_threshold_collect(benchmark::State &state)
         check(threshold::cuda::collect<float>(x, n, tau, idx.ptr, &count, &scratch, bench_stream()), "collect");
     };
     timer.seconds(body);  // warm-up
-    double total = 0.0;
-    for (auto _ : state) {
-        const double s = timer.seconds(body);
-        state.SetIterationTime(s);
-        total += s;
-    }
+    const double total = timer.iterations(state, body);
     report(state, n * sizeof(float), total, 0.0);
     state.counters["k"] = static_cast<double>(count);
 }
@@ -524,13 +506,9 @@ void ef_bench(benchmark::State &state, Body &&body, bool dtype_only = false)
     const auto run = [&] { body(n, dtype, src, work.ptr, static_cast<void *>(dst.ptr)); };
     CUDA_OK(cudaMemcpyAsync(work.ptr, e0, n * sizeof(float), cudaMemcpyDeviceToDevice, bench_stream()));
     timer.seconds(run);  // warm-up
-    double total = 0.0;
-    for (auto _ : state) {
+    const double total = timer.iterations(state, run, [&] {
         CUDA_OK(cudaMemcpyAsync(work.ptr, e0, n * sizeof(float), cudaMemcpyDeviceToDevice, bench_stream()));
-        const double s = timer.seconds(run);
-        state.SetIterationTime(s);
-        total += s;
-    }
+    });
     report(state, dtype_only ? n * cc_coll_dtype_size(dtype) : n * sizeof(float), total, kTargetEncode);
 }
 
@@ -619,12 +597,7 @@ void BM_powersgd_compress(benchmark::State &state)
         check(lowrank::cuda::multiply_mtp<float>(ctx, m, s, p.ptr, q.ptr, bench_stream()), "multiply_mtp");
     };
     timer.seconds(body);  // warm-up: workspaces grow (cudaFree/cudaMalloc) for a new shape here
-    double total = 0.0;
-    for (auto _ : state) {
-        const double t = timer.seconds(body);
-        state.SetIterationTime(t);
-        total += t;
-    }
+    const double total = timer.iterations(state, body);
     report(state, s.elements() * sizeof(float), total, 0.0);
     state.counters["wire_ratio"] =
         static_cast<double>(s.elements()) / static_cast<double>(s.factor_elements());
@@ -643,12 +616,7 @@ void BM_powersgd_decompress(benchmark::State &state)
         check(lowrank::cuda::reconstruct<float>(ctx, p.ptr, q.ptr, s, 1.0f, out.ptr, bench_stream()), "reconstruct");
     };
     timer.seconds(body);  // warm-up
-    double total = 0.0;
-    for (auto _ : state) {
-        const double t = timer.seconds(body);
-        state.SetIterationTime(t);
-        total += t;
-    }
+    const double total = timer.iterations(state, body);
     report(state, s.elements() * sizeof(float), total, 0.0);
 }
 
