@@ -69,7 +69,7 @@
 #include "compressors/sketch/count_sketch_cuda.hpp"
 #include "compressors/threshold/threshold_cuda.hpp"
 #include "compressors/topk/topk_cuda.hpp"
-#include "compressors/topk/topk_payload.hpp"
+#include "wire/topk_payload.hpp"
 #include "gpu/cuda_util.hpp"
 #include "gpu/elementwise.hpp"
 #include "gpu/result.hpp"

@@ -27,7 +27,7 @@
 
 #include "bench_common.hpp"
 #include "cc_coll.h"
-#include "compressors/topk/topk_payload.hpp"
+#include "wire/topk_payload.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
 

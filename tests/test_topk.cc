@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "cc_coll.h"
-#include "compressors/topk/topk_payload.hpp"
+#include "wire/topk_payload.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/config.hpp"
 #include "core/dtype.hpp"

@@ -31,7 +31,7 @@
 #include "compressors/threshold/threshold_ladder.hpp"
 #include "compressors/topk/topk_cuda.hpp"
 #include "compressors/topk/topk_keys.hpp"
-#include "compressors/topk/topk_payload.hpp"
+#include "wire/topk_payload.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
 #include "gpu/elementwise.hpp"

@@ -23,7 +23,7 @@
 #include "compressors/threshold/threshold_bins.hpp"
 #include "compressors/threshold/threshold_ladder.hpp"
 #include "compressors/topk/topk_keys.hpp"
-#include "compressors/topk/topk_payload.hpp"
+#include "wire/topk_payload.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
 

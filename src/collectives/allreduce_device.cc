@@ -23,7 +23,7 @@
 #include "compressors/sketch/count_sketch_cuda.hpp"
 #include "compressors/threshold/threshold_cuda.hpp"
 #include "compressors/topk/topk_cuda.hpp"
-#include "compressors/topk/topk_payload.hpp"
+#include "wire/topk_payload.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"

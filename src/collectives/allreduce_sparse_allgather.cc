@@ -22,7 +22,7 @@
 #include "collectives/allreduce.hpp"
 #include "collectives/lossy_common.hpp"
 #include "collectives/workspace.hpp"
-#include "compressors/topk/topk_payload.hpp"
+#include "wire/topk_payload.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"

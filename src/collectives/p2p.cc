@@ -29,10 +29,10 @@
 #include <string>
 
 #include "collectives/lossy_common.hpp"
-#include "collectives/p2p_wire.hpp"
+#include "wire/p2p_wire.hpp"
 #include "collectives/workspace.hpp"
 #include "compressors/lowrank/powersgd.hpp"
-#include "compressors/topk/topk_payload.hpp"
+#include "wire/topk_payload.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"

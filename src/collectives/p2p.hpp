@@ -1,5 +1,5 @@
 // Compressed point-to-point: cc_coll_send / cc_coll_recv with lazy error
-// propagation (ALGORITHMS.md section 5). The wire format is in p2p_wire.hpp.
+// propagation (ALGORITHMS.md section 5). The wire format is in wire/p2p_wire.hpp.
 #pragma once
 
 #include <cstddef>

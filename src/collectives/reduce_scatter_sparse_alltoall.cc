@@ -15,7 +15,7 @@
 #include "collectives/lossy_common.hpp"
 #include "collectives/reduce_scatter.hpp"
 #include "collectives/workspace.hpp"
-#include "compressors/topk/topk_payload.hpp"
+#include "wire/topk_payload.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"

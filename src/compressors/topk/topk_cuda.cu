@@ -24,7 +24,7 @@
 #include <thrust/iterator/counting_iterator.h>
 
 #include "compressors/topk/topk_keys.hpp"
-#include "compressors/topk/topk_payload.hpp"
+#include "wire/topk_payload.hpp"
 
 namespace cc_coll::detail::topk::cuda {
 

@@ -20,7 +20,7 @@
 #include <cstring>
 
 #include "cc_coll.h"
-#include "compressors/topk/topk_payload.hpp"
+#include "wire/topk_payload.hpp"
 #include "core/dtype.hpp"
 #include "core/half.hpp"
 

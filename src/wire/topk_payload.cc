@@ -1,4 +1,4 @@
-#include "compressors/topk/topk_payload.hpp"
+#include "wire/topk_payload.hpp"
 
 #include <cmath>
 #include <cstring>
