@@ -11,8 +11,8 @@
 
 #include "cc_coll.h"
 #include "entry.hpp"
-#include "collectives/allreduce.hpp"
-#include "collectives/reduce_scatter.hpp"
+#include "collectives/allreduce/allreduce.hpp"
+#include "collectives/reduce_scatter/reduce_scatter.hpp"
 #include "core/comm.hpp"
 #include "core/config.hpp"
 #include "core/dtype.hpp"
@@ -20,6 +20,7 @@
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "gpu/gpu.hpp"
+#include "core/method.hpp"
 #include "transport/mpi_transport.hpp"
 
 #if __has_include(<mpi-ext.h>)
@@ -107,13 +108,8 @@ size_t cc_coll_dtype_size(cc_coll_dtype_t dtype) { return dtype_size(dtype); }
 
 const char *cc_coll_method_name(cc_coll_method_t method)
 {
-    switch (method) {
-    case CC_COLL_METHOD_NONE: return "none";
-    case CC_COLL_METHOD_TOPK: return "topk";
-    case CC_COLL_METHOD_SKETCH: return "sketch";
-    case CC_COLL_METHOD_LOWRANK: return "lowrank";
-    }
-    return nullptr;
+    const Method *m = find_method(static_cast<int>(method));
+    return m != nullptr ? m->name : nullptr;
 }
 
 cc_coll_status_t cc_coll_comm_create_versioned(MPI_Comm mpi_comm, cc_coll_comm_h *comm, int header_major,
@@ -217,22 +213,10 @@ cc_coll_status_t cc_coll_reduce_scatter(const void *sendbuf, void *recvbuf, size
         }
         bool on_device = false;
         if ((st = locate_buffers(fn, sendbuf, recvbuf, recvcount, stream, &on_device)) != CC_COLL_OK) return st;
-        if (!on_device) return reduce_scatter(*c, ReduceScatterArgs{sendbuf, recvbuf, recvcount, dtype, op}, p);
-        // Device buffers: the host algorithm on host copies; the residual
-        // keeps the device recvbuf's name.
-        const std::size_t es = dtype_size(dtype);
-        const bool in_place = sendbuf == recvbuf;
-        HostStaging staging(fn, stream);
-        unsigned char *hsend = nullptr, *hrecv = nullptr;
-        if ((st = staging.begin()) != CC_COLL_OK ||
-            (st = staging.in(sendbuf, recvcount * P * es, &hsend)) != CC_COLL_OK)
-            return st;
-        if (in_place) hrecv = hsend;
-        else if ((st = staging.in(recvbuf, recvcount * es, &hrecv)) != CC_COLL_OK) return st;
-        ReduceScatterArgs args{hsend, hrecv, recvcount, dtype, op};
-        args.key_buf = recvbuf;
-        if ((st = reduce_scatter(*c, args, p)) != CC_COLL_OK) return st;
-        return staging.out(recvbuf, hrecv, recvcount * es);
+        ReduceScatterArgs args{sendbuf, recvbuf, recvcount, dtype, op};
+        args.on_device = on_device;
+        args.stream = stream;
+        return reduce_scatter(*c, args, p);
     });
 }
 
@@ -320,7 +304,7 @@ cc_coll_status_t cc_coll_ef_reset(cc_coll_comm_h comm, const cc_coll_params_t *p
             (st = ef_key_of("cc_coll_ef_reset", *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
             return st;
         c->ef().reset(key);
-        c->lowrank().reset(key);
+        reset_method_states(*c, &key);
         return CC_COLL_OK;
     });
 }
@@ -332,9 +316,8 @@ cc_coll_status_t cc_coll_ef_reset_all(cc_coll_comm_h comm)
         cc_coll_status_t st = lookup("cc_coll_ef_reset_all", comm, &c);
         if (st != CC_COLL_OK) return st;
         c->ef().reset_all();
-        c->lowrank().reset_all();
         c->lep().reset_all();
-        c->lep_lowrank().reset_all();
+        reset_method_states(*c, nullptr);
         return CC_COLL_OK;
     });
 }

@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "cc_coll.h"
-#include "collectives/allreduce.hpp"
+#include "collectives/allreduce/allreduce.hpp"
+#include "methods/lowrank_state.hpp"
 #include "compressors/lowrank/powersgd.hpp"
 #include "core/dtype.hpp"
 #include "gpu/gpu.hpp"
@@ -26,13 +27,6 @@ cc_coll_status_t shape_of(const char *fn, const CallParams &p, std::size_t count
     if (!lowrank::resolve_shape(count, p.has_shape, p.rows, p.cols, p.rank, s, &why))
         return fail(CC_COLL_ERR_INVALID_ARG, "%s: params' LOWRANK shape: %s", fn, why.c_str());
     return CC_COLL_OK;
-}
-
-// Copies `src` into dst[0..n) when it holds exactly n values.
-template <typename W>
-void copy_out(const std::vector<W> &src, std::size_t n, double *dst)
-{
-    if (dst != nullptr && src.size() == n) std::copy(src.begin(), src.end(), dst);
 }
 
 }  // namespace
@@ -114,44 +108,7 @@ cc_coll_status_t cc_coll_lowrank_get_state(cc_coll_comm_h comm, const cc_coll_pa
         cc_coll_status_t st = lookup(fn, comm, &c);
         if (st != CC_COLL_OK || (st = ef_key_of(fn, *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
             return st;
-        LowRankState *s = c->lowrank().find(key);
-        if (rows) *rows = s ? s->rows : 0;
-        if (cols) *cols = s ? s->cols : 0;
-        if (rank) *rank = s ? s->rank : 0;
-        if (calls) *calls = s ? s->calls : 0;
-        if (s == nullptr || s->rank == 0) return CC_COLL_OK;
-        // Only the factors of the reported shape, and only when they are
-        // held in this dtype's work type; otherwise the outputs stay zero.
-        const std::size_t pn = s->rows * static_cast<std::size_t>(s->rank);
-        const std::size_t qn = s->cols * static_cast<std::size_t>(s->rank);
-        if (p != nullptr) std::fill(p, p + pn, 0.0);
-        if (q != nullptr) std::fill(q, q + qn, 0.0);
-        const std::size_t work = dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float);
-        if (s->device != nullptr) {  // a tensor on device buffers: factors in device memory
-            if (s->device_work != work) return CC_COLL_OK;
-            std::vector<unsigned char> host((pn + qn) * work);
-            if ((st = gpu::copy_to_host(host.data(), s->device.get(), host.size(), fn)) != CC_COLL_OK) return st;
-            for (std::size_t i = 0; i < pn + qn; ++i) {
-                double v = 0;
-                if (work == sizeof(double)) std::memcpy(&v, host.data() + i * work, sizeof v);
-                else {
-                    float f;
-                    std::memcpy(&f, host.data() + i * work, sizeof f);
-                    v = f;
-                }
-                double *dst = i < pn ? p : q;
-                if (dst != nullptr) dst[i < pn ? i : i - pn] = v;
-            }
-            return CC_COLL_OK;
-        }
-        if (dtype == CC_COLL_F64) {
-            copy_out(s->p<double>(), pn, p);
-            copy_out(s->q<double>(), qn, q);
-        } else {
-            copy_out(s->p<float>(), pn, p);
-            copy_out(s->q<float>(), qn, q);
-        }
-        return CC_COLL_OK;
+        return lowrank_get_state(*c, key, dtype, rows, cols, rank, calls, p, q);
     });
 }
 
@@ -170,45 +127,8 @@ cc_coll_status_t cc_coll_lowrank_set_q(cc_coll_comm_h comm, const cc_coll_params
         lowrank::Shape s;
         if ((st = shape_of(fn, p, count, &s)) != CC_COLL_OK) return st;
         if (q == nullptr) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: q is NULL", fn);
-        const std::size_t n = s.cols * static_cast<std::size_t>(s.rank);
-        LowRankState &state = c->lowrank().get(key);
-        state.rows = s.rows;
-        state.cols = s.cols;
-        state.rank = s.rank;
-        state.p_f32.clear();
-        state.p_f64.clear();
-        state.device.reset();
-        state.device_work = 0;
-        if (count > 0 && gpu::locate(recvbuf) == gpu::Location::Device) {
-            // The tensor lives on the device: so do its factors (P zero, then Q).
-            state.q_f32.clear();
-            state.q_f64.clear();
-            const std::size_t pn = s.rows * static_cast<std::size_t>(s.rank);
-            const std::size_t work = dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float);
-            std::vector<unsigned char> host((pn + n) * work, 0);
-            for (std::size_t i = 0; i < n; ++i) {
-                if (work == sizeof(double)) std::memcpy(host.data() + (pn + i) * work, &q[i], work);
-                else {
-                    const float f = static_cast<float>(q[i]);
-                    std::memcpy(host.data() + (pn + i) * work, &f, work);
-                }
-            }
-            std::shared_ptr<void> dev = gpu::device_zeroed(host.size(), &st);
-            if (dev == nullptr) return st;
-            if ((st = gpu::copy_to_device(dev.get(), host.data(), host.size(), fn)) != CC_COLL_OK) return st;
-            state.device = dev;
-            state.device_work = work;
-            return CC_COLL_OK;
-        }
-        if (dtype == CC_COLL_F64) {
-            state.q_f64.assign(q, q + n);
-            state.q_f32.clear();
-        } else {
-            state.q_f32.resize(n);
-            for (std::size_t i = 0; i < n; ++i) state.q_f32[i] = static_cast<float>(q[i]);
-            state.q_f64.clear();
-        }
-        return CC_COLL_OK;
+        return lowrank_set_q(*c, key, dtype, s.rows, s.cols, s.rank,
+                             count > 0 && gpu::locate(recvbuf) == gpu::Location::Device, q, fn);
     });
 }
 

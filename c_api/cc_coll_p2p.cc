@@ -5,7 +5,8 @@
 #include <mpi.h>
 
 #include "cc_coll.h"
-#include "collectives/p2p.hpp"
+#include "collectives/p2p/p2p.hpp"
+#include "core/method.hpp"
 #include "core/dtype.hpp"
 #include "entry.hpp"
 
@@ -90,20 +91,12 @@ cc_coll_status_t cc_coll_send(const void *buf, size_t count, cc_coll_dtype_t dty
         if (compress != 0 && compress != 1)
             return fail(CC_COLL_ERR_INVALID_ARG, "%s: compress = %d must be 0 (uncompressed) or 1 (params' method)",
                         fn, compress);
-        if (compress == 1 && p.method == CC_COLL_METHOD_SKETCH)
-            return fail(CC_COLL_ERR_NOT_SUPPORTED,
-                        "%s: compress = 1 with method sketch: SKETCH is a collective method and cannot compress a "
-                        "point-to-point message (use LOWRANK, TOPK or NONE)",
-                        fn);
         bool on_device = false;
         if ((st = locate_buffers(fn, buf, nullptr, count, stream, &on_device)) != CC_COLL_OK) return st;
-        if (!on_device) return p2p_send(*c, SendArgs{buf, count, dtype, dest, tag, compress == 1}, p);
-        // Device buffer: the host algorithm on a host copy.
-        HostStaging staging(fn, stream);
-        unsigned char *host = nullptr;
-        if ((st = staging.begin()) != CC_COLL_OK || (st = staging.in(buf, count * dtype_size(dtype), &host)) != CC_COLL_OK)
-            return st;
-        return p2p_send(*c, SendArgs{host, count, dtype, dest, tag, compress == 1}, p);
+        SendArgs args{buf, count, dtype, dest, tag, compress == 1};
+        args.on_device = on_device;
+        args.stream = stream;
+        return p2p_send(*c, args, p);
     });
 }
 
@@ -118,16 +111,10 @@ cc_coll_status_t cc_coll_recv(void *buf, size_t count, cc_coll_dtype_t dtype, in
         bool on_device = false;
         if (st != CC_COLL_OK || (st = locate_buffers(fn, nullptr, buf, count, stream, &on_device)) != CC_COLL_OK)
             return st;
-        if (!on_device) return p2p_recv(*c, RecvArgs{buf, count, dtype, source, tag}, p);
-        // Device buffer: received into host memory, which a successful
-        // receive fills whole, and copied up on success (a mismatch leaves
-        // buf untouched, as on the host).
-        const std::size_t bytes = count * dtype_size(dtype);
-        HostStaging staging(fn, stream);
-        unsigned char *host = staging.room(bytes);
-        if ((st = staging.begin()) != CC_COLL_OK) return st;
-        if ((st = p2p_recv(*c, RecvArgs{host, count, dtype, source, tag}, p)) != CC_COLL_OK) return st;
-        return staging.out(buf, host, bytes);
+        RecvArgs args{buf, count, dtype, source, tag};
+        args.on_device = on_device;
+        args.stream = stream;
+        return p2p_recv(*c, args, p);
     });
 }
 
@@ -185,7 +172,7 @@ cc_coll_status_t cc_coll_lep_reset(cc_coll_comm_h comm, int dest, int tag, const
             return st;
         const EfKey key = p2p_channel(dest, tag, p);
         c->lep().reset(key);
-        c->lep_lowrank().reset(key);
+        reset_method_states(*c, &key);
         return CC_COLL_OK;
     });
 }

@@ -1,6 +1,6 @@
 // Helpers every extern "C" entry point uses: the exception guard, handle
-// lookup, the MPI liveness check, the collective preamble, where the
-// buffers live and host staging of device buffers. Included only by the c_api sources.
+// lookup, the MPI liveness check, the collective preamble and where the
+// buffers live. Included only by the c_api sources.
 #pragma once
 
 #include <cstddef>
@@ -108,36 +108,6 @@ inline cc_coll_status_t locate_buffers(const char *fn, const void *sendbuf, cons
     }
     return stream != nullptr ? gpu::synchronize(stream, fn) : CC_COLL_OK;
 }
-
-// Host copies of device buffers, for the entry points that run their host
-// algorithm on device data: in() copies `bytes` of device memory into a new
-// host buffer (after the caller's stream), out() copies host memory back.
-class HostStaging {
-public:
-    HostStaging(const char *fn, void *stream) : fn_(fn), stream_(stream) {}
-    cc_coll_status_t begin() { return gpu::synchronize(stream_, fn_); }
-    // Host memory for `bytes` bytes that a call fills completely (nothing is
-    // copied down).
-    unsigned char *room(std::size_t bytes)
-    {
-        buffers_.emplace_back(bytes > 0 ? bytes : 1);
-        return buffers_.back().data();
-    }
-    cc_coll_status_t in(const void *device, std::size_t bytes, unsigned char **host)
-    {
-        *host = room(bytes);
-        return gpu::copy_to_host(*host, device, bytes, fn_);
-    }
-    cc_coll_status_t out(void *device, const void *host, std::size_t bytes)
-    {
-        return gpu::copy_to_device(device, host, bytes, fn_);
-    }
-
-private:
-    const char *fn_;
-    void *stream_;
-    std::vector<std::vector<unsigned char>> buffers_;
-};
 
 // The residual key a call with these arguments would use.
 inline cc_coll_status_t ef_key_of(const char *fn, const Comm &c, const cc_coll_params_t *params, const void *recvbuf,

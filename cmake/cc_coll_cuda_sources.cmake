@@ -1,5 +1,5 @@
 # The library's GPU sources, compiled only when CUDA is on. One line per
-# file, grouped by layer (gpu support, compressors, transport, collectives).
+# file, grouped by layer (gpu support, compressors, transport, execution backend).
 set(CC_COLL_CUDA_SOURCES
   # gpu: element-wise kernels every GPU algorithm shares
   src/gpu/elementwise.cu
@@ -10,6 +10,6 @@ set(CC_COLL_CUDA_SOURCES
   src/compressors/lowrank/powersgd_cuda.cu
   # transport: device buffers to MPI, direct or staged
   src/transport/device_transport.cc
-  # collectives: cc_coll_allreduce on device buffers
-  src/collectives/allreduce_device.cc
+  # exec: the device execution backend of the collective algorithms
+  src/exec/cuda_exec.cc
 )

@@ -26,7 +26,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cc_coll.h"
-#include "collectives/lossy_common.hpp"
+#include "exec/host_kernels.hpp"
 #include "compressors/threshold/threshold_cuda.hpp"
 #include "compressors/threshold/threshold_ladder.hpp"
 #include "compressors/topk/topk_cuda.hpp"
@@ -575,7 +575,7 @@ TEST_F(DeviceTopk, ScatterAddLarge)
 
 // ---------------------------------------------------------------- error feedback
 
-// The device allreduce's TOPK steps on one rank (allreduce_device.cc): g' =
+// The device allreduce's TOPK steps on one rank (collectives/allreduce/sparse_allgather.cc on CudaExec): g' =
 // e + input in the residual (gpu::load_input), select, encode, then the
 // residual at the sent positions (gpu::keep_unsent); against the host's
 // load_as, select, encode and keep_unsent. The residual and the payload must
@@ -619,7 +619,7 @@ void ef_case(cudaStream_t stream, topk::cuda::SelectScratch *scratch, std::size_
         std::vector<W> host_sent(k);
         topk::encode<W>(e.data(), n, host_idx.data(), k, topk::nonfinite_overflow(e.data(), n, host_idx.data(), k),
                         dtype, expected.data(), host_sent.data());
-        keep_unsent<W>(e.data(), 0, host_idx.data(), host_sent.data(), k);
+        host::keep_unsent<W>(e.data(), 0, host_idx.data(), host_sent.data(), k);
 
         ASSERT_CUDA(payload.fill(kFill, stream));
         ASSERT_TRUE(ok(gpu::load_input<W>(src.get(), dtype, n, de.get(), true, stream)));

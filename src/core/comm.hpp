@@ -11,7 +11,6 @@
 #include "cc_coll.h"
 #include "core/config.hpp"
 #include "core/ef_store.hpp"
-#include "core/lowrank_store.hpp"
 #include "core/stats.hpp"
 
 namespace cc_coll::detail {
@@ -30,17 +29,18 @@ public:
     const Config &config() const { return config_; }
     Stats &stats() { return stats_; }
     EfStore &ef() { return ef_; }
-    // LOWRANK state of allreduce tensors, keyed like their residuals.
-    LowRankStore &lowrank() { return lowrank_; }
-    // Point-to-point channels: LEP residuals and LOWRANK state, keyed by
+    // Point-to-point channels: LEP residuals, keyed by
     // EfKey::channel(peer, ...).
     EfStore &lep() { return lep_; }
-    LowRankStore &lep_lowrank() { return lep_lowrank_; }
+    // A method's own per-tensor state (PowerSGD's factors and call counts,
+    // say), type-erased here so that core does not depend on the methods;
+    // see core/method.hpp.
+    std::shared_ptr<void> &method_slot(cc_coll_method_t method) { return method_state_[static_cast<int>(method) & 15]; }
     // Scratch memory owned by the collectives layer (type-erased here so
-    // that core does not depend on it); see collectives/workspace.hpp.
+    // that core does not depend on it); see collectives/common/workspace.hpp.
     std::shared_ptr<void> &workspace_slot() { return workspace_; }
     // The device-side counterpart (handles, transport, device scratch) for
-    // calls on device buffers; see collectives/allreduce_device.cc.
+    // calls on device buffers; see exec/cuda_exec.cc.
     std::shared_ptr<void> &device_slot() { return device_; }
 
 private:
@@ -50,9 +50,8 @@ private:
     Config config_;
     Stats stats_;
     EfStore ef_;
-    LowRankStore lowrank_;
     EfStore lep_;
-    LowRankStore lep_lowrank_;
+    std::shared_ptr<void> method_state_[16];
     std::shared_ptr<void> workspace_;
     std::shared_ptr<void> device_;
 };

@@ -1,4 +1,5 @@
 #include "core/config.hpp"
+#include "core/method.hpp"
 
 #include <cctype>
 #include <cerrno>
@@ -23,7 +24,7 @@ std::string trim_lower(const std::string &text)
 bool apply_method(const std::string &text, Config *cfg, std::string *why)
 {
     if (parse_method(text, &cfg->method)) return true;
-    *why = "expected one of: none, topk, sketch, lowrank";
+    *why = "expected one of: " + method_names();
     return false;
 }
 
@@ -310,12 +311,9 @@ cc_coll_status_t load_config(const EnvLookup &env, Config *cfg, std::string *why
 
 bool parse_method(const std::string &text, cc_coll_method_t *out)
 {
-    const std::string s = trim_lower(text);
-    if (s == "none") *out = CC_COLL_METHOD_NONE;
-    else if (s == "topk") *out = CC_COLL_METHOD_TOPK;
-    else if (s == "sketch") *out = CC_COLL_METHOD_SKETCH;
-    else if (s == "lowrank") *out = CC_COLL_METHOD_LOWRANK;
-    else return false;
+    const Method *m = find_method_by_name(trim_lower(text));
+    if (m == nullptr) return false;
+    *out = m->id;
     return true;
 }
 

@@ -2,9 +2,11 @@
 
 #include <climits>
 #include <cstdint>
+#include <string>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/method.hpp"
 
 namespace cc_coll::detail {
 
@@ -32,7 +34,7 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
                         static_cast<unsigned long long>(kKnownParamsFields));
         if (params->mask & CC_COLL_PARAMS_FIELD_METHOD) {
             const int m = static_cast<int>(params->method);
-            if (cc_coll_method_name(static_cast<cc_coll_method_t>(m)) == nullptr)
+            if (find_method(m) == nullptr)
                 return fail(CC_COLL_ERR_INVALID_METHOD, "params->method = %d is not a cc_coll_method_t value", m);
             p.method = params->method;
         }
@@ -97,6 +99,10 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
             p.ef_key = params->ef_key;
         }
     }
+    const Method *m = find_method(p.method);
+    std::string why;
+    if (m != nullptr && m->validate != nullptr && !m->validate(p, &why))
+        return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll: params for method %s: %s", m->name, why.c_str());
     *out = p;
     return CC_COLL_OK;
 }

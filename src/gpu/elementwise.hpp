@@ -1,6 +1,6 @@
 // Element-wise device kernels the GPU algorithms share: the device
 // counterparts of core/dtype.hpp's load_as/store_as/divide_in_place and of
-// the error-feedback steps in collectives/lossy_common.hpp. Elements are
+// the error-feedback steps in exec/host_kernels.hpp. Elements are
 // converted by the same functions as on the host (core/half.hpp), so a
 // device result rounds exactly like the host's. Every function enqueues its
 // work on `stream` and returns the launch status.

@@ -19,6 +19,7 @@
 
 #include "cc_coll.h"
 #include "core/config.hpp"
+#include "transport/transport.hpp"
 
 namespace cc_coll::detail {
 
@@ -99,14 +100,14 @@ cc_coll_status_t staged_allgather_bytes(StagingCopier &copier, unsigned char *ho
 // current device; the streams, events and pinned memory are made on first
 // use on that device, and made again on the new current device when a later
 // call finds another one current. Not thread-safe. Built only with CUDA.
-class DeviceTransport {
+class DeviceTransport final : public Transport {
 public:
     // No CUDA call here: resources come on first use. chunk_bytes (the
     // staged chunk, CC_COLL_CUDA_STAGING_CHUNK) must be at least 8 bytes, one
     // element of every dtype.
     static cc_coll_status_t create(DeviceTransportMode mode, std::size_t chunk_bytes,
                                    std::unique_ptr<DeviceTransport> *out);
-    ~DeviceTransport();
+    ~DeviceTransport() override;
     DeviceTransport(const DeviceTransport &) = delete;
     DeviceTransport &operator=(const DeviceTransport &) = delete;
 
@@ -115,14 +116,14 @@ public:
     // Element-wise sum over `comm` of count elements (device), like
     // allreduce_sum. In place when send == recv.
     cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, cc_coll_dtype_t dtype,
-                                   MPI_Comm comm);
+                                   MPI_Comm comm) override;
     // Bitwise OR of `bytes` bytes (device) over the ranks, in place. Staged:
     // in one piece, the pinned memory grown to fit.
-    cc_coll_status_t allreduce_bor(void *buf, std::size_t bytes, MPI_Comm comm);
+    cc_coll_status_t allreduce_bor(void *buf, std::size_t bytes, MPI_Comm comm) override;
     // Every rank's `bytes` bytes of `send` (device), in rank order, into
     // `recv` (device, P x bytes). Staged: in one piece, the pinned memory
     // grown to fit.
-    cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm);
+    cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm) override;
 
     struct Impl;
 

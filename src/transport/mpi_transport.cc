@@ -1,4 +1,5 @@
 #include "transport/mpi_transport.hpp"
+#include "transport/transport.hpp"
 
 #include <climits>
 #include <mutex>
@@ -165,6 +166,22 @@ cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv
         return fail(CC_COLL_ERR_COUNT_OVERFLOW, "allgather_bytes: %zu bytes exceed INT_MAX", bytes);
     const int n = static_cast<int>(bytes);
     return check_mpi(MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm), "MPI_Allgather");
+}
+
+cc_coll_status_t HostTransport::allreduce_sum(const void *send, void *recv, std::size_t count, cc_coll_dtype_t dtype,
+                                              MPI_Comm comm)
+{
+    return detail::allreduce_sum(send, recv, count, dtype, comm);
+}
+
+cc_coll_status_t HostTransport::allreduce_bor(void *buf, std::size_t bytes, MPI_Comm comm)
+{
+    return detail::allreduce_bor(buf, bytes, comm);
+}
+
+cc_coll_status_t HostTransport::allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm)
+{
+    return detail::allgather_bytes(send, bytes, recv, comm);
 }
 
 }  // namespace cc_coll::detail

@@ -19,11 +19,14 @@
 #include <cstring>
 #include <vector>
 
-#include "collectives/lossy_common.hpp"
-#include "collectives/reduce_scatter.hpp"
-#include "collectives/workspace.hpp"
+#include "collectives/common/steps.hpp"
+#include "collectives/common/workspace.hpp"
+#include "collectives/reduce_scatter/common.hpp"
+#include "collectives/reduce_scatter/reduce_scatter.hpp"
+#include "exec/host_exec.hpp"
 #include "compressors/sketch/count_sketch.hpp"
 #include "core/dtype.hpp"
+#include "wire/sketch_support.hpp"
 #include "transport/mpi_transport.hpp"
 
 namespace cc_coll::detail {
@@ -41,13 +44,14 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
     Workspace &ws = workspace_of(comm);
     const double t0 = now_seconds();
 
+    HostExec x(comm);
     W *g = nullptr;
     Residual *res = nullptr;
-    cc_coll_status_t st = load_input<W>(comm, p, a.send, a.key(), n, a.dtype, true, &g, &res);
+    cc_coll_status_t st = load_input<HostExec, W>(x, p, a.send, a.key(), n, a.dtype, true, &g, &res);
     if (st != CC_COLL_OK) return st;
 
     // 1-2. Select; per-shard bitmaps with the non-finite flag.
-    sparsify<W>(g, n, p, &ws.select, &ws.indices);
+    host::sparsify<W>(g, n, p, &ws.select, &ws.indices);
     const std::vector<std::uint32_t> &idx = ws.indices;
     std::vector<std::size_t> first(P + 1);  // idx[first[s] .. first[s+1]) lie in shard s
     for (std::size_t s = 0; s <= P; ++s)
@@ -57,8 +61,8 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
     for (std::size_t s = 0; s < P; ++s)
         for (std::size_t j = first[s]; j < first[s + 1]; ++j) local[j] = idx[j] - static_cast<std::uint32_t>(s * rc);
 
-    const std::size_t bb = sketch::bitmap_bytes(rc) + 1;
-    const std::uint8_t nonfinite = any_nonfinite(g, n) ? 1 : 0;
+    const std::size_t bb = sketch_support::message_bytes(rc);
+    const std::uint8_t nonfinite = host::any_nonfinite(g, n) ? 1 : 0;
     ws.send_bytes.assign(bb * P, 0);
     for (std::size_t s = 0; s < P; ++s) {
         std::uint8_t *bitmap = ws.send_bytes.data() + s * bb;
@@ -78,7 +82,7 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
     stats->time_communicate += now_seconds() - t1;
     stats->bytes_wire += bb * P + sizeof m;
     if (st != CC_COLL_OK) {
-        undo_input<W>(g, res, a.send, n, a.dtype);
+        if (res != nullptr) host::undo_input<W>(g, a.send, n, a.dtype);
         return st;
     }
     const std::uint8_t *support = ws.recv_bytes.data();

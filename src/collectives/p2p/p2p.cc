@@ -1,4 +1,4 @@
-// Compressed point-to-point with lazy error propagation (ALGORITHMS.md
+// Compressed point-to-point with lazy error propagation (docs/algorithms.md
 // section 5, Optimus-CC's compressed backpropagation).
 //
 // Sender, on the channel (dest, ef_key or tag):
@@ -19,7 +19,7 @@
 // Receiver: MPI_Mprobe / MPI_Mrecv of the whole message, checks it against
 // its own count, dtype and params (method, shape and rank, or k from the
 // density), decodes only when everything agrees, and always answers.
-#include "collectives/p2p.hpp"
+#include "collectives/p2p/p2p.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -28,9 +28,13 @@
 #include <cstring>
 #include <string>
 
-#include "collectives/lossy_common.hpp"
+#include "exec/exec.hpp"
+#include "exec/host_kernels.hpp"
 #include "wire/p2p_wire.hpp"
-#include "collectives/workspace.hpp"
+#include "collectives/common/workspace.hpp"
+#include "gpu/gpu.hpp"
+#include "methods/lowrank_state.hpp"
+#include "core/method.hpp"
 #include "compressors/lowrank/powersgd.hpp"
 #include "wire/topk_payload.hpp"
 #include "compressors/topk/topk_select.hpp"
@@ -57,8 +61,8 @@ const char *kind_name(unsigned kind)
 
 const char *method_name(cc_coll_method_t m)
 {
-    const char *name = cc_coll_method_name(m);
-    return name != nullptr ? name : "?";
+    const Method *method = find_method(m);
+    return method != nullptr ? method->name : "?";
 }
 
 
@@ -106,13 +110,14 @@ cc_coll_status_t plan_message(const SendArgs &a, const CallParams &p, Message *m
     *m = Message{};
     if (!a.compress || a.count == 0) return CC_COLL_OK;
     const std::size_t raw = a.count * dtype_size(a.dtype);
-    switch (p.method) {
-    case CC_COLL_METHOD_NONE: return CC_COLL_OK;
-    case CC_COLL_METHOD_TOPK:
+    const Method *method = find_method(p.method);
+    switch (method != nullptr ? method->p2p : P2pCompression::Refused) {
+    case P2pCompression::None: return CC_COLL_OK;
+    case P2pCompression::Topk:
         m->k = topk::k_for(p.density, a.count);
         if (topk::payload_bytes(m->k, a.dtype) < raw) m->kind = kTopk;
         return CC_COLL_OK;
-    case CC_COLL_METHOD_LOWRANK: {
+    case P2pCompression::LowRank: {
         std::string why;
         if (!lowrank::resolve_shape(a.count, p.has_shape, p.rows, p.cols, p.rank, &m->shape, &why))
             return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_send: params' LOWRANK shape: %s", why.c_str());
@@ -120,10 +125,10 @@ cc_coll_status_t plan_message(const SendArgs &a, const CallParams &p, Message *m
             m->kind = kLowRank;
         return CC_COLL_OK;
     }
-    default:
-        return fail(CC_COLL_ERR_NOT_SUPPORTED, "cc_coll_send: method %s cannot compress point-to-point messages",
-                    method_name(p.method));
+    case P2pCompression::Refused: break;
     }
+    return fail(CC_COLL_ERR_NOT_SUPPORTED, "cc_coll_send: method %s cannot compress point-to-point messages",
+                method_name(p.method));
 }
 
 // One LOWRANK step on M (rows x cols of W, zero padded): P and Q into the
@@ -145,7 +150,7 @@ bool lowrank_factors(Workspace &ws, const W *m, const lowrank::Shape &s, const C
     lowrank::multiply_mq<W>(m, s, qbuf.data(), pbuf.data());
     lowrank::orthogonalize<W>(pbuf.data(), s.rows, s.rank, gram_schmidt);
     lowrank::multiply_mtp<W>(m, s, pbuf.data(), qbuf.data());
-    return !any_nonfinite(pbuf.data(), pn) && !any_nonfinite(qbuf.data(), qn);
+    return !host::any_nonfinite(pbuf.data(), pn) && !host::any_nonfinite(qbuf.data(), qn);
 }
 
 // The receiver's answer: CC_COLL_OK when it took the message.
@@ -215,9 +220,9 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
     std::fill(g + n, g + mn, W(0));
 
     // 2. The message.
-    LowRankState *state = comm.lep_lowrank().find(key);
+    LowRankState *state = lowrank_channel_states(comm).find(key);
     W *sent = nullptr;  // TOPK: the values the receiver adds
-    if (m.kind == kLowRank && (any_nonfinite(g, n) || !lowrank_factors<W>(ws, g, m.shape, p, a.dtype, state)))
+    if (m.kind == kLowRank && (host::any_nonfinite(g, n) || !lowrank_factors<W>(ws, g, m.shape, p, a.dtype, state)))
         m.kind = kRaw;
     if (m.kind == kTopk) {
         ws.indices.resize(m.k);
@@ -279,11 +284,11 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
         W *e = res->data<W>();
         switch (m.kind) {
         case kRaw:
-            round_to_dtype<W>(g, true, n, a.dtype, payload);
+            host::round_to_dtype<W>(g, true, n, a.dtype, payload);
             std::memcpy(e, g, n * sizeof(W));
             break;
         case kTopk:
-            keep_unsent<W>(g, 0, ws.indices.data(), sent, m.k);
+            host::keep_unsent<W>(g, 0, ws.indices.data(), sent, m.k);
             std::memcpy(e, g, n * sizeof(W));
             break;
         case kLowRank: {
@@ -294,14 +299,14 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
             store_as<W>(mhat, n, a.dtype, ws.recv_bytes.data());
             for (std::size_t i = 0; i < n; ++i) {
                 const W r = g[i] - load_element<W>(ws.recv_bytes.data(), i, a.dtype);
-                e[i] = finite(r) ? r : W(0);
+                e[i] = host::finite(r) ? r : W(0);
             }
             break;
         }
         }
     }
     if (p.method == CC_COLL_METHOD_LOWRANK) {
-        LowRankState &s = comm.lep_lowrank().get(key);
+        LowRankState &s = lowrank_channel_states(comm).get(key);
         ++s.calls;
         if (m.kind == kLowRank) {
             s.rows = m.shape.rows;
@@ -470,12 +475,60 @@ std::size_t p2p_max_count(cc_coll_dtype_t dtype)
     return es == 0 ? 0 : (static_cast<std::size_t>(INT_MAX) - sizeof(WireHeader)) / es;
 }
 
-cc_coll_status_t p2p_send(Comm &comm, const SendArgs &args, const CallParams &params)
+namespace {
+
+cc_coll_status_t send_host(Comm &comm, const SendArgs &args, const CallParams &params)
 {
     return with_work_type(args.dtype, [&](auto w) { return send_typed<decltype(w)>(comm, args, params); });
 }
 
-cc_coll_status_t p2p_recv(Comm &comm, const RecvArgs &a, const CallParams &p)
+cc_coll_status_t recv_host(Comm &comm, const RecvArgs &a, const CallParams &p);
+
+}  // namespace
+
+cc_coll_status_t p2p_send(Comm &comm, const SendArgs &args, const CallParams &params)
+{
+    if (args.compress) {
+        const Method *m = find_method(params.method);
+        if (m != nullptr && m->p2p == P2pCompression::Refused)
+            return fail(CC_COLL_ERR_NOT_SUPPORTED, "cc_coll_send: compress = 1 with method %s: %s", m->name,
+                        m->why_no_p2p);
+    }
+    if (!args.on_device) return send_host(comm, args, params);
+    // Device buffer: the host algorithm on a host copy.
+    const char *fn = "cc_coll_send";
+    const std::size_t bytes = args.count * dtype_size(args.dtype);
+    cc_coll_status_t st = gpu::synchronize(args.stream, fn);
+    if (st != CC_COLL_OK) return st;
+    std::vector<unsigned char> host(bytes > 0 ? bytes : 1);
+    if ((st = gpu::copy_to_host(host.data(), args.buf, bytes, fn)) != CC_COLL_OK) return st;
+    SendArgs h = args;
+    h.buf = host.data();
+    h.on_device = false;
+    return send_host(comm, h, params);
+}
+
+cc_coll_status_t p2p_recv(Comm &comm, const RecvArgs &args, const CallParams &params)
+{
+    if (!args.on_device) return recv_host(comm, args, params);
+    // Device buffer: received into host memory, which a successful receive
+    // fills whole, and copied up on success (a rejected message leaves buf
+    // untouched, as on the host).
+    const char *fn = "cc_coll_recv";
+    const std::size_t bytes = args.count * dtype_size(args.dtype);
+    std::vector<unsigned char> host(bytes > 0 ? bytes : 1);
+    cc_coll_status_t st = gpu::synchronize(args.stream, fn);
+    if (st != CC_COLL_OK) return st;
+    RecvArgs h = args;
+    h.buf = host.data();
+    h.on_device = false;
+    if ((st = recv_host(comm, h, params)) != CC_COLL_OK) return st;
+    return gpu::copy_to_device(args.buf, host.data(), bytes, fn);
+}
+
+namespace {
+
+cc_coll_status_t recv_host(Comm &comm, const RecvArgs &a, const CallParams &p)
 {
     Workspace &ws = workspace_of(comm);
     StatsSnapshot stats;
@@ -508,5 +561,7 @@ cc_coll_status_t p2p_recv(Comm &comm, const RecvArgs &a, const CallParams &p)
                     a.source, a.tag, ack.reason);
     return CC_COLL_OK;
 }
+
+}  // namespace
 
 }  // namespace cc_coll::detail

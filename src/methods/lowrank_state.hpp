@@ -1,7 +1,8 @@
-// Per-tensor LOWRANK state: the call count (for start_iter) and the factors
-// of the last compressed step (Q for the warm start, P for inspection),
-// keyed like residuals. A communicator holds one store for its allreduce
-// tensors and one for its point-to-point channels.
+// Method LOWRANK's per-tensor state: the call count (for start_iter) and the
+// factors of the last compressed step (Q for the warm start, P for
+// inspection), keyed like residuals. It belongs to the method: a
+// communicator keeps it in its LOWRANK state slot (Comm::method_slot), one
+// store for allreduce tensors and one for point-to-point channels.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cc_coll.h"
 #include "core/ef_store.hpp"
 
 namespace cc_coll::detail {
@@ -55,6 +57,17 @@ struct LowRankState {
     {
         return device != nullptr && device_work == sizeof(W) && rank == k && rows == r && cols == c;
     }
+    // Keeps host factors P (rows x rank) and Q (cols x rank) of shape s.
+    template <typename W, typename Shape>
+    void keep_host(const Shape &s, const W *pf, const W *qf)
+    {
+        rows = s.rows;
+        cols = s.cols;
+        rank = s.rank;
+        p<W>().assign(pf, pf + s.rows * static_cast<std::size_t>(s.rank));
+        q<W>().assign(qf, qf + s.cols * static_cast<std::size_t>(s.rank));
+        clear_other<W>();
+    }
     std::uint64_t bytes() const
     {
         return (p_f32.size() + q_f32.size()) * sizeof(float) + (p_f64.size() + q_f64.size()) * sizeof(double) +
@@ -87,5 +100,23 @@ public:
 private:
     std::unordered_map<EfKey, LowRankState, EfKeyHash> states_;
 };
+
+class Comm;
+
+// The communicator's LOWRANK state: allreduce tensors and point-to-point
+// channels, created on first use.
+LowRankStore &lowrank_tensor_states(Comm &comm);
+LowRankStore &lowrank_channel_states(Comm &comm);
+
+// cc_coll_lowrank_get_state: the stored shape, call count and factors of
+// `key` (P and Q as double, host memory, each may be null); factors only
+// when held in the work type of `dtype`, zeros otherwise.
+cc_coll_status_t lowrank_get_state(Comm &comm, const EfKey &key, cc_coll_dtype_t dtype, std::uint64_t *rows,
+                                   std::uint64_t *cols, int *rank, std::uint64_t *calls, double *p, double *q);
+
+// cc_coll_lowrank_set_q: sets `key`'s warm-start Q (cols x rank of shape
+// s, from host doubles), in device memory when `on_device`; P is cleared.
+cc_coll_status_t lowrank_set_q(Comm &comm, const EfKey &key, cc_coll_dtype_t dtype, std::size_t rows,
+                               std::size_t cols, int rank, bool on_device, const double *q, const char *fn);
 
 }  // namespace cc_coll::detail

@@ -13,6 +13,8 @@
 namespace cc_coll::detail {
 
 struct Workspace {
+    // HostExec's named buffers (exec/host_exec.hpp: Buf), raw bytes.
+    std::vector<unsigned char> slots[16];
     std::vector<float> work_f32;
     std::vector<double> work_f64;
     std::vector<std::uint32_t> indices;

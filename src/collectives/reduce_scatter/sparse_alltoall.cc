@@ -12,9 +12,11 @@
 #include <cstring>
 #include <vector>
 
-#include "collectives/lossy_common.hpp"
-#include "collectives/reduce_scatter.hpp"
-#include "collectives/workspace.hpp"
+#include "collectives/common/steps.hpp"
+#include "collectives/common/workspace.hpp"
+#include "collectives/reduce_scatter/common.hpp"
+#include "collectives/reduce_scatter/reduce_scatter.hpp"
+#include "exec/host_exec.hpp"
 #include "wire/topk_payload.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
@@ -39,9 +41,10 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
     const std::size_t bytes = topk::payload_bytes(k, a.dtype);
     const bool dense_only = bytes > rc * es || bytes * P > static_cast<std::size_t>(INT_MAX);
     const bool lossless_dense = dense_only && (a.dtype == CC_COLL_F32 || a.dtype == CC_COLL_F64);
+    HostExec x(comm);
     W *g = nullptr;
     Residual *res = nullptr;
-    cc_coll_status_t st = load_input<W>(comm, p, a.send, a.key(), n, a.dtype, !lossless_dense, &g, &res);
+    cc_coll_status_t st = load_input<HostExec, W>(x, p, a.send, a.key(), n, a.dtype, !lossless_dense, &g, &res);
     if (st != CC_COLL_OK) return st;
     if (dense_only) {
         stats->time_compress += now_seconds() - t0;
@@ -70,7 +73,7 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
     const double t2 = now_seconds();
     stats->time_communicate += t2 - t1;
     if (st != CC_COLL_OK) {
-        undo_input<W>(g, res, a.send, n, a.dtype);
+        if (res != nullptr) host::undo_input<W>(g, a.send, n, a.dtype);
         return st;
     }
     stats->bytes_wire += bytes * P;
@@ -79,7 +82,7 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
     std::size_t bad = 0;
     topk::PayloadHeader h{};
     if (!topk::headers_agree(ws.recv_bytes.data(), P, bytes, rc, k, &bad, &h, &overflow)) {
-        undo_input<W>(g, res, a.send, n, a.dtype);
+        if (res != nullptr) host::undo_input<W>(g, a.send, n, a.dtype);
         return fail(CC_COLL_ERR_MISMATCH,
                     "cc_coll_reduce_scatter (topk): rank %zu sent recvcount %llu / k %u but this rank has "
                     "recvcount %zu / k %zu; every rank must pass the same recvcount, dtype and density",
@@ -91,7 +94,7 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
     for (std::size_t r = 0; r < P; ++r) topk::scatter_add(ws.recv_bytes.data() + r * bytes, a.dtype, a.recv);
     if (a.op == CC_COLL_AVG) divide_in_place(a.recv, rc, a.dtype, comm.size());
     if (res != nullptr)
-        for (std::size_t s = 0; s < P; ++s) keep_unsent<W>(g, s * rc, ws.indices.data() + s * k, sent.data() + s * k, k);
+        for (std::size_t s = 0; s < P; ++s) host::keep_unsent<W>(g, s * rc, ws.indices.data() + s * k, sent.data() + s * k, k);
     stats->time_decompress += now_seconds() - t2;
     return CC_COLL_OK;
 }

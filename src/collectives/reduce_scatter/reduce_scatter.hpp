@@ -1,5 +1,7 @@
 // Reduce-scatter (block form, like MPI_Reduce_scatter_block): the
-// dispatcher and one algorithm per method.
+// dispatcher (core/method.hpp picks the algorithm) and one algorithm
+// per file in this folder. The algorithms run on host memory; a call on
+// device buffers is staged through host copies by the dispatcher.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +20,8 @@ struct ReduceScatterArgs {
     std::size_t recvcount;  // elements per shard
     cc_coll_dtype_t dtype;
     cc_coll_op_t op;
+    bool on_device = false;  // send and recv are device memory (staged by the dispatcher)
+    void *stream = nullptr;  // the caller's cudaStream_t (device buffers)
     // The address that names the residual (EfKey::from): recv unless set. A
     // call on device buffers staged through host memory names it by its
     // device recvbuf, as a direct call would.
@@ -29,7 +33,8 @@ struct ReduceScatterArgs {
 cc_coll_status_t reduce_scatter(Comm &comm, const ReduceScatterArgs &args, const CallParams &params);
 
 // NONE: MPI_Reduce_scatter_block itself, then / P for AVG.
-cc_coll_status_t reduce_scatter_passthrough(Comm &comm, const ReduceScatterArgs &args, StatsSnapshot *stats);
+cc_coll_status_t reduce_scatter_passthrough(Comm &comm, const ReduceScatterArgs &args, const CallParams &params,
+                                            StatsSnapshot *stats);
 
 // TOPK: the top k of each shard as fixed-size (index, value) payloads, one
 // MPI_Alltoall, scatter-add of the P payloads for this rank's shard.

@@ -1,11 +1,12 @@
 // Reduce-scatter method NONE: exactly MPI_Reduce_scatter_block.
-#include "collectives/reduce_scatter.hpp"
+#include "collectives/reduce_scatter/reduce_scatter.hpp"
 #include "core/dtype.hpp"
 #include "transport/mpi_transport.hpp"
 
 namespace cc_coll::detail {
 
-cc_coll_status_t reduce_scatter_passthrough(Comm &comm, const ReduceScatterArgs &args, StatsSnapshot *stats)
+cc_coll_status_t reduce_scatter_passthrough(Comm &comm, const ReduceScatterArgs &args, const CallParams &,
+                                            StatsSnapshot *stats)
 {
     if (args.recvcount == 0) return CC_COLL_OK;
     const double t0 = now_seconds();

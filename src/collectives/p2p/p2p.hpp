@@ -1,5 +1,5 @@
 // Compressed point-to-point: cc_coll_send / cc_coll_recv with lazy error
-// propagation (ALGORITHMS.md section 5). The wire format is in wire/p2p_wire.hpp.
+// propagation (docs/algorithms.md section 5). The wire format is in wire/p2p_wire.hpp.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +18,8 @@ struct SendArgs {
     int dest;
     int tag;
     bool compress;
+    bool on_device = false;  // buf is device memory (staged through host memory)
+    void *stream = nullptr;  // the caller's cudaStream_t (device buffers)
 };
 
 struct RecvArgs {
@@ -26,6 +28,8 @@ struct RecvArgs {
     cc_coll_dtype_t dtype;
     int source;
     int tag;
+    bool on_device = false;  // buf is device memory (staged through host memory)
+    void *stream = nullptr;  // the caller's cudaStream_t (device buffers)
 };
 
 // The largest tag cc_coll_send/recv accept on comm: (MPI_TAG_UB - 1) / 2,
@@ -43,7 +47,9 @@ inline EfKey p2p_channel(int peer, int tag, const CallParams &params)
 }
 
 // Arguments already validated by the C ABI (dtype, count, buffers, peer and
-// tag ranges, compress, SKETCH).
+// tag ranges, compress). A method that cannot compress point-to-point
+// messages (core/method.hpp) is CC_COLL_ERR_NOT_SUPPORTED with
+// compress. Device buffers go through host copies.
 cc_coll_status_t p2p_send(Comm &comm, const SendArgs &args, const CallParams &params);
 cc_coll_status_t p2p_recv(Comm &comm, const RecvArgs &args, const CallParams &params);
 

@@ -1,8 +1,9 @@
-// Method TOPK: the sparse allreduce of ALGORITHMS.md section 2.
+// Method TOPK: the sparse allreduce of docs/algorithms.md section 2, on host
+// and device buffers alike.
 //
 //  1. g' = g + e (e: this tensor's residual; without EF, g' = g).
 //  2. Select the k = ceil(density n) largest |g'| exactly; encode
-//     (index, value) pairs in the call's dtype.
+//     (index, value) pairs in the call's dtype (wire/topk_payload.hpp).
 //  3. One MPI_Allgather of the fixed-size payloads (O(k P) bytes per rank).
 //  4. Every rank zeroes recvbuf and scatter-adds the P payloads in rank
 //     order, so all ranks get bit-identical results; AVG divides by P.
@@ -16,29 +17,26 @@
 // otherwise they are all sent and propagate as MPI_SUM would; they are never
 // kept in a residual.
 #include <climits>
-#include <cmath>
-#include <cstring>
 
-#include "collectives/allreduce.hpp"
-#include "collectives/lossy_common.hpp"
-#include "collectives/workspace.hpp"
-#include "wire/topk_payload.hpp"
+#include "collectives/allreduce/allreduce.hpp"
+#include "collectives/common/steps.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "transport/mpi_transport.hpp"
+#include "exec/exec.hpp"
+#include "wire/topk_payload.hpp"
 
 namespace cc_coll::detail {
 
 namespace {
 
-template <typename W>
-cc_coll_status_t sparse_allgather(Comm &comm, const AllreduceArgs &a, const CallParams &p, StatsSnapshot *stats)
+template <typename X, typename W>
+cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams &p, StatsSnapshot *stats)
 {
+    Comm &comm = x.comm();
     const std::size_t n = a.count;
     const std::size_t es = dtype_size(a.dtype);
     const std::size_t P = static_cast<std::size_t>(comm.size());
-    Workspace &ws = workspace_of(comm);
     const double t0 = now_seconds();
 
     const std::size_t k = topk::k_for(p.density, n);
@@ -51,60 +49,62 @@ cc_coll_status_t sparse_allgather(Comm &comm, const AllreduceArgs &a, const Call
     const bool lossless_dense = dense_only && (a.dtype == CC_COLL_F32 || a.dtype == CC_COLL_F64);
     W *g = nullptr;
     Residual *res = nullptr;
-    cc_coll_status_t st = load_input<W>(comm, p, a.send, a.recv, n, a.dtype, !lossless_dense, &g, &res);
-    if (st != CC_COLL_OK) return st;
-
+    CC_COLL_TRY((load_input<X, W>(x, p, a.send, a.recv, n, a.dtype, !lossless_dense, &g, &res)));
     if (dense_only) {
         stats->time_compress += now_seconds() - t0;
-        return dense_allreduce<W>(comm, a, g, res != nullptr, stats);
+        return dense_allreduce<X, W>(x, a, g, res != nullptr, stats);
     }
+    // From here until the residual's update, a failure leaves the residual
+    // as it was (recvbuf, which may be the input, is untouched until then).
+    InputGuard<X, W> guard(x);
+    guard.add(g, res, a.send, n, a.dtype);
 
     // 2. Select and encode.
-    ws.indices.resize(k);
-    topk::select<W>(g, n, k, ws.indices.data(), &ws.select);
-    const std::uint32_t flags = topk::nonfinite_overflow<W>(g, n, ws.indices.data(), k);
-    ws.send_bytes.resize(bytes);
-    std::vector<W> sent(k);
-    std::memset(ws.send_bytes.data(), 0, bytes);
-    topk::encode<W>(g, n, ws.indices.data(), k, flags, a.dtype, ws.send_bytes.data(), sent.data());
+    std::uint32_t *idx = nullptr;
+    W *sent = nullptr;
+    unsigned char *payload = nullptr, *gathered = nullptr;
+    CC_COLL_TRY(x.template buffer<std::uint32_t>(Buf::Indices, k, &idx));
+    CC_COLL_TRY(x.template buffer<W>(Buf::Sent, k, &sent));
+    CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, bytes, &payload));
+    CC_COLL_TRY(x.template buffer<unsigned char>(Buf::RecvBytes, bytes * P, &gathered));
+    CC_COLL_TRY(x.template topk_select<W>(g, n, k, idx));
+    CC_COLL_TRY(x.template topk_encode<W>(g, n, idx, k, a.dtype, payload, sent));
+    CC_COLL_TRY(x.sync());
     const double t1 = now_seconds();
     stats->time_compress += t1 - t0;
 
     // 3. Gather every rank's payload.
-    ws.recv_bytes.resize(bytes * P);
-    // A failed call leaves the residual as it was: take this call's input
-    // back out of it (recvbuf, which may be the input, is untouched so far).
-    st = allgather_bytes(ws.send_bytes.data(), bytes, ws.recv_bytes.data(), comm.mpi());
+    const cc_coll_status_t st = x.transport().allgather_bytes(payload, bytes, gathered, comm.mpi());
     const double t2 = now_seconds();
     stats->time_communicate += t2 - t1;
-    if (st != CC_COLL_OK) {
-        undo_input<W>(g, res, a.send, n, a.dtype);
-        return st;
-    }
+    if (st != CC_COLL_OK) return st;
 
     // Every rank sees the same headers, so every rank takes the same branch.
+    const unsigned char *headers = nullptr;
+    std::size_t stride = 0;
+    CC_COLL_TRY(x.read_records(gathered, P, bytes, sizeof(topk::PayloadHeader), &headers, &stride));
     bool overflow = false;
     std::size_t bad = 0;
     topk::PayloadHeader h{};
-    if (!topk::headers_agree(ws.recv_bytes.data(), P, bytes, n, k, &bad, &h, &overflow)) {
-        undo_input<W>(g, res, a.send, n, a.dtype);
+    if (!topk::headers_agree(headers, P, stride, n, k, &bad, &h, &overflow))
         return fail(CC_COLL_ERR_MISMATCH,
                     "cc_coll_allreduce (topk): rank %zu sent count %llu / k %u but this rank has count %zu / "
                     "k %zu; every rank must pass the same count, dtype and density",
                     bad, static_cast<unsigned long long>(h.n), h.k, n, k);
-    }
+    guard.release();
     if (overflow) {
         stats->bytes_wire += bytes;
-        return dense_allreduce<W>(comm, a, g, res != nullptr, stats);
+        return dense_allreduce<X, W>(x, a, g, res != nullptr, stats);
     }
 
     // 4. Decode: scatter-add in rank order.
-    std::memset(a.recv, 0, n * es);
-    for (std::size_t r = 0; r < P; ++r) topk::scatter_add(ws.recv_bytes.data() + r * bytes, a.dtype, a.recv);
-    if (a.op == CC_COLL_AVG) divide_in_place(a.recv, n, a.dtype, comm.size());
+    CC_COLL_TRY(x.zero(a.recv, n * es));
+    for (std::size_t r = 0; r < P; ++r) CC_COLL_TRY(x.topk_scatter_add(gathered + r * bytes, k, a.dtype, a.recv));
+    if (a.op == CC_COLL_AVG) CC_COLL_TRY(x.divide(a.recv, n, a.dtype, comm.size()));
 
     // 5. Residual: what was not transmitted.
-    if (res != nullptr) keep_unsent<W>(g, 0, ws.indices.data(), sent.data(), k);
+    if (res != nullptr) CC_COLL_TRY(x.template keep_unsent<W>(g, idx, sent, k));
+    CC_COLL_TRY(x.sync());
     stats->time_decompress += now_seconds() - t2;
     stats->bytes_wire += bytes;
     return CC_COLL_OK;
@@ -116,8 +116,12 @@ cc_coll_status_t allreduce_sparse_allgather(Comm &comm, const AllreduceArgs &arg
                                             StatsSnapshot *stats)
 {
     if (args.count == 0) return CC_COLL_OK;
-    return with_work_type(args.dtype,
-                          [&](auto w) { return sparse_allgather<decltype(w)>(comm, args, params, stats); });
+    return with_exec(comm, args.on_device, args.stream, [&](auto &x) {
+        using X = std::remove_reference_t<decltype(x)>;
+        return with_work_type(args.dtype, [&](auto w) {
+            return sparse_allgather<X, decltype(w)>(x, args, params, stats);
+        });
+    });
 }
 
 }  // namespace cc_coll::detail

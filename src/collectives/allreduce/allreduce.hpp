@@ -1,0 +1,101 @@
+// Allreduce: the dispatcher that picks an algorithm from the method registry
+// (core/method.hpp), and the algorithms themselves, one file each in
+// this folder. Every algorithm runs on host and device buffers alike: it is
+// written once over the execution backend (exec/exec.hpp) of the call's
+// buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "cc_coll.h"
+#include "compressors/lowrank/powersgd.hpp"
+#include "core/comm.hpp"
+#include "core/params.hpp"
+#include "core/stats.hpp"
+
+namespace cc_coll::detail {
+
+// One allreduce call, arguments already validated.
+struct AllreduceArgs {
+    const void *send;  // == recv for in place
+    void *recv;
+    std::size_t count;
+    cc_coll_dtype_t dtype;
+    cc_coll_op_t op;
+    bool on_device = false;  // send and recv are device memory
+    void *stream = nullptr;  // the caller's cudaStream_t (device buffers)
+};
+
+// Runs the algorithm for `params.method` and adds the call to comm's stats.
+cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallParams &params);
+
+// Method NONE: MPI_Allreduce(SUM), then division by the communicator size
+// for AVG. Fills `stats` with this call's figures.
+cc_coll_status_t allreduce_passthrough(Comm &comm, const AllreduceArgs &args, const CallParams &params,
+                                       StatsSnapshot *stats);
+
+// Method TOPK: error feedback, exact top-k per rank, one MPI_Allgather of
+// fixed-size (index, value) payloads, scatter-add; dense when the pairs
+// would outweigh the buffer.
+cc_coll_status_t allreduce_sparse_allgather(Comm &comm, const AllreduceArgs &args, const CallParams &params,
+                                            StatsSnapshot *stats);
+
+// Method SKETCH: error feedback, sparsification, global support by bitwise
+// OR, one MPI_Allreduce(SUM) of a count sketch, peeling decode.
+cc_coll_status_t allreduce_sketch(Comm &comm, const AllreduceArgs &args, const CallParams &params,
+                                  StatsSnapshot *stats);
+
+// One tensor of a grouped call, arguments and params already validated.
+struct GroupTensor {
+    AllreduceArgs args;  // args.op is the group's op
+    CallParams params;
+};
+
+// cc_coll_allreduce_group (group.cc): each method plans its tensors
+// (core/method.hpp: dense this step, in the method's batch, or one by
+// one); the ranks check that they agree on the plan; then the dense tensors
+// go in one MPI_Allreduce per dtype, each method's batch runs together, and
+// the other tensors one by one. Adds the tensors to comm's stats.
+cc_coll_status_t allreduce_group(Comm &comm, const std::vector<GroupTensor> &tensors);
+
+// The dense batch of one dtype (dense_batch.cc): tensors idx packed, one
+// MPI_Allreduce(SUM), unpacked. A tensor with a residual (a LOWRANK tensor
+// compressed in earlier steps) sends g' = g + e and keeps only the rounding
+// to the dtype.
+cc_coll_status_t dense_batch(Comm &comm, const std::vector<GroupTensor> &tensors, const std::vector<std::size_t> &idx,
+                             cc_coll_dtype_t dtype, StatsSnapshot *stats);
+
+// How a group runs one of its tensors this step (core/method.hpp:
+// a method's group_plan decides).
+enum class Route : std::uint8_t {
+    Skip,    // count 0: nothing to move
+    Dense,   // in the dense batch of its dtype (dense_batch.cc)
+    Batch,   // in its method's batch algorithm, with the method's other tensors
+    Single,  // alone, through its method's allreduce algorithm
+};
+
+// One tensor's plan: its route, the layout words every rank must agree on
+// (folded into the group's signature), and what the method's batch
+// algorithm needs (`layout` and `state`, the method's own meaning).
+struct TensorPlan {
+    Route route = Route::Skip;
+    std::uint64_t layout[4] = {0, 0, 0, 0};
+    void *state = nullptr;
+};
+
+// Method LOWRANK on the tensors `idx` of `tensors` that are compressed this
+// step (lowrank.cc): PowerSGD with EF and warm start, every P in one
+// MPI_Allreduce and every Q in another, per work type. plans[i].layout holds
+// tensor i's rows, cols and rank, plans[i].state its LowRankState. Fills
+// `stats`.
+cc_coll_status_t allreduce_lowrank(Comm &comm, const std::vector<GroupTensor> &tensors,
+                                   const std::vector<std::size_t> &idx, const std::vector<TensorPlan> &plans,
+                                   StatsSnapshot *stats);
+
+// The Gaussian stream of LOWRANK tensor `position` of a group: identical on
+// every rank for the same position, shape and call count.
+std::uint64_t lowrank_q_stream(std::size_t position, const lowrank::Shape &s, std::uint64_t calls);
+
+}  // namespace cc_coll::detail

@@ -1,0 +1,206 @@
+// Method LOWRANK: PowerSGD allreduce (docs/algorithms.md section 4, PyTorch's
+// powerSGD_hook), for every compressed tensor of a group at once, on host and
+// device buffers alike.
+//
+// Per tensor, M is the rows x cols view of g' = g + e:
+//  1. Q: the previous step's Q with warm start (unless it has an all-zero
+//     column), else a Gaussian drawn from (seed, shape, position, call
+//     count), identical on every rank; orthogonalised.
+//  2. P = M Q. Every tensor's P goes into one MPI_Allreduce(SUM).
+//  3. P orthogonalised (Gram-Schmidt for r <= 2 and half dtypes, else QR);
+//     Q = M^T P. Every Q goes into a second MPI_Allreduce(SUM), then / W.
+//  4. M^ = P Q^T, the global average of the approximations; recvbuf gets M^
+//     (times W for SUM) and the residual e = M - M^.
+// Tensors of the binary32 work type (F32, F16, BF16) and of binary64 (F64)
+// form two batches, each with its own pair of allreduces.
+//
+// A tensor whose summed P holds NaN or Inf (some rank's input was not
+// finite) is allreduced densely instead, so non-finite values propagate as
+// MPI_SUM would; every rank sees the same summed P and takes the same branch.
+#include <vector>
+
+#include "collectives/allreduce/allreduce.hpp"
+#include "collectives/common/steps.hpp"
+#include "compressors/lowrank/powersgd.hpp"
+#include "core/dtype.hpp"
+#include "methods/lowrank_state.hpp"
+#include "exec/exec.hpp"
+
+namespace cc_coll::detail {
+
+namespace {
+
+struct Item {
+    const GroupTensor *t = nullptr;
+    lowrank::Shape shape;
+    LowRankState *state = nullptr;
+    Residual *res = nullptr;
+    void *g = nullptr;  // g' (count elements of W): the residual or a matrix buffer
+    void *m = nullptr;  // M (rows x cols of W): g itself unless padded
+    std::size_t p_off = 0, q_off = 0;
+    bool dense = false;  // non-finite: allreduced densely instead
+};
+
+lowrank::Shape shape_of(const TensorPlan &plan)
+{
+    lowrank::Shape s;
+    s.rows = static_cast<std::size_t>(plan.layout[0]);
+    s.cols = static_cast<std::size_t>(plan.layout[1]);
+    s.rank = static_cast<int>(plan.layout[2]);
+    return s;
+}
+
+template <typename X, typename W>
+cc_coll_status_t lowrank_batch(X &x, const std::vector<GroupTensor> &tensors, const std::vector<std::size_t> &idx,
+                               const std::vector<TensorPlan> &plans, StatsSnapshot *stats)
+{
+    Comm &comm = x.comm();
+    const double t0 = now_seconds();
+    std::vector<Item> items;
+    items.reserve(idx.size());
+    std::size_t p_total = 0, q_total = 0;
+    // Until the residuals' update, a failure takes every input back out.
+    InputGuard<X, W> guard(x);
+
+    // g' = g + e, the matrix view, and where each tensor's factors go.
+    for (std::size_t j = 0; j < idx.size(); ++j) {
+        const GroupTensor &t = tensors[idx[j]];
+        const CallParams &p = t.params;
+        const std::size_t n = t.args.count;
+        Item it;
+        it.t = &t;
+        it.shape = shape_of(plans[idx[j]]);
+        it.state = static_cast<LowRankState *>(plans[idx[j]].state);
+        const std::size_t mn = it.shape.elements();
+        if (p.ef) {
+            const EfKey key = EfKey::from(p.has_ef_key, p.ef_key, t.args.recv, n, t.args.dtype);
+            CC_COLL_TRY(x.residual(key, n, t.args.dtype, true, &it.res));
+        }
+        W *mat = nullptr;
+        CC_COLL_TRY(x.template matrix<W>(j, mn, &mat));
+        W *g = it.res != nullptr ? it.res->template data<W>() : mat;
+        CC_COLL_TRY(x.template load_input<W>(t.args.send, t.args.dtype, n, g, it.res != nullptr));
+        guard.add(g, it.res, t.args.send, n, t.args.dtype);
+        W *m = mn > n ? mat : g;  // zero-padded matrix view
+        if (mn > n) {
+            CC_COLL_TRY(x.copy(m, g, n * sizeof(W)));
+            CC_COLL_TRY(x.zero(m + n, (mn - n) * sizeof(W)));
+        }
+        it.g = g;
+        it.m = m;
+        it.p_off = p_total;
+        it.q_off = q_total;
+        p_total += it.shape.rows * static_cast<std::size_t>(it.shape.rank);
+        q_total += it.shape.cols * static_cast<std::size_t>(it.shape.rank);
+        items.push_back(it);
+    }
+
+    // 1-2. Q (warm or seeded Gaussian), orthogonalised; P = M Q.
+    W *pbuf = nullptr, *qbuf = nullptr;
+    CC_COLL_TRY(x.template buffer<W>(Buf::P, p_total, &pbuf));
+    CC_COLL_TRY(x.template buffer<W>(Buf::Q, q_total, &qbuf));
+    for (std::size_t j = 0; j < items.size(); ++j) {
+        Item &it = items[j];
+        const lowrank::Shape &s = it.shape;
+        const CallParams &p = it.t->params;
+        const W *previous = p.warm_start ? x.template lr_stored_q<W>(*it.state, s) : nullptr;
+        W *q = qbuf + it.q_off;
+        CC_COLL_TRY(x.template lr_start_q<W>(previous, p.seed, lowrank_q_stream(j, s, it.state->calls), s,
+                                             is_half(it.t->args.dtype), q));
+        CC_COLL_TRY(x.template lr_multiply_mq<W>(static_cast<const W *>(it.m), s, q, pbuf + it.p_off));
+    }
+    CC_COLL_TRY(x.sync());
+    const double t1 = now_seconds();
+    stats->time_compress += t1 - t0;
+
+    const cc_coll_dtype_t wire = dtype_of_work<W>();
+    CC_COLL_TRY(x.transport().allreduce_sum(pbuf, pbuf, p_total, wire, comm.mpi()));
+    const double t2 = now_seconds();
+    stats->time_communicate += t2 - t1;
+
+    // 3. Non-finite P -> dense; else orthogonalise P and Q = M^T P.
+    std::vector<const W *> ps(items.size());
+    std::vector<std::size_t> pn(items.size());
+    for (std::size_t j = 0; j < items.size(); ++j) {
+        ps[j] = pbuf + items[j].p_off;
+        pn[j] = items[j].shape.rows * static_cast<std::size_t>(items[j].shape.rank);
+    }
+    std::vector<std::uint8_t> flags;
+    CC_COLL_TRY(x.template nonfinite<W>(ps, pn, &flags));
+    for (std::size_t j = 0; j < items.size(); ++j) {
+        Item &it = items[j];
+        const lowrank::Shape &s = it.shape;
+        W *p = pbuf + it.p_off;
+        W *q = qbuf + it.q_off;
+        if (flags[j] != 0) {
+            it.dense = true;
+            CC_COLL_TRY(x.zero(q, s.cols * static_cast<std::size_t>(s.rank) * sizeof(W)));
+            continue;
+        }
+        CC_COLL_TRY(x.template lr_orthogonalize<W>(p, s.rows, s.rank, is_half(it.t->args.dtype)));
+        CC_COLL_TRY(x.template lr_multiply_mtp<W>(static_cast<const W *>(it.m), s, p, q));
+    }
+    CC_COLL_TRY(x.sync());
+    const double t3 = now_seconds();
+    stats->time_compress += t3 - t2;
+
+    CC_COLL_TRY(x.transport().allreduce_sum(qbuf, qbuf, q_total, wire, comm.mpi()));
+    const double t4 = now_seconds();
+    stats->time_communicate += t4 - t3;
+    stats->bytes_wire += (p_total + q_total) * sizeof(W);
+    guard.release();
+    CC_COLL_TRY(x.template lr_scale<W>(qbuf, q_total, W(1) / static_cast<W>(comm.size())));
+
+    // 4. M^ = P Q^T; recvbuf and the residual; the warm-start state.
+    for (Item &it : items) {
+        if (it.dense) continue;
+        const lowrank::Shape &s = it.shape;
+        const AllreduceArgs &a = it.t->args;
+        const W *p = pbuf + it.p_off;
+        const W *q = qbuf + it.q_off;
+        W *mhat = nullptr;
+        CC_COLL_TRY(x.template buffer<W>(Buf::Mhat, s.elements(), &mhat));
+        CC_COLL_TRY(x.template lr_reconstruct<W>(p, q, s, mhat));
+        const W alpha = a.op == CC_COLL_SUM ? static_cast<W>(comm.size()) : W(1);
+        CC_COLL_TRY(x.template residual_and_store<W>(it.res != nullptr ? static_cast<W *>(it.g) : nullptr, mhat,
+                                                     a.count, alpha, a.dtype, a.recv));
+        CC_COLL_TRY(x.template lr_keep_factors<W>(*it.state, s, p, q));
+        // Each tensor's M^ buffer is reused by the next: finish this one first.
+        CC_COLL_TRY(x.sync());
+    }
+    stats->time_decompress += now_seconds() - t4;
+
+    // Non-finite tensors: a dense allreduce of g', as MPI_SUM would give.
+    for (Item &it : items)
+        if (it.dense) CC_COLL_TRY((dense_allreduce<X, W>(x, it.t->args, static_cast<W *>(it.g), it.res != nullptr, stats)));
+    return CC_COLL_OK;
+}
+
+}  // namespace
+
+std::uint64_t lowrank_q_stream(std::size_t position, const lowrank::Shape &s, std::uint64_t calls)
+{
+    std::uint64_t h = 0x6c6f7772616e6bull;  // "lowrank"
+    for (std::uint64_t v : {static_cast<std::uint64_t>(position), static_cast<std::uint64_t>(s.rows),
+                            static_cast<std::uint64_t>(s.cols), static_cast<std::uint64_t>(s.rank), calls})
+        h = (h ^ v) * 0x100000001b3ull + (h >> 29);
+    return h;
+}
+
+cc_coll_status_t allreduce_lowrank(Comm &comm, const std::vector<GroupTensor> &tensors,
+                                   const std::vector<std::size_t> &idx, const std::vector<TensorPlan> &plans,
+                                   StatsSnapshot *stats)
+{
+    std::vector<std::size_t> single, dbl;
+    for (std::size_t i : idx) (tensors[i].args.dtype == CC_COLL_F64 ? dbl : single).push_back(i);
+    // One stream for the batch: the first tensor's (a group passes one).
+    const AllreduceArgs &first = tensors[idx.front()].args;
+    return with_exec(comm, first.on_device, first.stream, [&](auto &x) {
+        using X = std::remove_reference_t<decltype(x)>;
+        if (!single.empty()) CC_COLL_TRY((lowrank_batch<X, float>(x, tensors, single, plans, stats)));
+        if (!dbl.empty()) CC_COLL_TRY((lowrank_batch<X, double>(x, tensors, dbl, plans, stats)));
+        return CC_COLL_OK;
+    });
+}
+
+}  // namespace cc_coll::detail

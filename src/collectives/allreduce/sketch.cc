@@ -1,0 +1,115 @@
+// Method SKETCH: the homomorphic count-sketch allreduce of docs/algorithms.md
+// section 3, on host and device buffers alike.
+//
+//  1. g' = g + e; each rank keeps its top k (or the threshold ladder's pick).
+//  2. Global support: the support message (wire/sketch_support.hpp: a bitmap,
+//     1 bit per element, plus one flag byte "this rank has NaN/Inf")
+//     combined with MPI_Allreduce(MPI_BOR, MPI_UINT8_T).
+//  3. Sketch rows sized from the global support so that its fullest column
+//     stays under the load factor; every rank computes the same layout.
+//  4. Each rank sketches its kept values; one MPI_Allreduce(MPI_SUM) of the
+//     sketch in the work type (binary64 for F64, binary32 otherwise).
+//  5. Peeling decode over the global support (identical on every rank), then
+//     median-of-3 estimates for anything that did not peel.
+//  6. Residual: zero at the kept elements (sent exactly in the work type).
+//
+// Dense fallback, from values every rank shares after step 2: when a rank
+// has NaN/Inf (a sketch cell cannot carry them without poisoning its
+// neighbours), or when the sketch plus bitmap would outweigh the buffer.
+#include "collectives/allreduce/allreduce.hpp"
+#include "collectives/common/steps.hpp"
+#include "compressors/sketch/count_sketch.hpp"
+#include "core/dtype.hpp"
+#include "exec/exec.hpp"
+#include "wire/sketch_support.hpp"
+
+namespace cc_coll::detail {
+
+namespace {
+
+template <typename X, typename W>
+cc_coll_status_t sketch_allreduce(X &x, const AllreduceArgs &a, const CallParams &p, StatsSnapshot *stats)
+{
+    Comm &comm = x.comm();
+    const std::size_t n = a.count;
+    const std::size_t es = dtype_size(a.dtype);
+    const double t0 = now_seconds();
+
+    W *g = nullptr;
+    Residual *res = nullptr;
+    CC_COLL_TRY((load_input<X, W>(x, p, a.send, a.recv, n, a.dtype, true, &g, &res)));
+    InputGuard<X, W> guard(x);
+    guard.add(g, res, a.send, n, a.dtype);
+
+    // 1-2. Select, then the global support and the non-finite flag.
+    std::uint32_t *idx = nullptr;
+    std::size_t kept = 0;
+    CC_COLL_TRY(x.template sparsify<W>(g, n, p, &idx, &kept));
+    const std::size_t msg_bytes = sketch_support::message_bytes(n);
+    unsigned char *support = nullptr;
+    CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, sketch_support::buffer_bytes(n), &support));
+    CC_COLL_TRY(x.template support_message<W>(g, n, idx, kept, support));
+    CC_COLL_TRY(x.sync());
+    const double t1 = now_seconds();
+    stats->time_compress += t1 - t0;
+    const cc_coll_status_t st = x.transport().allreduce_bor(support, msg_bytes, comm.mpi());
+    stats->time_communicate += now_seconds() - t1;
+    stats->bytes_wire += msg_bytes;
+    if (st != CC_COLL_OK) return st;
+
+    // 3. Layout from the global support; dense when it does not pay.
+    sketch::Layout layout;
+    layout.n = n;
+    layout.seed = p.seed;
+    bool nonfinite = false;
+    CC_COLL_TRY(x.sketch_rows(support, n, p.load_factor, &layout.m, &nonfinite));
+    if (nonfinite || layout.cells() * sizeof(W) + msg_bytes > n * es) {
+        guard.release();
+        return dense_allreduce<X, W>(x, a, g, res != nullptr, stats);
+    }
+
+    // 4. Sketch this rank's kept values and sum the sketches.
+    const double t2 = now_seconds();
+    W *cells = nullptr;
+    CC_COLL_TRY(x.template buffer<W>(Buf::Other, layout.cells(), &cells));
+    CC_COLL_TRY(x.zero(cells, layout.cells() * sizeof(W)));
+    CC_COLL_TRY(x.template sketch_encode<W>(layout, g, idx, kept, cells));
+    guard.release();
+    if (res != nullptr) CC_COLL_TRY(x.template zero_at<W>(g, idx, kept));  // sent exactly
+    CC_COLL_TRY(x.sync());
+    const double t3 = now_seconds();
+    stats->time_compress += t3 - t2;
+    CC_COLL_TRY(x.transport().allreduce_sum(cells, cells, layout.cells(), dtype_of_work<W>(), comm.mpi()));
+    const double t4 = now_seconds();
+    stats->time_communicate += t4 - t3;
+    stats->bytes_wire += layout.cells() * sizeof(W);
+
+    // 5. Decode into a work buffer, then round to the dtype.
+    W *out = g;  // without EF, g' is no longer needed
+    if (res != nullptr) CC_COLL_TRY(x.template buffer<W>(Buf::Work, n, &out));
+    sketch::DecodeInfo info;
+    CC_COLL_TRY(x.template sketch_decode<W>(layout, support, cells, out, &info));
+    CC_COLL_TRY(x.template store<W>(out, n, a.dtype, a.recv));
+    if (a.op == CC_COLL_AVG) CC_COLL_TRY(x.divide(a.recv, n, a.dtype, comm.size()));
+    CC_COLL_TRY(x.sync());
+    stats->sketch_elements += info.support;
+    stats->sketch_peeled += info.peeled;
+    stats->time_decompress += now_seconds() - t4;
+    return CC_COLL_OK;
+}
+
+}  // namespace
+
+cc_coll_status_t allreduce_sketch(Comm &comm, const AllreduceArgs &args, const CallParams &params,
+                                  StatsSnapshot *stats)
+{
+    if (args.count == 0) return CC_COLL_OK;
+    return with_exec(comm, args.on_device, args.stream, [&](auto &x) {
+        using X = std::remove_reference_t<decltype(x)>;
+        return with_work_type(args.dtype, [&](auto w) {
+            return sketch_allreduce<X, decltype(w)>(x, args, params, stats);
+        });
+    });
+}
+
+}  // namespace cc_coll::detail

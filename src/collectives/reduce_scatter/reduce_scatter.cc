@@ -1,0 +1,66 @@
+#include "collectives/reduce_scatter/reduce_scatter.hpp"
+
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "gpu/gpu.hpp"
+#include "core/method.hpp"
+
+namespace cc_coll::detail {
+
+namespace {
+
+// The algorithm on host memory; device buffers go through host copies
+// (recvbuf keeps naming the residual, as a direct call would).
+cc_coll_status_t run(Comm &comm, const Method &m, const ReduceScatterArgs &args, const CallParams &params,
+                     StatsSnapshot *stats)
+{
+    if (!args.on_device) return m.reduce_scatter(comm, args, params, stats);
+    const char *fn = "cc_coll_reduce_scatter";
+    const std::size_t es = dtype_size(args.dtype);
+    const std::size_t total = args.recvcount * static_cast<std::size_t>(comm.size()) * es;
+    cc_coll_status_t st = gpu::synchronize(args.stream, fn);
+    if (st != CC_COLL_OK) return st;
+    std::vector<unsigned char> send(total > 0 ? total : 1), recv;
+    if ((st = gpu::copy_to_host(send.data(), args.send, total, fn)) != CC_COLL_OK) return st;
+    ReduceScatterArgs host = args;
+    host.on_device = false;
+    host.stream = nullptr;
+    host.send = send.data();
+    host.key_buf = args.recv;
+    if (args.send == args.recv) {
+        host.recv = send.data();
+    } else {
+        recv.resize(args.recvcount * es > 0 ? args.recvcount * es : 1);
+        if ((st = gpu::copy_to_host(recv.data(), args.recv, args.recvcount * es, fn)) != CC_COLL_OK) return st;
+        host.recv = recv.data();
+    }
+    if ((st = m.reduce_scatter(comm, host, params, stats)) != CC_COLL_OK) return st;
+    return gpu::copy_to_device(args.recv, host.recv, args.recvcount * es, fn);
+}
+
+}  // namespace
+
+cc_coll_status_t reduce_scatter(Comm &comm, const ReduceScatterArgs &args, const CallParams &params)
+{
+    const Method *m = find_method(params.method);
+    if (m == nullptr)
+        return fail(CC_COLL_ERR_INVALID_METHOD, "cc_coll_reduce_scatter: method %d is not a registered method",
+                    static_cast<int>(params.method));
+    log_message(LogLevel::Debug, "reduce_scatter rank %d/%d: recvcount=%zu dtype=%s op=%s method=%s in_place=%d",
+                comm.rank(), comm.size(), args.recvcount, dtype_name(args.dtype),
+                args.op == CC_COLL_SUM ? "sum" : "avg", m->name, args.send == args.recv ? 1 : 0);
+    if (m->reduce_scatter == nullptr)
+        return fail(CC_COLL_ERR_NOT_SUPPORTED, "cc_coll_reduce_scatter: %s", m->why_no_reduce_scatter);
+    StatsSnapshot call;
+    const cc_coll_status_t st = run(comm, *m, args, params, &call);
+    if (st != CC_COLL_OK) return st;
+    call.calls = 1;
+    call.bytes_uncompressed = args.recvcount * static_cast<std::size_t>(comm.size()) * dtype_size(args.dtype);
+    comm.stats().add(call);
+    return CC_COLL_OK;
+}
+
+}  // namespace cc_coll::detail

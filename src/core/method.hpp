@@ -1,0 +1,95 @@
+// The method registry: one descriptor per compression method (src/methods/,
+// one file each), registered in one line of methods/registry.cc. Every
+// dispatcher (allreduce, group, reduce-scatter, point-to-point), the name
+// and parse functions, params validation and the reset of per-tensor state
+// read it; nothing else switches on a method. Core declares the descriptor
+// and the lookups (settings and params parse method names through them);
+// the methods layer defines the table, pointing at the collectives'
+// algorithms.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cc_coll.h"
+#include "core/params.hpp"
+#include "core/stats.hpp"
+
+namespace cc_coll::detail {
+
+class Comm;
+struct EfKey;
+struct AllreduceArgs;
+struct GroupTensor;
+struct TensorPlan;
+struct ReduceScatterArgs;
+
+// What cc_coll_send does with a method's compress = 1.
+enum class P2pCompression {
+    None,     // sends uncompressed (method NONE)
+    Topk,     // (index, value) pairs, wire kind TOPK
+    LowRank,  // one local PowerSGD step, wire kind LOWRANK
+    Refused,  // CC_COLL_ERR_NOT_SUPPORTED, with Method::why_no_p2p
+};
+
+struct Method {
+    cc_coll_method_t id;
+    const char *name;     // "topk": settings, bindings, messages
+    const char *summary;  // one line for cc_coll_info and the settings doc
+    // Payloads can be summed by MPI_SUM (the count sketch, PowerSGD's P and
+    // Q, dense data); top-k pairs cannot.
+    bool homomorphic;
+
+    // Params validation beyond the generic checks of resolve_params: a
+    // non-empty *why rejects the call (CC_COLL_ERR_INVALID_ARG). May be null.
+    bool (*validate)(const CallParams &p, std::string *why);
+
+    // allreduce of one tensor; null when the method runs single tensors as
+    // a group of one (through group_batch).
+    cc_coll_status_t (*allreduce)(Comm &comm, const AllreduceArgs &args, const CallParams &params,
+                                  StatsSnapshot *stats);
+
+    // Groups. group_plan routes one tensor this step (Route in
+    // collectives/allreduce/allreduce.hpp); null: Single when `allreduce`
+    // is set. group_batch runs the method's Batch tensors together;
+    // group_done runs on every planned tensor once the group succeeded.
+    cc_coll_status_t (*group_plan)(Comm &comm, std::size_t position, const GroupTensor &t, TensorPlan *plan);
+    cc_coll_status_t (*group_batch)(Comm &comm, const std::vector<GroupTensor> &tensors,
+                                    const std::vector<std::size_t> &idx, const std::vector<TensorPlan> &plans,
+                                    StatsSnapshot *stats);
+    void (*group_done)(TensorPlan &plan);
+
+    // reduce-scatter (block form); null: CC_COLL_ERR_NOT_SUPPORTED with
+    // why_no_reduce_scatter.
+    cc_coll_status_t (*reduce_scatter)(Comm &comm, const ReduceScatterArgs &args, const CallParams &params,
+                                       StatsSnapshot *stats);
+    const char *why_no_reduce_scatter;
+
+    P2pCompression p2p;
+    const char *why_no_p2p;
+
+    // Forgets the method's per-tensor state of `key` (null key: all of it),
+    // collectives and point-to-point channels alike. May be null.
+    void (*reset_state)(Comm &comm, const EfKey *key);
+};
+
+// Every registered method, in id order (ids are dense from 0).
+const std::vector<const Method *> &methods();
+// The method with this id or name, or nullptr.
+const Method *find_method(int id);
+const Method *find_method_by_name(const std::string &name);
+// "none, topk, sketch, lowrank": for settings docs and messages.
+std::string method_names(const char *separator = ", ");
+
+// Forgets every method's per-tensor state of `key` (null: all).
+void reset_method_states(Comm &comm, const EfKey *key);
+
+// The descriptors, one per file in src/methods/.
+const Method &none_method();
+const Method &topk_method();
+const Method &sketch_method();
+const Method &lowrank_method();
+
+}  // namespace cc_coll::detail

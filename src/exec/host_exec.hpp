@@ -1,0 +1,287 @@
+// HostExec: the execution backend of the collective algorithms for host
+// buffers. Every algorithm in collectives/ is written once, as a template
+// over an execution backend X (HostExec here, CudaExec in exec/cuda_exec.hpp)
+// and the work type W; the backend supplies the memory, the element-wise
+// steps, the compressor kernels and the transport, with the same names and
+// the same contracts on both sides:
+//
+//  - every step returns a cc_coll_status_t (a failure has set the message);
+//  - buffers come from buffer() / matrix() and live as long as the
+//    communicator (contents are not kept across calls);
+//  - pointers handed to the steps are in the backend's memory (host here,
+//    device for CudaExec), except where a step says "host memory";
+//  - sync() finishes the queued work (a no-op on the host), and the
+//    algorithms call it before reading a clock, so the statistics time work,
+//    not its enqueueing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "cc_coll.h"
+#include "collectives/common/workspace.hpp"
+#include "compressors/lowrank/powersgd.hpp"
+#include "compressors/sketch/count_sketch.hpp"
+#include "core/comm.hpp"
+#include "core/dtype.hpp"
+#include "core/ef_store.hpp"
+#include "methods/lowrank_state.hpp"
+#include "core/params.hpp"
+#include "exec/host_kernels.hpp"
+#include "transport/transport.hpp"
+#include "wire/sketch_support.hpp"
+#include "wire/topk_payload.hpp"
+
+namespace cc_coll::detail {
+
+// Named scratch buffers of a backend.
+enum class Buf { Work, Other, Sent, Mhat, P, Q, Indices, SendBytes, RecvBytes, Count };
+
+class HostExec {
+public:
+    static constexpr bool kDevice = false;
+    explicit HostExec(Comm &comm) : comm_(comm), ws_(workspace_of(comm)) {}
+
+    Comm &comm() { return comm_; }
+    Transport &transport() { return transport_; }
+    cc_coll_status_t sync() { return CC_COLL_OK; }
+
+    // --- memory ---------------------------------------------------------------
+    template <typename T>
+    cc_coll_status_t buffer(Buf b, std::size_t n, T **out)
+    {
+        std::vector<unsigned char> &v = ws_.slots[static_cast<int>(b)];
+        if (v.size() < n * sizeof(T)) v.resize(n * sizeof(T));
+        *out = reinterpret_cast<T *>(v.data());
+        return CC_COLL_OK;
+    }
+    // Matrix buffer j of a batch (one per tensor), at least n elements.
+    template <typename W>
+    cc_coll_status_t matrix(std::size_t j, std::size_t n, W **out)
+    {
+        *out = ws_.mat<W>(j, n);
+        return CC_COLL_OK;
+    }
+    cc_coll_status_t zero(void *buf, std::size_t bytes)
+    {
+        if (bytes > 0) std::memset(buf, 0, bytes);
+        return CC_COLL_OK;
+    }
+    cc_coll_status_t copy(void *dst, const void *src, std::size_t bytes)
+    {
+        if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
+        return CC_COLL_OK;
+    }
+    // `count` records of `record` bytes, `stride` bytes apart from `src`, in
+    // host memory: *host (contiguous records, `record` bytes apart). Host
+    // buffers are read where they are.
+    cc_coll_status_t read_records(const unsigned char *src, std::size_t count, std::size_t stride,
+                                  std::size_t record, const unsigned char **host, std::size_t *host_stride)
+    {
+        (void)count;
+        (void)record;
+        *host = src;
+        *host_stride = stride;
+        return CC_COLL_OK;
+    }
+
+    // --- residuals --------------------------------------------------------------
+    // The residual of `key` (EfStore::acquire when create, else
+    // EfStore::find_matching), in host memory.
+    cc_coll_status_t residual(const EfKey &key, std::size_t n, cc_coll_dtype_t dtype, bool create, Residual **res)
+    {
+        return create ? comm_.ef().acquire(key, n, dtype, res) : comm_.ef().find_matching(key, n, dtype, res);
+    }
+
+    // --- element-wise steps -------------------------------------------------------
+    // g = src (accumulate == false) or g += src (the error-feedback input).
+    template <typename W>
+    cc_coll_status_t load_input(const void *src, cc_coll_dtype_t dtype, std::size_t n, W *g, bool accumulate)
+    {
+        load_as<W>(src, dtype, n, g, accumulate);
+        return CC_COLL_OK;
+    }
+    // g -= src; cannot fail on the host (on the device: best effort).
+    template <typename W>
+    void undo_input(W *g, const void *src, cc_coll_dtype_t dtype, std::size_t n)
+    {
+        host::undo_input<W>(g, src, n, dtype);
+    }
+    template <typename W>
+    cc_coll_status_t round_to_dtype(W *g, bool ef, std::size_t n, cc_coll_dtype_t dtype, void *dst)
+    {
+        host::round_to_dtype<W>(g, ef, n, dtype, dst);
+        return CC_COLL_OK;
+    }
+    template <typename W>
+    cc_coll_status_t store(const W *src, std::size_t n, cc_coll_dtype_t dtype, void *dst)
+    {
+        store_as<W>(src, n, dtype, dst);
+        return CC_COLL_OK;
+    }
+    cc_coll_status_t divide(void *buf, std::size_t n, cc_coll_dtype_t dtype, int divisor)
+    {
+        divide_in_place(buf, n, dtype, divisor);
+        return CC_COLL_OK;
+    }
+    template <typename W>
+    cc_coll_status_t keep_unsent(W *g, const std::uint32_t *idx, const W *sent, std::size_t k)
+    {
+        host::keep_unsent<W>(g, 0, idx, sent, k);
+        return CC_COLL_OK;
+    }
+    template <typename W>
+    cc_coll_status_t zero_at(W *g, const std::uint32_t *idx, std::size_t k)
+    {
+        for (std::size_t j = 0; j < k; ++j) g[idx[j]] = W(0);
+        return CC_COLL_OK;
+    }
+    template <typename W>
+    cc_coll_status_t residual_and_store(W *e, W *mhat, std::size_t n, W alpha, cc_coll_dtype_t dtype, void *dst)
+    {
+        host::residual_and_store<W>(e, mhat, n, alpha, dtype, dst);
+        return CC_COLL_OK;
+    }
+    // flags[j] (host memory) = whether bufs[j][0..ns[j]) holds NaN or Inf.
+    template <typename W>
+    cc_coll_status_t nonfinite(const std::vector<const W *> &bufs, const std::vector<std::size_t> &ns,
+                               std::vector<std::uint8_t> *flags)
+    {
+        flags->assign(bufs.size(), 0);
+        for (std::size_t j = 0; j < bufs.size(); ++j) (*flags)[j] = host::any_nonfinite(bufs[j], ns[j]) ? 1 : 0;
+        return CC_COLL_OK;
+    }
+
+    // --- TOPK -------------------------------------------------------------------
+    template <typename W>
+    cc_coll_status_t topk_select(const W *g, std::size_t n, std::size_t k, std::uint32_t *idx)
+    {
+        topk::select<W>(g, n, k, idx, &ws_.select);
+        return CC_COLL_OK;
+    }
+    // The payload of the k pairs at idx (wire/topk_payload.hpp, flags from
+    // the non-finite rule) and the transmitted values as W in sent.
+    template <typename W>
+    cc_coll_status_t topk_encode(const W *g, std::size_t n, const std::uint32_t *idx, std::size_t k,
+                                 cc_coll_dtype_t dtype, unsigned char *payload, W *sent)
+    {
+        const std::uint32_t flags = topk::nonfinite_overflow<W>(g, n, idx, k);
+        std::memset(payload, 0, topk::payload_bytes(k, dtype));
+        topk::encode<W>(g, n, idx, k, flags, dtype, payload, sent);
+        return CC_COLL_OK;
+    }
+    cc_coll_status_t topk_scatter_add(const unsigned char *payload, std::size_t k, cc_coll_dtype_t dtype, void *out)
+    {
+        (void)k;
+        topk::scatter_add(payload, dtype, out);
+        return CC_COLL_OK;
+    }
+
+    // --- SKETCH -----------------------------------------------------------------
+    // The elements to send (top k or the threshold ladder's pick), ascending:
+    // *idx (backend memory) and their number *kept.
+    template <typename W>
+    cc_coll_status_t sparsify(const W *g, std::size_t n, const CallParams &p, std::uint32_t **idx, std::size_t *kept)
+    {
+        host::sparsify<W>(g, n, p, &ws_.select, &ws_.indices);
+        *idx = ws_.indices.data();
+        *kept = ws_.indices.size();
+        return CC_COLL_OK;
+    }
+    // The support message (wire/sketch_support.hpp) of the kept positions
+    // and g's non-finite flag into `msg` (sketch_support::buffer_bytes(n)).
+    template <typename W>
+    cc_coll_status_t support_message(const W *g, std::size_t n, const std::uint32_t *idx, std::size_t kept,
+                                     unsigned char *msg)
+    {
+        std::memset(msg, 0, sketch_support::buffer_bytes(n));
+        sketch::bitmap_set(msg, idx, kept);
+        msg[sketch_support::flag_offset(n)] = host::any_nonfinite(g, n) ? 1 : 0;
+        return CC_COLL_OK;
+    }
+    // From an OR-ed support message: the rows per table for the load factor
+    // and whether any rank flagged NaN/Inf.
+    cc_coll_status_t sketch_rows(const unsigned char *msg, std::size_t n, double load_factor, std::uint32_t *m,
+                                 bool *nonfinite)
+    {
+        *m = sketch::rows_per_table(msg, n, load_factor);
+        *nonfinite = msg[sketch_support::flag_offset(n)] != 0;
+        return CC_COLL_OK;
+    }
+    template <typename W>
+    cc_coll_status_t sketch_encode(const sketch::Layout &layout, const W *g, const std::uint32_t *idx,
+                                   std::size_t kept, W *cells)
+    {
+        sketch::encode<W>(layout, g, idx, kept, cells);
+        return CC_COLL_OK;
+    }
+    template <typename W>
+    cc_coll_status_t sketch_decode(const sketch::Layout &layout, const unsigned char *support, W *cells, W *out,
+                                   sketch::DecodeInfo *info)
+    {
+        *info = sketch::decode<W>(layout, support, cells, out, &ws_.decode);
+        return CC_COLL_OK;
+    }
+
+    // --- LOWRANK ----------------------------------------------------------------
+    template <typename W>
+    cc_coll_status_t lr_start_q(const W *previous, std::uint64_t seed, std::uint64_t stream, const lowrank::Shape &s,
+                                bool half, W *q)
+    {
+        lowrank::start_q<W>(previous, seed, stream, s, half, q);
+        return CC_COLL_OK;
+    }
+    template <typename W>
+    cc_coll_status_t lr_multiply_mq(const W *m, const lowrank::Shape &s, const W *q, W *p)
+    {
+        lowrank::multiply_mq<W>(m, s, q, p);
+        return CC_COLL_OK;
+    }
+    template <typename W>
+    cc_coll_status_t lr_orthogonalize(W *a, std::size_t rows, int r, bool half)
+    {
+        lowrank::orthogonalize<W>(a, rows, r, half);
+        return CC_COLL_OK;
+    }
+    template <typename W>
+    cc_coll_status_t lr_multiply_mtp(const W *m, const lowrank::Shape &s, const W *p, W *q)
+    {
+        lowrank::multiply_mtp<W>(m, s, p, q);
+        return CC_COLL_OK;
+    }
+    template <typename W>
+    cc_coll_status_t lr_scale(W *x, std::size_t n, W alpha)
+    {
+        lowrank::scale<W>(x, n, alpha);
+        return CC_COLL_OK;
+    }
+    template <typename W>
+    cc_coll_status_t lr_reconstruct(const W *p, const W *q, const lowrank::Shape &s, W *out)
+    {
+        lowrank::reconstruct<W>(p, q, s, W(1), out);
+        return CC_COLL_OK;
+    }
+    // The stored Q of `state` for the warm start when it fits `s` in work
+    // type W and this backend's memory, else nullptr.
+    template <typename W>
+    const W *lr_stored_q(LowRankState &state, const lowrank::Shape &s)
+    {
+        return state.has_q<W>(s.rows, s.cols, s.rank) ? state.q<W>().data() : nullptr;
+    }
+    // Keeps P and Q (backend memory) as `state`'s factors.
+    template <typename W>
+    cc_coll_status_t lr_keep_factors(LowRankState &state, const lowrank::Shape &s, const W *p, const W *q)
+    {
+        state.keep_host<W>(s, p, q);
+        return CC_COLL_OK;
+    }
+
+private:
+    Comm &comm_;
+    Workspace &ws_;
+    HostTransport transport_;
+};
+
+}  // namespace cc_coll::detail
