@@ -273,23 +273,7 @@ cc_coll_status_t cc_coll_ef_get_residual(cc_coll_comm_h comm, const cc_coll_para
         if (r->count != count || r->dtype != dtype)
             return fail(CC_COLL_ERR_MISMATCH, "%s: the residual holds %zu %s elements, not %zu %s", fn, r->count,
                         dtype_name(r->dtype), count, dtype_name(dtype));
-        if (r->on_device()) {  // the residual of a call on device buffers
-            std::vector<unsigned char> host(r->bytes());
-            if ((st = gpu::copy_to_host(host.data(), r->device.get(), host.size(), fn)) != CC_COLL_OK) return st;
-            for (std::size_t i = 0; i < count; ++i) {
-                if (dtype == CC_COLL_F64) {
-                    std::memcpy(&out[i], host.data() + i * sizeof(double), sizeof(double));
-                } else {
-                    float f;
-                    std::memcpy(&f, host.data() + i * sizeof(float), sizeof f);
-                    out[i] = f;
-                }
-            }
-            return CC_COLL_OK;
-        }
-        if (dtype == CC_COLL_F64) std::copy(r->f64.begin(), r->f64.end(), out);
-        else std::copy(r->f32.begin(), r->f32.end(), out);
-        return CC_COLL_OK;
+        return residual_to_host(*r, out, fn);
     });
 }
 

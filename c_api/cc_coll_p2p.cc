@@ -154,9 +154,7 @@ cc_coll_status_t cc_coll_lep_get_residual(cc_coll_comm_h comm, int dest, int tag
         if (r->count != count || r->dtype != dtype)
             return fail(CC_COLL_ERR_MISMATCH, "%s: the channel's residual holds %zu %s elements, not %zu %s", fn,
                         r->count, dtype_name(r->dtype), count, dtype_name(dtype));
-        if (dtype == CC_COLL_F64) std::copy(r->f64.begin(), r->f64.end(), out);
-        else std::copy(r->f32.begin(), r->f32.end(), out);
-        return CC_COLL_OK;
+        return residual_to_host(*r, out, fn);
     });
 }
 

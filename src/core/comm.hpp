@@ -11,6 +11,7 @@
 #include "cc_coll.h"
 #include "core/config.hpp"
 #include "core/ef_store.hpp"
+#include "core/method.hpp"
 #include "core/stats.hpp"
 
 namespace cc_coll::detail {
@@ -35,7 +36,10 @@ public:
     // A method's own per-tensor state (PowerSGD's factors and call counts,
     // say), type-erased here so that core does not depend on the methods;
     // see core/method.hpp.
-    std::shared_ptr<void> &method_slot(cc_coll_method_t method) { return method_state_[static_cast<int>(method) & 15]; }
+    std::shared_ptr<void> &method_slot(cc_coll_method_t method)
+    {
+        return method_state_[static_cast<unsigned>(method) % kMaxMethods];
+    }
     // Scratch memory owned by the collectives layer (type-erased here so
     // that core does not depend on it); see collectives/common/workspace.hpp.
     std::shared_ptr<void> &workspace_slot() { return workspace_; }
@@ -51,7 +55,7 @@ private:
     Stats stats_;
     EfStore ef_;
     EfStore lep_;
-    std::shared_ptr<void> method_state_[16];
+    std::shared_ptr<void> method_state_[kMaxMethods];
     std::shared_ptr<void> workspace_;
     std::shared_ptr<void> device_;
 };

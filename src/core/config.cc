@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <string>
+#include <vector>
 
 namespace cc_coll::detail {
 
@@ -190,12 +193,7 @@ bool apply_min_compression_rate(const std::string &text, Config *cfg, std::strin
 }
 
 const SettingDef kSettings[] = {
-    {"METHOD", "CC_COLL_METHOD", "none",
-     "Compression method used when a call's params do not set one. Values: none (plain "
-     "MPI_Allreduce, bit-identical to it); topk (top-k sparsification with error feedback); sketch "
-     "(sparsification with error feedback, then a count sketch summed by MPI and decoded by peeling); "
-     "lowrank (PowerSGD: rank-r factors P and Q allreduced, with error feedback and warm start).",
-     apply_method},
+    {"METHOD", "CC_COLL_METHOD", "none", nullptr /* from the method registry: method_doc() */, apply_method},
     {"DENSITY", "CC_COLL_DENSITY", "0.01",
      "TOPK: fraction of each rank's elements sent, k = ceil(density * count), in (0, 1]. When the "
      "gathered payloads would outweigh the dense buffer (ranks * payload > count * element size, "
@@ -283,17 +281,40 @@ EnvLookup process_env()
     };
 }
 
+// CC_COLL_METHOD's documentation, listing the registered methods.
+std::string method_doc()
+{
+    std::string doc = "Compression method used when a call's params do not set one. Values: ";
+    bool first = true;
+    for (const Method *m : methods()) {
+        doc += first ? "" : "; ";
+        doc += std::string(m->name) + " (" + m->summary + ")";
+        first = false;
+    }
+    return doc + ".";
+}
+
 const SettingDef *settings(std::size_t *count)
 {
-    *count = sizeof kSettings / sizeof kSettings[0];
-    return kSettings;
+    static const std::string doc = method_doc();
+    static const std::vector<SettingDef> table = [] {
+        std::vector<SettingDef> t(std::begin(kSettings), std::end(kSettings));
+        for (SettingDef &s : t)
+            if (s.doc == nullptr) s.doc = doc.c_str();
+        return t;
+    }();
+    *count = table.size();
+    return table.data();
 }
 
 cc_coll_status_t load_config(const EnvLookup &env, Config *cfg, std::string *why)
 {
     Config result;
     std::string reason;
-    for (const SettingDef &s : kSettings) {
+    std::size_t n = 0;
+    const SettingDef *table = settings(&n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const SettingDef &s = table[i];
         if (!s.apply(s.default_value, &result, &reason)) {
             if (why) *why = std::string("built-in default of ") + s.env_var + " is invalid";
             return CC_COLL_ERR_INTERNAL;

@@ -2,6 +2,10 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "gpu/gpu.hpp"
+
+#include <algorithm>
+#include <cstring>
 
 namespace cc_coll::detail {
 
@@ -114,6 +118,28 @@ void EfStore::reset_all()
 {
     residuals_.clear();
     bytes_ = 0;
+}
+
+cc_coll_status_t residual_to_host(const Residual &r, double *out, const char *fn)
+{
+    if (r.on_device()) {
+        std::vector<unsigned char> host(r.bytes());
+        const cc_coll_status_t st = gpu::copy_to_host(host.data(), r.device.get(), host.size(), fn);
+        if (st != CC_COLL_OK) return st;
+        for (std::size_t i = 0; i < r.count; ++i) {
+            if (r.dtype == CC_COLL_F64) {
+                std::memcpy(&out[i], host.data() + i * sizeof(double), sizeof(double));
+            } else {
+                float f;
+                std::memcpy(&f, host.data() + i * sizeof(float), sizeof f);
+                out[i] = f;
+            }
+        }
+        return CC_COLL_OK;
+    }
+    if (r.dtype == CC_COLL_F64) std::copy(r.f64.begin(), r.f64.end(), out);
+    else std::copy(r.f32.begin(), r.f32.end(), out);
+    return CC_COLL_OK;
 }
 
 }  // namespace cc_coll::detail

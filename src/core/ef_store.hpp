@@ -66,6 +66,10 @@ inline double *Residual::data<double>() { return on_device() ? static_cast<doubl
 // this allocator (nullptr with the status set on failure).
 using DeviceAllocator = std::shared_ptr<void> (*)(std::size_t bytes, cc_coll_status_t *st);
 
+// The residual's values as doubles in host memory (out: r.count elements),
+// copied down from device memory for a residual of a call on device buffers.
+cc_coll_status_t residual_to_host(const Residual &r, double *out, const char *fn);
+
 class EfStore {
 public:
     explicit EfStore(std::uint64_t max_bytes) : max_bytes_(max_bytes) {}

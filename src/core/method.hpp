@@ -34,6 +34,8 @@ enum class P2pCompression {
     Refused,  // CC_COLL_ERR_NOT_SUPPORTED, with Method::why_no_p2p
 };
 
+constexpr int kMaxMethods = 16;
+
 struct Method {
     cc_coll_method_t id;
     const char *name;     // "topk": settings, bindings, messages
@@ -75,7 +77,8 @@ struct Method {
     void (*reset_state)(Comm &comm, const EfKey *key);
 };
 
-// Every registered method, in id order (ids are dense from 0).
+// Every registered method, in id order. Ids are dense from 0 and below
+// kMaxMethods (Comm keeps one state slot per id).
 const std::vector<const Method *> &methods();
 // The method with this id or name, or nullptr.
 const Method *find_method(int id);
@@ -85,11 +88,5 @@ std::string method_names(const char *separator = ", ");
 
 // Forgets every method's per-tensor state of `key` (null: all).
 void reset_method_states(Comm &comm, const EfKey *key);
-
-// The descriptors, one per file in src/methods/.
-const Method &none_method();
-const Method &topk_method();
-const Method &sketch_method();
-const Method &lowrank_method();
 
 }  // namespace cc_coll::detail

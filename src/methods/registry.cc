@@ -1,19 +1,23 @@
+// The method registry's table. Adding a method: its descriptor in
+// src/methods/<name>.cc (a function <name>_method() returning it) and its
+// name in the one line below, in id order.
 #include "core/method.hpp"
+
+#define CC_COLL_METHODS(X) X(none) X(topk) X(sketch) X(lowrank)
 
 namespace cc_coll::detail {
 
+#define CC_COLL_DECLARE_METHOD(name) const Method &name##_method();
+CC_COLL_METHODS(CC_COLL_DECLARE_METHOD)
+#undef CC_COLL_DECLARE_METHOD
+
 const std::vector<const Method *> &methods()
 {
-    // The registry: one line per method, in id order.
-    static const std::vector<const Method *> table = {
-        &none_method(),
-        &topk_method(),
-        &sketch_method(),
-        &lowrank_method(),
-    };
+#define CC_COLL_METHOD_ENTRY(name) &name##_method(),
+    static const std::vector<const Method *> table = {CC_COLL_METHODS(CC_COLL_METHOD_ENTRY)};
+#undef CC_COLL_METHOD_ENTRY
     return table;
 }
-
 const Method *find_method(int id)
 {
     for (const Method *m : methods())
