@@ -1,4 +1,4 @@
-// Micro-benchmarks of PowerSGD's linear algebra (ALGORITHMS.md section 4,
+// Micro-benchmarks of PowerSGD's linear algebra (docs/algorithms.md section 4,
 // src/compressors/lowrank/powersgd.cc) on fp32, single-threaded ("per
 // core": run with OPENBLAS_NUM_THREADS=1, one MPI rank per core). No MPI.
 //

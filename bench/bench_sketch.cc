@@ -1,4 +1,4 @@
-// Micro-benchmarks of the count sketch (ALGORITHMS.md section 3) and the
+// Micro-benchmarks of the count sketch (docs/algorithms.md section 3) and the
 // threshold ladder, single-threaded ("per core"). No MPI.
 //
 //   BM_sketch_encode<W>       zero the sketch, then sketch::encode of the

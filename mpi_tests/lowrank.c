@@ -3,7 +3,7 @@
  * with 1, 2, 3 and 4 ranks). The grouped call is tested in lowrank_group.c.
  *
  * References are built in this file, in binary64, from the documented rules
- * only (cc_coll.h, ALGORITHMS.md sections 1 and 4):
+ * only (cc_coll.h, docs/algorithms.md sections 1 and 4):
  *   - the buffer is a row-major rows x cols matrix M (SHAPE; cols 0 means
  *     count / rows), or without SHAPE the near-square view r = ceil(sqrt(n)),
  *     cols = ceil(n / r), padded with zeros; the rank is min(rows, cols, rank);

@@ -2,7 +2,7 @@
  * cc_coll_reduce_scatter with real ranks (run with 1, 2, 3 and 4 ranks).
  *
  * References are built in this file from the documented rules only
- * (cc_coll.h, ALGORITHMS.md section 3): rank r receives the reduction of
+ * (cc_coll.h, docs/algorithms.md section 6): rank r receives the reduction of
  * every rank's elements [r * recvcount, (r + 1) * recvcount).
  *   NONE:   MPI_Reduce_scatter_block itself, bit for bit (AVG: then / P in
  *           the element type; F16/BF16: summed in binary32, rounded to

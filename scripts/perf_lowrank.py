@@ -163,7 +163,7 @@ def section(run, json_rel):
            "",
            "## PowerSGD compress and decompress",
            "",
-           "The CPU side of the LOWRANK method (`src/compressors/lowrank/powersgd.cc`, ALGORITHMS.md section 4): "
+           "The CPU side of the LOWRANK method (`src/compressors/lowrank/powersgd.cc`, `docs/algorithms.md` section 4): "
            "`bench/bench_lowrank.cc` builds `cc_coll_bench_lowrank`, which, like the benchmarks above, calls "
            "the internal functions directly without MPI. It runs with `OPENBLAS_NUM_THREADS=1`: one BLAS "
            "thread, **one rank per core**, as an MPI job with a rank on every core would run it, so every "

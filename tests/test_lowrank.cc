@@ -1,4 +1,4 @@
-// Method LOWRANK's linear algebra without MPI (ALGORITHMS.md section 4,
+// Method LOWRANK's linear algebra without MPI (docs/algorithms.md section 4,
 // src/compressors/lowrank/powersgd.hpp): the matrix view, the compression
 // test, the seeded Gaussian, the orthogonalisation, the three products
 // against naive loops written here, and single-process PowerSGD steps.
@@ -183,7 +183,7 @@ std::vector<W> matrix_with_singular_values(std::size_t rows, std::size_t cols, c
     return m;
 }
 
-// One PowerSGD step on one process (ALGORITHMS.md section 4 with W = 1):
+// One PowerSGD step on one process (docs/algorithms.md section 4 with W = 1):
 // Q orthogonalised; P = M Q; P orthogonalised; Q = M^T P; M^ = P Q^T.
 // q holds the starting Q (cols x r) and receives the new one (the warm start
 // of the next step); returns M^.

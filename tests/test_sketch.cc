@@ -1,4 +1,4 @@
-// The count sketch of ALGORITHMS.md section 3 without MPI: hashing layout,
+// The count sketch of docs/algorithms.md section 3 without MPI: hashing layout,
 // support bitmaps, sizing, linearity of the encoder, the peeling decoder
 // (lossless, degenerate and overloaded cases, sums of several "ranks"), and
 // TAGC's threshold ladder.

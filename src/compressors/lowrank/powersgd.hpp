@@ -1,4 +1,4 @@
-// PowerSGD's linear algebra (ALGORITHMS.md section 4): the matrix view of a
+// PowerSGD's linear algebra (docs/algorithms.md section 4): the matrix view of a
 // tensor, the compression test, the seeded Gaussian start, the
 // orthogonalisation of P and Q, and the three products of a step. No MPI
 // here: the collectives layer sums P and Q between the products.

@@ -1,4 +1,4 @@
-// Block-hashed 3-way count sketch with a peeling decoder (ALGORITHMS.md
+// Block-hashed 3-way count sketch with a peeling decoder (docs/algorithms.md
 // section 3). Knows nothing of MPI: the collectives move the bitmaps and the
 // sketches.
 //

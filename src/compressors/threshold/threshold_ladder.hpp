@@ -1,4 +1,4 @@
-// TAGC's dynamic sparsification (ALGORITHMS.md section 3): per tensor and
+// TAGC's dynamic sparsification (docs/algorithms.md section 3.2): per tensor and
 // step, pick a magnitude threshold tau from a fixed geometric ladder so that
 // the fraction of elements zeroed (|x| < tau) stays at or just below a
 // target, then keep the elements with |x| >= tau. Knows nothing of MPI.
