@@ -101,14 +101,11 @@ static uint64_t seed_for(int rank, int test_case)
 
 static const char *op_name(cc_coll_op_t op) { return op == CC_COLL_SUM ? "SUM" : "AVG"; }
 
+/* The method's name as the library gives it ("topk"). */
 static const char *method_name(cc_coll_method_t m)
 {
-    switch (m) {
-    case CC_COLL_METHOD_NONE: return "NONE";
-    case CC_COLL_METHOD_TOPK: return "TOPK";
-    case CC_COLL_METHOD_SKETCH: return "SKETCH";
-    default: return "LOWRANK";
-    }
+    const char *name = cc_coll_method_name(m);
+    return name ? name : "?";
 }
 
 /* ---- CUDA helpers --------------------------------------------------------- */
@@ -763,30 +760,30 @@ static void test_host_buffers_with_stream(cc_coll_comm_h h)
 
 static void test_errors(cc_coll_comm_h h)
 {
-    static const cc_coll_method_t methods[] = {CC_COLL_METHOD_NONE, CC_COLL_METHOD_TOPK, CC_COLL_METHOD_SKETCH,
-                                               CC_COLL_METHOD_LOWRANK};
     const size_t n = 4096;
     float *dev = dmalloc(n * sizeof(float)), *dev2 = dmalloc(n * sizeof(float));
     float *host = xcalloc(n, sizeof(float));
     CHECK_CUDA(cudaMemset(dev, 0, n * sizeof(float)));
-    for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; ++mi) {
-        const cc_coll_params_t p = params_for(methods[mi], 1);
+    /* Every method of the library: method values are dense from 0. */
+    for (int mi = 0; cc_coll_method_name((cc_coll_method_t)mi) != NULL; ++mi) {
+        const cc_coll_method_t m = (cc_coll_method_t)mi;
+        const cc_coll_params_t p = params_for(m, 1);
         char desc[120];
-        snprintf(desc, sizeof desc, "%s: sendbuf on the device, recvbuf on the host", method_name(methods[mi]));
+        snprintf(desc, sizeof desc, "%s: sendbuf on the device, recvbuf on the host", method_name(m));
         expect_status(cc_coll_allreduce(dev, host, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), CC_COLL_ERR_INVALID_ARG,
                       desc);
-        snprintf(desc, sizeof desc, "%s: sendbuf on the host, recvbuf on the device", method_name(methods[mi]));
+        snprintf(desc, sizeof desc, "%s: sendbuf on the host, recvbuf on the device", method_name(m));
         expect_status(cc_coll_allreduce(host, dev, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), CC_COLL_ERR_INVALID_ARG,
                       desc);
-        snprintf(desc, sizeof desc, "%s: NULL sendbuf, device recvbuf, count > 0", method_name(methods[mi]));
+        snprintf(desc, sizeof desc, "%s: NULL sendbuf, device recvbuf, count > 0", method_name(m));
         expect_status(cc_coll_allreduce(NULL, dev, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), CC_COLL_ERR_NULL_BUFFER,
                       desc);
-        snprintf(desc, sizeof desc, "%s: device sendbuf, NULL recvbuf, count > 0", method_name(methods[mi]));
+        snprintf(desc, sizeof desc, "%s: device sendbuf, NULL recvbuf, count > 0", method_name(m));
         expect_status(cc_coll_allreduce(dev, NULL, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), CC_COLL_ERR_NULL_BUFFER,
                       desc);
-        snprintf(desc, sizeof desc, "%s: count 0, device buffers", method_name(methods[mi]));
+        snprintf(desc, sizeof desc, "%s: count 0, device buffers", method_name(m));
         call_ok(cc_coll_allreduce(dev, dev2, 0, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL), desc);
-        snprintf(desc, sizeof desc, "%s: count 0, device buffers, in place", method_name(methods[mi]));
+        snprintf(desc, sizeof desc, "%s: count 0, device buffers, in place", method_name(m));
         call_ok(cc_coll_allreduce(dev, dev, 0, CC_COLL_F32, CC_COLL_AVG, &p, h, NULL), desc);
     }
     /* A device buffer on another device than the current one. */
@@ -1119,19 +1116,19 @@ static void skip(const char *why)
  * method's call on device buffers is CC_COLL_ERR_NOT_SUPPORTED. */
 static void check_direct_not_supported(void)
 {
-    static const cc_coll_method_t methods[] = {CC_COLL_METHOD_NONE, CC_COLL_METHOD_TOPK, CC_COLL_METHOD_SKETCH,
-                                               CC_COLL_METHOD_LOWRANK};
     g_test = "direct_without_cuda_aware_mpi";
     cc_coll_comm_h h = NULL;
     CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
     const size_t n = 4096;
     float *dev = dmalloc(n * sizeof(float));
     CHECK_CUDA(cudaMemset(dev, 0, n * sizeof(float)));
-    for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; ++mi) {
-        const cc_coll_params_t p = params_for(methods[mi], 1);
+    /* Every method of the library: method values are dense from 0. */
+    for (int mi = 0; cc_coll_method_name((cc_coll_method_t)mi) != NULL; ++mi) {
+        const cc_coll_method_t m = (cc_coll_method_t)mi;
+        const cc_coll_params_t p = params_for(m, 1);
         char desc[120];
         snprintf(desc, sizeof desc, "%s on device buffers, CC_COLL_CUDA_TRANSPORT=direct, MPI not CUDA-aware",
-                 method_name(methods[mi]));
+                 method_name(m));
         expect_status(cc_coll_allreduce(dev, dev, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL),
                       CC_COLL_ERR_NOT_SUPPORTED, desc);
     }

@@ -1,5 +1,5 @@
-/* cc_coll_info: prints libcc_coll's version, build options and every setting
- * with its documentation and current value (like ucc_info -caf).
+/* cc_coll_info: prints libcc_coll's version, build options, methods and every
+ * setting with its documentation and current value (like ucc_info -caf).
  *
  *   cc_coll_info            everything
  *   cc_coll_info -v         version only
@@ -78,6 +78,12 @@ static void print_build(void)
     printf("# Build options\n");
     printf("#   CUDA support        : %s\n", (flags & CC_COLL_BUILD_CUDA) ? "on" : "off");
     printf("#   Fortran             : %s\n", (flags & CC_COLL_BUILD_FORTRAN) ? "on" : "off");
+    /* The library's methods, as it names them: method values are dense from
+     * 0, so cc_coll_method_name is NULL first just past the last one. */
+    printf("#   Methods             :");
+    for (int m = 0; cc_coll_method_name((cc_coll_method_t)m) != NULL; ++m)
+        printf("%s %s", m > 0 ? "," : "", cc_coll_method_name((cc_coll_method_t)m));
+    printf("\n");
     printf("#   MPI library         : %s\n", mpi_version);
     printf("#   MPI is CUDA-aware   : %s\n", cc_coll_mpi_cuda_aware() ? "yes" : "no");
     printf("#   CUDA devices        : %d\n", cc_coll_cuda_device_count());
@@ -91,7 +97,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "-s") == 0) want_settings = 1;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("usage: %s [-v] [-s]\n  -v  version only\n  -s  settings only\n"
-                   "With no option: version, build options and settings.\n",
+                   "With no option: version, build options (methods included) and settings.\n",
                    argv[0]);
             return 0;
         } else {

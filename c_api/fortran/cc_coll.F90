@@ -56,10 +56,9 @@ module cc_coll
   integer(c_int), parameter, public :: CC_COLL_BF16 = 3
   integer(c_int), parameter, public :: CC_COLL_SUM = 0
   integer(c_int), parameter, public :: CC_COLL_AVG = 1
-  integer(c_int), parameter, public :: CC_COLL_METHOD_NONE = 0
-  integer(c_int), parameter, public :: CC_COLL_METHOD_TOPK = 1
-  integer(c_int), parameter, public :: CC_COLL_METHOD_SKETCH = 2
-  integer(c_int), parameter, public :: CC_COLL_METHOD_LOWRANK = 3
+  ! CC_COLL_METHOD_<NAME>, one for each enumerator of cc_coll_method_t: the
+  ! build generates this file from include/cc_coll.h (c_api/fortran/CMakeLists.txt).
+#include "cc_coll_methods.inc"
   integer(c_int), parameter, public :: CC_COLL_SPARSIFY_TOPK      = 0
   integer(c_int), parameter, public :: CC_COLL_SPARSIFY_THRESHOLD = 1
 
@@ -141,6 +140,7 @@ module cc_coll
   public :: cc_coll_allreduce, cc_coll_allreduce_inplace, cc_coll_allreduce_raw
   public :: cc_coll_reduce_scatter, cc_coll_reduce_scatter_inplace, cc_coll_reduce_scatter_raw
   public :: cc_coll_status_string, cc_coll_last_error, cc_coll_version_string, cc_coll_check_version
+  public :: cc_coll_method_name
   public :: cc_coll_ef_bytes, cc_coll_ef_reset_all
   public :: cc_coll_comm_get_stats, cc_coll_comm_reset_stats, cc_coll_build_flags
   public :: cc_coll_allreduce_group, cc_coll_allreduce_group_inplace
@@ -208,6 +208,12 @@ module cc_coll
       integer(c_int), value :: status
       type(c_ptr) :: s
     end function c_status_string
+
+    function c_method_name(method) bind(C, name="cc_coll_method_name") result(s)
+      import :: c_int, c_ptr
+      integer(c_int), value :: method
+      type(c_ptr) :: s
+    end function c_method_name
 
     function c_last_error() bind(C, name="cc_coll_last_error") result(s)
       import :: c_ptr
@@ -423,6 +429,16 @@ contains
     character(len=:), allocatable :: s
     s = c_to_f_string(c_status_string(int(code, c_int)))
   end function cc_coll_status_string
+
+  ! Lower-case name of a method ("none" for CC_COLL_METHOD_NONE), '' for a
+  ! value that is not a method. Method values are dense from 0, so
+  !   m = 0; do while (cc_coll_method_name(m) /= ''); ...; m = m + 1; end do
+  ! visits every method of the library the program runs with.
+  function cc_coll_method_name(method) result(s)
+    integer, intent(in) :: method
+    character(len=:), allocatable :: s
+    s = c_to_f_string(c_method_name(int(method, c_int)))
+  end function cc_coll_method_name
 
   ! The calling thread's message for its most recent libcc_coll call: '' after
   ! a success, else which argument or MPI call failed and why.

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""python3 -m cc_coll: the package and library versions, the build and the
-settings in effect (like the cc_coll_info tool). Needs no MPI."""
+"""python3 -m cc_coll: the package and library versions, the build, the
+methods of the library and the settings in effect (like the cc_coll_info
+tool). Needs no MPI."""
 
 import cc_coll
 
@@ -11,6 +12,7 @@ def main():
     print("library: %s" % info["library"])
     print("build: CUDA %s, Fortran %s" % ("on" if info["cuda"] else "off",
                                          "on" if info["fortran"] else "off"))
+    print("methods: %s" % ", ".join(m.name.lower() for m in cc_coll.Method))
     print("settings:")
     for s in cc_coll.settings():
         origin = "environment" if s["from_env"] else "default"

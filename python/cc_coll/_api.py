@@ -64,12 +64,30 @@ class Op(enum.IntEnum):
     AVG = 1
 
 
-class Method(enum.IntEnum):
-    """cc_coll_method_t."""
-    NONE = 0
-    TOPK = 1
-    SKETCH = 2
-    LOWRANK = 3
+def _method_enum(method_name):
+    """The Method IntEnum of the methods `method_name` (cc_coll_method_name)
+    knows: a member per method, named as the library names it in upper case
+    (NONE, TOPK, ...), valued as its cc_coll_method_t enumerator.
+
+    Method values are dense from 0 (include/cc_coll.h), so the methods are
+    method_name(0), method_name(1), ... up to the first NULL (None)."""
+    members = []
+    while True:
+        name = method_name(len(members))
+        if name is None:
+            break
+        members.append((name.decode("ascii").upper(), len(members)))
+    if not members:
+        raise ImportError("cc_coll: %s names no method (cc_coll_method_name(0) is NULL)" % _lib.library_path)
+    cls = enum.IntEnum("Method", members, module=__name__, qualname="Method")
+    cls.__doc__ = ("cc_coll_method_t: the methods of the loaded library, as cc_coll_method_name "
+                   "names them (upper case here): %s." % ", ".join(m.name for m in cls))
+    return cls
+
+
+# Read from the library when the package is imported, so a method added to
+# libcc_coll needs no change here.
+Method = _method_enum(lib.cc_coll_method_name)
 
 
 class Sparsifier(enum.IntEnum):
@@ -304,7 +322,7 @@ class Params:
     unset (its mask bit clear), so the communicator's configuration (the
     CC_COLL_* environment, or the default) applies.
 
-    method      -- Method or "none" / "topk" / "sketch" / "lowrank"
+    method      -- Method, or a member's name in any case ("topk")
     density     -- TOPK (and SKETCH's top-k sparsifier): kept fraction, (0, 1]
     ef          -- error feedback on (True) or off (False)
     ef_key      -- int in [0, 2**64) naming the tensor's residual and state

@@ -13,6 +13,7 @@ compared with the values computed for the x86-64/aarch64 (LP64) ABI.
 
 import ctypes
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -185,6 +186,39 @@ class Enums(unittest.TestCase):
             self.assertEqual(_lib.lib.cc_coll_method_name(int(m)).decode(), m.name.lower())
         self.assertIsNone(_lib.lib.cc_coll_method_name(len(cc_coll.Method)))
 
+    def test_method_from_library(self):
+        # Method is read from the library: cc_coll_method_name(0), (1), ...
+        # up to the first NULL (method values are dense from 0).
+        names = []
+        while _lib.lib.cc_coll_method_name(len(names)) is not None:
+            names.append(_lib.lib.cc_coll_method_name(len(names)).decode())
+        self.assertEqual([(m.name, int(m)) for m in cc_coll.Method],
+                         [(name.upper(), i) for i, name in enumerate(names)])
+        self.assertIs(cc_coll.Method.TOPK, cc_coll.Method(1))
+        self.assertEqual(cc_coll.Method.__module__, "cc_coll._api")
+        self.assertEqual(cc_coll.Method.__qualname__, "Method")
+        for m in cc_coll.Method:
+            self.assertIs(pickle.loads(pickle.dumps(m)), m)
+            self.assertIn(m.name, cc_coll.Method.__doc__)
+            self.assertIs(cc_coll.Params(method=m.name.lower()).method, m)
+        with self.assertRaises(ValueError) as cm:
+            cc_coll.Params(method="no-such-method")
+        for name in names:
+            self.assertIn(repr(name), str(cm.exception))
+
+    def test_method_enum_follows_the_library(self):
+        # A library with another method gives Method another member, with no
+        # change in the package.
+        from cc_coll._api import _enum_arg, _method_enum
+        fake = [b"none", b"topk", b"sketch", b"lowrank", b"newmethod"]
+        Method = _method_enum(lambda i: fake[i] if i < len(fake) else None)
+        self.assertEqual([(m.name, int(m)) for m in Method],
+                         [("NONE", 0), ("TOPK", 1), ("SKETCH", 2), ("LOWRANK", 3), ("NEWMETHOD", 4)])
+        self.assertIs(_enum_arg(Method, "NewMethod", "method"), Method.NEWMETHOD)
+        self.assertIs(_enum_arg(Method, 4, "method"), Method.NEWMETHOD)
+        with self.assertRaises(ImportError):
+            _method_enum(lambda i: None)
+
     def test_sparsifier(self):
         self.assertEqual({m.name: int(m) for m in cc_coll.Sparsifier}, self.header_enum("CC_COLL_SPARSIFY_"))
         self.assertEqual(set(cc_coll.Sparsifier.__members__), {"TOPK", "THRESHOLD"})
@@ -282,6 +316,7 @@ class Settings(unittest.TestCase):
                            universal_newlines=True, timeout=120)
         self.assertEqual(r.returncode, 0)
         self.assertIn("CC_COLL_DENSITY", r.stdout)
+        self.assertIn("methods: %s\n" % ", ".join(m.name.lower() for m in cc_coll.Method), r.stdout)
 
 
 class NoMpi(unittest.TestCase):
