@@ -3,7 +3,7 @@
 # (bench/bench_sketch.cc) and regenerates the sketch results of
 # docs/performance.md. One command, from anywhere in the checkout:
 #
-#   scripts/perf_sketch.sh
+#   scripts/perf/perf_sketch.sh
 #
 # Steps: installs the Debian packages (scripts/common.sh) unless
 # CC_COLL_SKIP_APT=1; configures and builds Release in
@@ -12,8 +12,8 @@
 #       --benchmark_report_aggregates_only=true --benchmark_min_time=0.5
 #       --benchmark_out=docs/perf/sketch.json --benchmark_out_format=json
 # (one command line); records the machine, the load average at the end and
-# the command in the JSON's context (scripts/perf_sketch.py --annotate); then
-#   python3 scripts/perf_sketch.py docs/perf/sketch.json docs/performance.md
+# the command in the JSON's context (scripts/perf/perf_sketch.py --annotate); then
+#   python3 scripts/perf/perf_sketch.py docs/perf/sketch.json docs/performance.md
 # rewrites the part of docs/performance.md between
 # <!-- BEGIN sketch-results --> and <!-- END sketch-results -->.
 # The benchmark runs for under a minute; its rates are per core (CPU time).
@@ -24,7 +24,7 @@
 #   CC_COLL_JOBS          parallel build jobs                [nproc]
 me=perf_sketch.sh
 # shellcheck source=scripts/common.sh
-. "$(dirname "$0")/common.sh"
+. "$(dirname "$0")/../common.sh"
 
 fail() {
     echo "$me: $*" >&2
@@ -68,6 +68,6 @@ cmd="$cmd --benchmark_min_time=0.5 --benchmark_out=$out --benchmark_out_format=j
 echo "== $cmd"
 # shellcheck disable=SC2086  # several words, none with white space
 $cmd
-python3 scripts/perf_sketch.py --annotate "$out" --command "$cmd" --build-dir "$build_dir"
-echo "== python3 scripts/perf_sketch.py $out docs/performance.md"
-python3 scripts/perf_sketch.py "$out" docs/performance.md
+python3 scripts/perf/perf_sketch.py --annotate "$out" --command "$cmd" --build-dir "$build_dir"
+echo "== python3 scripts/perf/perf_sketch.py $out docs/performance.md"
+python3 scripts/perf/perf_sketch.py "$out" docs/performance.md

@@ -3,7 +3,7 @@
 # (bench/bench_lowrank.cc) and regenerates the low-rank results of
 # docs/performance.md. One command, from anywhere in the checkout:
 #
-#   scripts/perf_lowrank.sh
+#   scripts/perf/perf_lowrank.sh
 #
 # Steps: installs the Debian packages (scripts/common.sh) unless
 # CC_COLL_SKIP_APT=1; configures Release in ${CC_COLL_BUILD_DIR:-build}
@@ -14,9 +14,9 @@
 #       --benchmark_report_aggregates_only=true --benchmark_min_time=0.2
 #       --benchmark_out=docs/perf/lowrank.json --benchmark_out_format=json
 # (one command line); records the machine, the load average at the end and
-# the command in the JSON's context (scripts/perf_lowrank.py --annotate);
+# the command in the JSON's context (scripts/perf/perf_lowrank.py --annotate);
 # then
-#   python3 scripts/perf_lowrank.py docs/perf/lowrank.json docs/performance.md
+#   python3 scripts/perf/perf_lowrank.py docs/perf/lowrank.json docs/performance.md
 # rewrites the part of docs/performance.md between
 # <!-- BEGIN lowrank-results --> and <!-- END lowrank-results -->.
 # The benchmark runs for about a minute and a half; its rates are per core
@@ -28,7 +28,7 @@
 #   CC_COLL_JOBS          parallel build jobs                [nproc]
 me=perf_lowrank.sh
 # shellcheck source=scripts/common.sh
-. "$(dirname "$0")/common.sh"
+. "$(dirname "$0")/../common.sh"
 
 fail() {
     echo "$me: $*" >&2
@@ -83,7 +83,7 @@ echo "== OPENBLAS_NUM_THREADS=1 $bench $args"
 # the figures are per core, as with one MPI rank per core.
 # shellcheck disable=SC2086  # several words, none with white space
 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $bench $args
-python3 scripts/perf_lowrank.py --annotate "$out" --command "OPENBLAS_NUM_THREADS=1 $shown $args" \
+python3 scripts/perf/perf_lowrank.py --annotate "$out" --command "OPENBLAS_NUM_THREADS=1 $shown $args" \
     --build-dir "$build_dir"
-echo "== python3 scripts/perf_lowrank.py $out docs/performance.md"
-python3 scripts/perf_lowrank.py "$out" docs/performance.md
+echo "== python3 scripts/perf/perf_lowrank.py $out docs/performance.md"
+python3 scripts/perf/perf_lowrank.py "$out" docs/performance.md

@@ -3,7 +3,7 @@
 # core (bench/bench_topk_select.cc) and regenerates the selection results of
 # docs/performance.md. One command, from anywhere in the checkout:
 #
-#   scripts/perf_selection.sh
+#   scripts/perf/perf_selection.sh
 #
 # Steps: installs the Debian packages (scripts/common.sh) unless
 # CC_COLL_SKIP_APT=1; configures and builds Release in
@@ -13,7 +13,7 @@
 #       --benchmark_out=docs/perf/selection.json --benchmark_out_format=json
 # (one command line); records the CPU model, the load average at the end, the
 # OS, compiler and CMake versions and the command in the JSON's context; then
-#   python3 scripts/perf_selection.py docs/perf/selection.json docs/performance.md
+#   python3 scripts/perf/perf_selection.py docs/perf/selection.json docs/performance.md
 # rewrites the part of docs/performance.md between
 # <!-- BEGIN selection-results --> and <!-- END selection-results -->.
 # Takes a few minutes; the rates are per core and use CPU time.
@@ -24,7 +24,7 @@
 #   CC_COLL_JOBS          parallel build jobs                [nproc]
 me=perf_selection.sh
 # shellcheck source=scripts/common.sh
-. "$(dirname "$0")/common.sh"
+. "$(dirname "$0")/../common.sh"
 
 die() {
     echo "$me: $*" >&2
@@ -65,6 +65,6 @@ cmd="$cmd --benchmark_out=docs/perf/selection.json --benchmark_out_format=json"
 echo "== $cmd"
 # shellcheck disable=SC2086  # cmd: several words, none with white space
 $cmd
-python3 scripts/perf_selection.py --annotate docs/perf/selection.json --command "$cmd" --build-dir "$build_abs"
-echo "== python3 scripts/perf_selection.py docs/perf/selection.json docs/performance.md"
-python3 scripts/perf_selection.py docs/perf/selection.json docs/performance.md
+python3 scripts/perf/perf_selection.py --annotate docs/perf/selection.json --command "$cmd" --build-dir "$build_abs"
+echo "== python3 scripts/perf/perf_selection.py docs/perf/selection.json docs/performance.md"
+python3 scripts/perf/perf_selection.py docs/perf/selection.json docs/performance.md
