@@ -30,7 +30,7 @@
 //   OPENBLAS_NUM_THREADS=1 ./build/bench/cc_coll_bench_lowrank
 //       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //       --benchmark_min_time=0.2
-//   (one command line; scripts/perf_lowrank.sh runs exactly this)
+//   (one command line; scripts/perf/perf_lowrank.sh runs exactly this)
 #include <benchmark/benchmark.h>
 
 #include <cblas.h>

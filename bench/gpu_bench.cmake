@@ -13,7 +13,7 @@
 #                       CUDA-aware) against host buffers, 1-64 MiB f32, every
 #                       method; prints a markdown table. Public C API only.
 #
-# scripts/gpu_run.sh builds and runs both; docs/performance.md ("GPU kernels
+# scripts/gpu/gpu_run.sh builds and runs both; docs/performance.md ("GPU kernels
 # and transport") says what they measure.
 if(NOT CC_COLL_HAVE_CUDA)
   return()

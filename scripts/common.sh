@@ -1,10 +1,20 @@
-# Shared steps of scripts/demo.sh and scripts/test.sh (sourced, not run).
+# Shared steps of scripts/demo.sh, scripts/test.sh and the other scripts
+# (sourced, not run; also from scripts/<group>/, e.g. scripts/perf/).
 # Installs libcc_coll's dependencies from Debian and configures + builds the
 # project into ${CC_COLL_BUILD_DIR:-build}.
 
 set -eu
 
-CC_COLL_ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# The checkout's root: the nearest folder at or above the running script's
+# that holds include/cc_coll.h (scripts/ and scripts/<group>/ alike).
+CC_COLL_ROOT=$(
+    cd "$(dirname "$0")" || exit 1
+    while [ ! -f include/cc_coll.h ]; do
+        [ "$(pwd)" != / ] || { echo "common.sh: no include/cc_coll.h above $0" >&2; exit 1; }
+        cd ..
+    done
+    pwd
+)
 CC_COLL_BUILD_DIR=${CC_COLL_BUILD_DIR:-$CC_COLL_ROOT/build}
 CC_COLL_JOBS=${CC_COLL_JOBS:-$(nproc)}
 

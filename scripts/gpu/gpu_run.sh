@@ -3,10 +3,10 @@
 # and benchmarks, from the repository root, without a network: the Debian
 # packages it needs (Open MPI, OpenBLAS/LAPACKE, GoogleTest, Google
 # Benchmark) come from .gpu-debs, downloaded beforehand on a machine with apt
-# by scripts/gpu_deps.sh, and are unpacked with dpkg -x (or ar + tar) into a
+# by scripts/gpu/gpu_deps.sh, and are unpacked with dpkg -x (or ar + tar) into a
 # private prefix, never into /.
 #
-#   scripts/gpu_run.sh [STAGE...]
+#   scripts/gpu/gpu_run.sh [STAGE...]
 #
 # Stages, in order (default: all of them):
 #   deps    unpack the packages into the prefix, create the links Debian's
@@ -54,7 +54,7 @@
 #                         single node in a container (below) only where unset
 set -u
 
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 repo=$(pwd)
 debs=${CC_COLL_GPU_DEBS:-.gpu-debs}
 prefix=${CC_COLL_DEPS_PREFIX:-/opt/ccdeps}
@@ -160,7 +160,7 @@ EOF
 }
 
 stage_deps() {
-  [ -d "$debs" ] || { note "deps: $debs is missing: run scripts/gpu_deps.sh on a machine with apt first"; return 1; }
+  [ -d "$debs" ] || { note "deps: $debs is missing: run scripts/gpu/gpu_deps.sh on a machine with apt first"; return 1; }
   stamp=$prefix/.manifest
   if [ -f "$stamp" ] && cmp -s "$stamp" "$debs/MANIFEST"; then
     note "deps: $prefix already holds the packages of $debs/MANIFEST"

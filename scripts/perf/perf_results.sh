@@ -1,16 +1,16 @@
 #!/bin/bash
 # perf_results.sh: measures libcc_coll against MPI_Allreduce on the emulated
-# cluster (scripts/cc_cluster.sh) and regenerates docs/perf/ and the
+# cluster (scripts/cluster/cc_cluster.sh) and regenerates docs/perf/ and the
 # cluster-results section of docs/performance.md. One command, as root:
 #
-#   scripts/perf_results.sh
+#   scripts/perf/perf_results.sh
 #
 # Steps: installs the Debian packages (build deps, python3-matplotlib) unless
 # CC_COLL_SKIP_APT=1; configures and builds cc_coll_perf in
 # ${CC_COLL_BUILD_DIR:-build}; for each host count runs
 #   cc_cluster.sh -N <N> -r <rate> -- cc_coll_perf -b 4K -e 256M -f 4 -n <iters> \
 #       -w <warmup> -J -q -m mpi,none,topk,sketch -D 0.01 -r normal -i <mode>
-# saving docs/perf/allreduce_<rate>_<N>hosts.json; then scripts/perf_plot.py
+# saving docs/perf/allreduce_<rate>_<N>hosts.json; then scripts/perf/perf_plot.py
 # draws docs/perf/speedup_*.png and relerr_*.png and rewrites the section of
 # docs/performance.md between its markers.
 #
@@ -33,7 +33,7 @@
 # Exit status: 0 when every host count was measured and reported; 1 when one
 # failed (the others are still reported); 2 for a setup error.
 # shellcheck source=scripts/common.sh
-. "$(dirname "$0")/common.sh"
+. "$(dirname "$0")/../common.sh"
 set -o pipefail
 
 me=perf_results.sh
@@ -68,7 +68,7 @@ out=${CC_PERF_OUT:-$CC_COLL_ROOT/docs/perf}
 doc=${CC_PERF_DOC:-$CC_COLL_ROOT/docs/performance.md}
 python=/usr/bin/python3
 
-[ "$(id -u)" = 0 ] || die "must run as root (scripts/cc_cluster.sh creates network namespaces)"
+[ "$(id -u)" = 0 ] || die "must run as root (scripts/cluster/cc_cluster.sh creates network namespaces)"
 for n in $hosts_list; do
     case $n in 2 | 3 | 4) ;; *) die "CC_PERF_HOSTS: host counts must be 2..4 (got '$n')" ;; esac
 done
@@ -103,7 +103,7 @@ case $perf in *[[:space:]]*) die "the build folder's path must not contain white
 perf_args="-b $min_size -e $max_size -f $factor -n $iters -w $warmup -J -q -m $methods -D $density -r $data -i $mode${extra:+ $extra}"
 rel_perf=${perf#"$CC_COLL_ROOT"/}
 cluster_opts="-r $rate${delay:+ -d $delay} -t $tmo -p ccperf"
-command_template="scripts/cc_cluster.sh -N <N> $cluster_opts -- sh -c '\$CC_CLUSTER_MPIRUN $rel_perf $perf_args'"
+command_template="scripts/cluster/cc_cluster.sh -N <N> $cluster_opts -- sh -c '\$CC_CLUSTER_MPIRUN $rel_perf $perf_args'"
 stage=$(mktemp -d /tmp/cc_perf.XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 
@@ -126,7 +126,7 @@ for n in $hosts_list; do
     start=$(date +%s)
     rc=0
     # shellcheck disable=SC2086  # cluster_opts: several words
-    scripts/cc_cluster.sh -N "$n" $cluster_opts -- sh -c "\$CC_CLUSTER_MPIRUN $perf $perf_args" \
+    scripts/cluster/cc_cluster.sh -N "$n" $cluster_opts -- sh -c "\$CC_CLUSTER_MPIRUN $perf $perf_args" \
         >"$stage/$name.json" 2>"$stage/$name.log" || rc=$?
     echo "   exit status $rc after $(($(date +%s) - start)) s"
     if ! "$python" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["tool"]=="cc_coll_perf" and d["results"]' \
@@ -144,12 +144,12 @@ for n in $hosts_list; do
     measured=$((measured + 1))
 done
 [ "$measured" -gt 0 ] || die "nothing was measured; $out is unchanged"
-"$python" "$CC_COLL_ROOT/scripts/perf_plot.py" --write-meta "$stage/meta.json"
+"$python" "$CC_COLL_ROOT/scripts/perf/perf_plot.py" --write-meta "$stage/meta.json"
 
 # 4. Replace the results, then plot and rewrite the Markdown section.
 mkdir -p "$out"
 rm -f "$out"/allreduce_*hosts.json "$out"/speedup_*hosts.png "$out"/relerr_*hosts.png "$out"/meta.json
 cp "$stage"/*.json "$out"/
-"$python" "$CC_COLL_ROOT/scripts/perf_plot.py" --dir "$out" --doc "$doc" || failed=1
+"$python" "$CC_COLL_ROOT/scripts/perf/perf_plot.py" --dir "$out" --doc "$doc" || failed=1
 echo "== results in $out; section rewritten in $doc"
 exit "$failed"

@@ -10,7 +10,7 @@
 //    peeling statistics bit for bit; on random data the same bits on every
 //    one of ten decodes of one sketch (every rank decodes the summed sketch
 //    and must get the same result), and the host's output within the
-//    tolerance of the mpirun suite (mpi_tests/gpu_allreduce.c, sketch_tol).
+//    tolerance of the mpirun suite (tests/gpu/gpu_allreduce.c, sketch_tol).
 //    Cases cover the median fallback (sketches overloaded so that peeling
 //    stalls), a first worklist just at and just above the size the single-
 //    block small-rounds kernel takes, far above it, and a small-rounds run
@@ -573,7 +573,7 @@ protected:
         EXPECT_EQ(dout.status(), cudaSuccess);
         if (dbm.status() != cudaSuccess || dsk.status() != cudaSuccess || dout.status() != cudaSuccess)
             return first_info;
-        const double tol = sizeof(W) == 4 ? 1e-5 : 1e-12;  // mpi_tests/gpu_allreduce.c, sketch_tol
+        const double tol = sizeof(W) == 4 ? 1e-5 : 1e-12;  // tests/gpu/gpu_allreduce.c, sketch_tol
         std::vector<W> first_out, first_sketch;
         for (int r = 0; r < runs; ++r) {
             SCOPED_TRACE(::testing::Message() << "run " << r);

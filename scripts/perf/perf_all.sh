@@ -3,16 +3,16 @@
 # in docs/perf/. One command, as root, from anywhere in the checkout, on a
 # machine with nothing else running:
 #
-#   scripts/perf_all.sh
+#   scripts/perf/perf_all.sh
 #
 # Runs, in this order, stopping at the first that fails:
-#   1. scripts/perf_selection.sh  top-k selection and compress step
+#   1. scripts/perf/perf_selection.sh  top-k selection and compress step
 #        -> docs/perf/selection.json, section selection-results
-#   2. scripts/perf_sketch.sh     count-sketch encode and decode
+#   2. scripts/perf/perf_sketch.sh     count-sketch encode and decode
 #        -> docs/perf/sketch.json, section sketch-results
-#   3. scripts/perf_lowrank.sh    PowerSGD compress and decompress
+#   3. scripts/perf/perf_lowrank.sh    PowerSGD compress and decompress
 #        -> docs/perf/lowrank.json, section lowrank-results
-#   4. scripts/perf_results.sh    speedups on the emulated cluster
+#   4. scripts/perf/perf_results.sh    speedups on the emulated cluster
 #        -> ${CC_PERF_OUT:-docs/perf}/allreduce_*hosts.json, meta.json,
 #           speedup_*.png, relerr_*.png; section cluster-results
 # The sections are rewritten in docs/performance.md (the cluster one in
@@ -34,14 +34,14 @@
 #   CC_COLL_BUILD_DIR     build folder                       [build]
 #   CC_COLL_SKIP_APT=1    do not run apt-get at all
 #   CC_COLL_JOBS          parallel build jobs                [nproc]
-#   CC_PERF_*             the cluster run (scripts/perf_results.sh --help)
+#   CC_PERF_*             the cluster run (scripts/perf/perf_results.sh --help)
 # Exit status: 0 when all four succeeded; otherwise the failing script's
 # status (perf_results.sh: 1 when a host count failed), 2 for a usage or
 # setup error.
 set -eu
 me=perf_all.sh
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
+root=$(cd "$here/../.." && pwd)
 
 die() {
     echo "$me: $*" >&2
@@ -96,9 +96,9 @@ if [ "$(id -u)" != 0 ]; then
     stop "must run as root (perf_results.sh's emulated cluster creates network namespaces)"
 fi
 
-# step NUMBER SCRIPT SKIP_APT: runs scripts/SCRIPT with CC_COLL_SKIP_APT=SKIP_APT.
+# step NUMBER SCRIPT SKIP_APT: runs scripts/perf/SCRIPT with CC_COLL_SKIP_APT=SKIP_APT.
 step() {
-    echo "== perf_all.sh: step $1 of 4: CC_COLL_SKIP_APT=$3 scripts/$2"
+    echo "== perf_all.sh: step $1 of 4: CC_COLL_SKIP_APT=$3 scripts/perf/$2"
     if [ "$dry" = 1 ]; then
         return 0
     fi
@@ -112,7 +112,7 @@ step() {
             3) kept="steps 1 and 2's results are in place" ;;
             *) kept="steps 1 to 3's results are in place" ;;
         esac
-        echo "$me: FAILED: step $1 of 4, scripts/$2, exited with status $rc after" \
+        echo "$me: FAILED: step $1 of 4, scripts/perf/$2, exited with status $rc after" \
             "$(($(date +%s) - start)) s; stopped here ($kept; see its messages above)" >&2
         exit "$rc"
     fi

@@ -1,10 +1,10 @@
 #!/bin/sh
 # Downloads, on a Debian 12 machine with apt and a network, the Debian
 # packages that a GPU machine without them needs to build libcc_coll and run
-# its GPU tests and benchmarks (scripts/gpu_run.sh unpacks them there, into a
+# its GPU tests and benchmarks (scripts/gpu/gpu_run.sh unpacks them there, into a
 # private prefix, without dpkg -i and without a network).
 #
-#   scripts/gpu_deps.sh [DIR]        DIR defaults to .gpu-debs (git-ignored)
+#   scripts/gpu/gpu_deps.sh [DIR]        DIR defaults to .gpu-debs (git-ignored)
 #
 # The GPU machine is assumed to have a C/C++ toolchain, CMake, the CUDA
 # toolkit and glibc >= 2.36 (Debian 12's), and nothing else of this list:
@@ -25,7 +25,7 @@
 # (libc6, libgcc-s1, libstdc++6) or named below as left out on purpose.
 set -eu
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 dest=${1:-.gpu-debs}
 
 mpi="openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev
@@ -61,7 +61,7 @@ for p in $all; do
 done
 if [ -n "$missing" ]; then
   echo "gpu_deps: dependencies not in the list:$missing" >&2
-  echo "gpu_deps: add them to scripts/gpu_deps.sh (a list above) or to left_out" >&2
+  echo "gpu_deps: add them to scripts/gpu/gpu_deps.sh (a list above) or to left_out" >&2
   exit 1
 fi
 
@@ -70,11 +70,11 @@ rm -f "$dest"/*.deb
 echo "gpu_deps: downloading into $dest"
 (cd "$dest" && apt-get download $all)
 {
-  echo "# Downloaded by scripts/gpu_deps.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# Downloaded by scripts/gpu/gpu_deps.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   for f in "$dest"/*.deb; do
     echo "$(dpkg-deb -f "$f" Package) $(dpkg-deb -f "$f" Version)"
   done
 } > "$dest/MANIFEST"
 for p in $fallback; do echo "$p"; done > "$dest/FALLBACK"
 du -sh "$dest"
-echo "gpu_deps: done. Carry $dest to the GPU machine with the working tree, then run scripts/gpu_run.sh there."
+echo "gpu_deps: done. Carry $dest to the GPU machine with the working tree, then run scripts/gpu/gpu_run.sh there."

@@ -2,7 +2,7 @@
 # consumer project against it with find_package(cc_coll) and, for the C
 # program, with pkg-config, then runs the three programs under mpirun.
 #
-#   cmake -DBUILD_DIR=<top build dir> -DWORK_DIR=<scratch dir> -DCONSUMER_DIR=<mpi_tests/consumer>
+#   cmake -DBUILD_DIR=<top build dir> -DWORK_DIR=<scratch dir> -DCONSUMER_DIR=<mpi_tests/install/consumer>
 #         -DLIBDIR=<CMAKE_INSTALL_LIBDIR> -DINCLUDEDIR=<CMAKE_INSTALL_INCLUDEDIR>
 #         -DC_COMPILER=<cc> -DCXX_COMPILER=<c++> -DGENERATOR=<generator> [-DCONFIG=<config>]
 #         -DPKG_CONFIG=<pkg-config> -DMPIEXEC=<mpiexec> -DMPIEXEC_NUMPROC_FLAG=-n

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sketch results of docs/performance.md from one cc_coll_bench_sketch run.
 
-    scripts/perf_sketch.py docs/perf/sketch.json docs/performance.md
+    scripts/perf/perf_sketch.py docs/perf/sketch.json docs/performance.md
 
 reads the Google Benchmark JSON output of
   cc_coll_bench_sketch --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
@@ -15,29 +15,31 @@ they are inserted before <!-- BEGIN cluster-results -->, or appended. The
 output depends only on the JSON file, so running it twice gives the same
 page.
 
-    scripts/perf_sketch.py --annotate docs/perf/sketch.json \\
+    scripts/perf/perf_sketch.py --run [--build-dir build] [--min-time SECONDS]
+
+first runs the program from the build folder (from the repository root,
+with the flags above, --benchmark_min_time=0.5, into docs/perf/sketch.json)
+and annotates its JSON; scripts/perf/perf_sketch.sh builds the program and
+calls this.
+
+    scripts/perf/perf_sketch.py --annotate docs/perf/sketch.json \\
         --command '<the benchmark command>' [--build-dir build]
 
 adds what Google Benchmark does not record to the JSON's "context", as
-perf_selection.py --annotate does (the same code). scripts/perf_sketch.sh
-does this right after the run.
+perf_selection.py --annotate does.
 
-The machine, load and formatting helpers are perf_selection.py's, imported.
+The command line, the run, the JSON's annotations, the machine and load
+lines and the formatting are scripts/perf/perf_driver.py's.
 """
 
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import perf_selection as ps  # noqa: E402  (the sibling script, as a module)
+import perf_driver as drv  # noqa: E402  (scripts/perf/perf_driver.py)
 
-ps.PROG = "perf_sketch.py"
-
-BEGIN = "<!-- BEGIN sketch-results -->"
-END = "<!-- END sketch-results -->"
-
-N = 16 * ps.MI
-PER_MILLE = ps.PER_MILLE
+N = 16 * drv.MI
+PER_MILLE = (1, 10, 100)
 ES = {"float": 4, "double": 8}
 BLOCK = 1024  # cells per sketch row (sketch::kBlock): a sub-table of m rows has m * 1024 cells
 
@@ -61,10 +63,10 @@ def rows_name(pm):
 
 def memcpy_gbs(run):
     """GB/s of BM_memcpy at the table's n, from the same run (bench/bench_common.hpp)."""
-    name = ps.mcp(N)
+    name = drv.mcp(N)
     if name not in run.med:
-        ps.die("%s is missing from the JSON: it comes from a cc_coll_bench_sketch without the memcpy "
-               "yardstick (rebuild it and rerun scripts/perf_sketch.sh), or the run was filtered" % name)
+        drv.die("%s is missing from the JSON: it comes from a cc_coll_bench_sketch without the memcpy "
+               "yardstick (rebuild it and rerun scripts/perf/perf_sketch.sh), or the run was filtered" % name)
     return run.gbs(name)
 
 
@@ -86,13 +88,13 @@ class Row:
         self.k = round(d["k"])
         self.m = round(d["m"])
         if round(e["k"]) != self.k or round(e["m"]) != self.m:
-            ps.die("%s and %s report different k or m" % (self.enc, self.dec))
+            drv.die("%s and %s report different k or m" % (self.enc, self.dec))
         self.wire = round(d["sketch_bytes"])
         self.dense = round(d["dense_bytes"])
         self.bitmap = (N + 7) // 8
         self.sketch = self.wire - self.bitmap
         if self.sketch != 3 * self.m * BLOCK * ES[w]:
-            ps.die("%s: sketch_bytes %d is not 3m x 1024 x %d + n/8 (m = %d)" % (self.dec, self.wire, ES[w], self.m))
+            drv.die("%s: sketch_bytes %d is not 3m x 1024 x %d + n/8 (m = %d)" % (self.dec, self.wire, ES[w], self.m))
         self.peeled = d["peeled"]
         self.estimated = d["estimated"]
         self.enc_ms, self.dec_ms = run.ms(self.enc), run.ms(self.dec)
@@ -107,12 +109,7 @@ class Row:
         peeled = round(self.peeled)
         if peeled == self.k and self.peeled == peeled:
             return "%d / %d (all)" % (peeled, self.k)
-        return "%s / %d (%s left to the estimate)" % (ps.g3(self.peeled), self.k, ps.g3(self.estimated))
-
-
-def ratio(v):
-    """A throughput ratio: two decimals below 10, three significant digits above."""
-    return "%.2f" % v if v < 10 else ps.g3(v)
+        return "%s / %d (%s left to the estimate)" % (drv.g3(self.peeled), self.k, drv.g3(self.estimated))
 
 
 def table(rows):
@@ -121,8 +118,8 @@ def table(rows):
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         out.append("| %s | %g | %d | %d | %s | %s | %s | %s | %s | %s | %s |" % (
-            r.label(), r.pm / 1000, r.k, r.m, ps.g3(r.enc_ms), ps.g3(r.enc_gbs), ps.g3(r.dec_ms),
-            ps.g3(r.dec_gbs), ps.g3(r.mcp_gbs), ratio(r.enc_x), ratio(r.dec_x)))
+            r.label(), r.pm / 1000, r.k, r.m, drv.g3(r.enc_ms), drv.g3(r.enc_gbs), drv.g3(r.dec_ms),
+            drv.g3(r.dec_gbs), drv.g3(r.mcp_gbs), drv.ratio(r.enc_x), drv.ratio(r.dec_x)))
     return out
 
 
@@ -144,10 +141,10 @@ def memcpy_prose(rows):
     at = lambda rs: listed(["%g" % (r.pm / 1000) for r in rs])
     s = ("**Against memcpy:** copying the n fp32 values (%s) ran at %s GB/s in the same run. For fp32, "
          "encode / memcpy is %s; decode / memcpy is %s. "
-         % (ps.bytes_name(4 * N), ps.g3(lo.mcp_gbs),
-            listed(["%s at density %g" % (ratio(r.enc_x), r.pm / 1000) if r is lo else
-                    "%s at %g" % (ratio(r.enc_x), r.pm / 1000) for r in f32]),
-            listed([ratio(r.dec_x) for r in f32])))
+         % (drv.bytes_name(4 * N), drv.g3(lo.mcp_gbs),
+            listed(["%s at density %g" % (drv.ratio(r.enc_x), r.pm / 1000) if r is lo else
+                    "%s at %g" % (drv.ratio(r.enc_x), r.pm / 1000) for r in f32]),
+            listed([drv.ratio(r.dec_x) for r in f32])))
     s += ("Encode never reads the dense buffer: it zeroes the 3m × 1024-cell sketch and adds the k support "
           "values, so its time follows k and m, not n")
     enc_above = [r for r in f32 if r.enc_x > 1]
@@ -171,11 +168,6 @@ def memcpy_prose(rows):
     return [s]
 
 
-def span(values, fmt):
-    lo, hi = min(values), max(values)
-    return fmt(lo) if fmt(lo) == fmt(hi) else "%s–%s" % (fmt(lo), fmt(hi))
-
-
 def prose(rows):
     f32 = [r for r in rows if r.w == "float"]
     lo, hi = f32[0], f32[-1]
@@ -183,18 +175,18 @@ def prose(rows):
     ns_enc = [r.enc_ms * 1e6 / r.k for r in f32]
     ns_dec = [r.dec_ms * 1e6 / r.k for r in f32]
     x = lambda v: "%.1f×" % v
-    ns = lambda v: ps.g3(v)
+    ns = lambda v: drv.g3(v)
     if min(dec_over_enc) > 1:
         time = ("**Time: decoding dominates.** For fp32 it takes %s the encode time (%s ms against %s ms at "
                 "density %g, %s against %s ms at %g)"
-                % (span(dec_over_enc, x), ps.g3(lo.dec_ms), ps.g3(lo.enc_ms), lo.pm / 1000,
-                   ps.g3(hi.dec_ms), ps.g3(hi.enc_ms), hi.pm / 1000))
+                % (drv.span(dec_over_enc, x), drv.g3(lo.dec_ms), drv.g3(lo.enc_ms), lo.pm / 1000,
+                   drv.g3(hi.dec_ms), drv.g3(hi.enc_ms), hi.pm / 1000))
     elif max(dec_over_enc) < 1:
         time = ("**Time: encoding dominates.** For fp32 decoding takes %s the encode time"
-                % span(dec_over_enc, lambda v: "%.2f×" % v))
+                % drv.span(dec_over_enc, lambda v: "%.2f×" % v))
     else:
         time = ("**Time:** for fp32 decoding takes %s the encode time, depending on the density"
-                % span(dec_over_enc, lambda v: "%.2f×" % v))
+                % drv.span(dec_over_enc, lambda v: "%.2f×" % v))
     rising = all(a.enc_ms < b.enc_ms and a.dec_ms < b.dec_ms for a, b in zip(f32, f32[1:]))
     time += ("; %s. Per support element, encoding costs %s ns and decoding %s ns from density %g to %g"
              % ("with n fixed, both times grow with the support k, so the GB/s of input fall as the density "
@@ -205,7 +197,7 @@ def prose(rows):
              if falling else ".")
     share = [r.bitmap / r.wire for r in f32]
     wire = ("**Bytes:** the support bitmap is %s of the wire bytes at density %g and %s at %g: "
-            % (ps.pct(share[0]), lo.pm / 1000, ps.pct(share[-1]), hi.pm / 1000))
+            % (drv.pct(share[0]), lo.pm / 1000, drv.pct(share[-1]), hi.pm / 1000))
     bitmap_heavy = [r for r in f32 if r.bitmap > r.sketch]
     sketch_heavy = [r for r in f32 if r.sketch >= r.bitmap]
     parts = []
@@ -247,59 +239,53 @@ def other_table(run):
     what[pick] = "TAGC threshold ladder: pick the rung that zeroes at most 80 % (one pass)"
     what[collect] = "collect the %d indices at or above that rung" % round(run.get(collect)["kept"])
     for name, text in what.items():
-        out.append("| `%s` | %s | %s | %s |" % (name, text, ps.g3(run.ms(name)), ps.g3(run.gbs(name))))
+        out.append("| `%s` | %s | %s | %s |" % (name, text, drv.g3(run.ms(name)), drv.g3(run.gbs(name))))
     return out
 
 
 def shared_line(run):
-    c = run.ctx
-    ncpu = c.get("num_cpus")
-    loads = [la[0] for la in (c.get("load_avg"), c.get("cc_coll_load_avg_after")) if la]
     s = ("These are **single-core CPU times on a shared machine**: the benchmark runs on one thread, the times "
          "are what that thread's core spent, and other jobs ran beside it")
-    if ncpu and loads:
+    load = drv.load_range(run)
+    if load:
+        lo, hi, ncpu, busy = load
         s += (" (1-minute load average %.2f–%.2f on %d CPUs at the start and end)%s"
-              % (min(loads), max(loads), ncpu,
+              % (lo, hi, ncpu,
                  "; their use of the caches and memory bandwidth may have lowered the rates"
-                 if max(loads) > 0.5 * ncpu else ", so the run mostly had a core to itself"))
+                 if busy else ", so the run mostly had a core to itself"))
     return s + "."
 
 
 def section(run, json_rel):
     rows = [Row(run, w, pm) for w, pm in rows_of(run)]
-    out = [BEGIN,
-           "<!-- Generated by scripts/perf_sketch.py from %s (scripts/perf_sketch.sh); "
-           "do not edit by hand between these markers. -->" % json_rel,
-           "",
-           "## Count-sketch encode and decode",
-           "",
-           "The CPU side of the SKETCH method (`src/compressors/sketch/count_sketch.cc`, the layout in "
-           "`docs/api.md`): `bench/bench_sketch.cc` builds `cc_coll_bench_sketch`, which, like the top-k "
-           "benchmark, calls the internal functions directly on one thread without MPI. Encode zeroes the "
-           "sketch and adds the k support elements (normal values at random positions, each kept with "
-           "probability = density) to their three cells; decode peels a copy of that sketch, restored outside "
-           "the timing, given the support bitmap, and writes all n outputs. m is sized by `rows_per_table` at "
-           "load 0.77. GB/s is of **input**, n·sizeof(W) bytes per iteration (the dense buffer the sketch "
-           "stands for), so it compares with the top-k rates above. Wire bytes are the benchmark's "
-           "`sketch_bytes`: the sketch, 3m·1024 cells of the element type, plus the n/8-byte support bitmap "
-           "(the library adds one flag byte), i.e. the two buffers an allreduce sums and ORs; `dense_bytes` is "
-           "n·sizeof(W). `BM_memcpy` copies the n fp32 values (4n bytes read, 4n written) to another buffer "
-           "in the same run: the memory-bandwidth yardstick, the same code as the top-k benchmark's "
-           "(`bench/bench_common.hpp`), and the encode / memcpy and decode / memcpy columns divide the input "
-           "GB/s by its GB/s.",
-           ""]
-    out += ps.command_lines(run, "perf_sketch.sh", "cc_coll_bench_sketch")
-    out += ["then `python3 scripts/perf_sketch.py %s docs/performance.md`, which regenerates this section "
-            "from the JSON alone (`CC_COLL_SKIP_APT=1 scripts/perf_sketch.sh` skips apt-get; "
-            "`CC_COLL_BUILD_DIR` sets the build folder)." % json_rel,
+    out = drv.opening_lines(GENERATOR, json_rel)
+    out += ["",
+            "## Count-sketch encode and decode",
+            "",
+            "The CPU side of the SKETCH method (`src/compressors/sketch/count_sketch.cc`, the layout in "
+            "`docs/api.md`): `bench/bench_sketch.cc` builds `cc_coll_bench_sketch`, which, like the top-k "
+            "benchmark, calls the internal functions directly on one thread without MPI. Encode zeroes the "
+            "sketch and adds the k support elements (normal values at random positions, each kept with "
+            "probability = density) to their three cells; decode peels a copy of that sketch, restored outside "
+            "the timing, given the support bitmap, and writes all n outputs. m is sized by `rows_per_table` at "
+            "load 0.77. GB/s is of **input**, n·sizeof(W) bytes per iteration (the dense buffer the sketch "
+            "stands for), so it compares with the top-k rates above. Wire bytes are the benchmark's "
+            "`sketch_bytes`: the sketch, 3m·1024 cells of the element type, plus the n/8-byte support bitmap "
+            "(the library adds one flag byte), i.e. the two buffers an allreduce sums and ORs; `dense_bytes` is "
+            "n·sizeof(W). `BM_memcpy` copies the n fp32 values (4n bytes read, 4n written) to another buffer "
+            "in the same run: the memory-bandwidth yardstick, the same code as the top-k benchmark's "
+            "(`bench/bench_common.hpp`), and the encode / memcpy and decode / memcpy columns divide the input "
+            "GB/s by its GB/s.",
             ""]
-    out += ps.machine_lines(run, json_rel)
-    out += ps.load_lines(run, CV_GROUPS)
+    out += drv.command_lines(run, GENERATOR)
+    out += drv.regenerate_lines(GENERATOR, json_rel)
+    out += drv.machine_lines(run, json_rel)
+    out += drv.load_lines(run, CV_GROUPS)
     out += ["",
             shared_line(run) + " Every figure below is the median of the repetitions, copied from the JSON and "
             "only converted to milliseconds, GB/s and ratios.",
             "",
-            "### n = 16Mi (%s of fp32)" % ps.bytes_name(4 * N),
+            "### n = 16Mi (%s of fp32)" % drv.bytes_name(4 * N),
             "",
             "m is the rows per sub-table (the sketch has 3 sub-tables of m rows of 1024 cells).",
             "",
@@ -320,9 +306,10 @@ def section(run, json_rel):
             "The other steps the SKETCH method runs on the CPU, from the same run:",
             ""]
     out += other_table(run)
-    out += ["", END]
-    return ps.joined_without_absolute_paths(out)
+    return drv.closing(GENERATOR, out)
 
+
+GENERATOR = drv.Generator("sketch", "cc_coll_bench_sketch", section, repetitions=3, min_time="0.5", doc=__doc__)
 
 if __name__ == "__main__":
-    sys.exit(ps.main(__doc__, section, (BEGIN, END), "sketch"))
+    sys.exit(drv.main(GENERATOR))

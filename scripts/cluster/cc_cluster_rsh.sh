@@ -1,5 +1,5 @@
 #!/bin/sh
-# rsh agent for scripts/cc_cluster.sh: Open MPI's mpirun calls it as
+# rsh agent for scripts/cluster/cc_cluster.sh: Open MPI's mpirun calls it as
 #   cc_cluster_rsh.sh [options...] <host> <command words...>
 # (through --mca plm_rsh_agent) to start its orted on <host>. <host> is one of
 # the emulated cluster's addresses; CC_CLUSTER_NSMAP (set by cc_cluster.sh)
@@ -25,7 +25,7 @@ fi
 host=$1
 shift
 if [ -z "${CC_CLUSTER_NSMAP:-}" ]; then
-    echo "$me: CC_CLUSTER_NSMAP is not set (run me only through scripts/cc_cluster.sh)" >&2
+    echo "$me: CC_CLUSTER_NSMAP is not set (run me only through scripts/cluster/cc_cluster.sh)" >&2
     exit 2
 fi
 

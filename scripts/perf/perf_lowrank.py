@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Low-rank results of docs/performance.md from one cc_coll_bench_lowrank run.
 
-    scripts/perf_lowrank.py docs/perf/lowrank.json docs/performance.md
+    scripts/perf/perf_lowrank.py docs/perf/lowrank.json docs/performance.md
 
 reads the Google Benchmark JSON output of
   OPENBLAS_NUM_THREADS=1 cc_coll_bench_lowrank --benchmark_repetitions=5
@@ -16,26 +16,29 @@ they are inserted before <!-- BEGIN cluster-results -->, or appended. The
 output depends only on the JSON file, so running it twice gives the same
 page.
 
-    scripts/perf_lowrank.py --annotate docs/perf/lowrank.json \\
+    scripts/perf/perf_lowrank.py --run [--build-dir build] [--min-time SECONDS]
+
+first runs the program from the build folder (from the repository root,
+with the flags above, --benchmark_min_time=0.2, into docs/perf/lowrank.json,
+OPENBLAS_NUM_THREADS=1 and OMP_NUM_THREADS=1) and annotates its JSON;
+scripts/perf/perf_lowrank.sh builds the program and calls this.
+
+    scripts/perf/perf_lowrank.py --annotate docs/perf/lowrank.json \\
         --command '<the benchmark command>' [--build-dir build]
 
 adds what Google Benchmark does not record to the JSON's "context", as
-perf_selection.py --annotate does (the same code). scripts/perf_lowrank.sh
-does this right after the run.
+perf_selection.py --annotate does; with a build folder outside the
+checkout, the context's "executable" shows it as $CC_COLL_BUILD_DIR.
 
-The machine, load and formatting helpers are perf_selection.py's, imported.
+The command line, the run, the JSON's annotations, the machine and load
+lines and the formatting are scripts/perf/perf_driver.py's.
 """
 
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import perf_selection as ps  # noqa: E402  (the sibling script, as a module)
-
-ps.PROG = "perf_lowrank.py"
-
-BEGIN = "<!-- BEGIN lowrank-results -->"
-END = "<!-- END lowrank-results -->"
+import perf_driver as drv  # noqa: E402  (scripts/perf/perf_driver.py)
 
 SHAPES = ((768, 3072), (3072, 768), (4096, 4096))
 RANKS = (1, 4, 16, 32)
@@ -60,19 +63,19 @@ class Row:
     def __init__(self, run, rows, cols, rank):
         self.rows, self.cols, self.rank = rows, cols, rank
         self.comp, self.dec = compress_name(rows, cols, rank), decompress_name(rows, cols, rank)
-        self.mcp = ps.mcp(rows * cols)
+        self.mcp = drv.mcp(rows * cols)
         if self.mcp not in run.med:
-            ps.die("%s is missing from the JSON: the run was filtered, or the program is not "
-                   "cc_coll_bench_lowrank (rerun scripts/perf_lowrank.sh)" % self.mcp)
+            drv.die("%s is missing from the JSON: the run was filtered, or the program is not "
+                   "cc_coll_bench_lowrank (rerun scripts/perf/perf_lowrank.sh)" % self.mcp)
         c, d = run.get(self.comp), run.get(self.dec)
         self.dense = rows * cols * ES
         self.wire = (rows + cols) * rank * ES
         self.wire_ratio = rows * cols / ((rows + cols) * rank)
         for b, name in ((c, self.comp), (d, self.dec)):
             if round(b["dense_bytes"]) != self.dense or round(b["wire_bytes"]) != self.wire:
-                ps.die("%s: dense_bytes / wire_bytes are not rows x cols x 4 / (rows + cols) x r x 4" % name)
+                drv.die("%s: dense_bytes / wire_bytes are not rows x cols x 4 / (rows + cols) x r x 4" % name)
             if abs(b["wire_ratio"] - self.wire_ratio) > 1e-9 * self.wire_ratio:
-                ps.die("%s: wire_ratio %g is not rows x cols / ((rows + cols) x r) = %g"
+                drv.die("%s: wire_ratio %g is not rows x cols / ((rows + cols) x r) = %g"
                        % (name, b["wire_ratio"], self.wire_ratio))
         self.threads = sorted({round(c.get("blas_threads", -1)), round(d.get("blas_threads", -1))})
         self.comp_ms, self.dec_ms = run.ms(self.comp), run.ms(self.dec)
@@ -84,11 +87,6 @@ class Row:
         return "%d × %d" % (self.rows, self.cols)
 
 
-def ratio(v):
-    """A throughput ratio: two decimals below 10, three significant digits above."""
-    return "%.2f" % v if v < 10 else ps.g3(v)
-
-
 def table(rows):
     out = ["| shape (rows × cols) | rank | wire ratio (dense / P + Q) | compress CPU time (ms) | compress GB/s "
            "| compress / memcpy | decompress CPU time (ms) | decompress GB/s | decompress / memcpy "
@@ -96,14 +94,9 @@ def table(rows):
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            r.shape(), r.rank, ps.g3(r.wire_ratio), ps.g3(r.comp_ms), ps.g3(r.comp_gbs), ratio(r.comp_x),
-            ps.g3(r.dec_ms), ps.g3(r.dec_gbs), ratio(r.dec_x), ps.g3(r.mcp_gbs)))
+            r.shape(), r.rank, drv.g3(r.wire_ratio), drv.g3(r.comp_ms), drv.g3(r.comp_gbs), drv.ratio(r.comp_x),
+            drv.g3(r.dec_ms), drv.g3(r.dec_gbs), drv.ratio(r.dec_x), drv.g3(r.mcp_gbs)))
     return out
-
-
-def span(values, fmt):
-    lo, hi = min(values), max(values)
-    return fmt(lo) if fmt(lo) == fmt(hi) else "%s–%s" % (fmt(lo), fmt(hi))
 
 
 def interpretation(rows):
@@ -117,10 +110,10 @@ def interpretation(rows):
           "reads and writes, yet even at rank 1 it reaches only %s of the `memcpy` rate, and its time grows with "
           "the rank (%s ms at rank %d to %s ms at rank %d on %s, %.1f×) as the 4·rows·cols·r floating-point "
           "operations of the two products add up; decompression writes M once and %s."
-          % (span([r.comp_x for r in r1], ratio), ps.g3(lo.comp_ms), lo.rank, ps.g3(hi.comp_ms), hi.rank,
+          % (drv.span([r.comp_x for r in r1], drv.ratio), drv.g3(lo.comp_ms), lo.rank, drv.g3(hi.comp_ms), hi.rank,
              lo.shape(), hi.comp_ms / lo.comp_ms,
              "takes %s of the compress time at every shape and rank"
-             % span([r.dec_ms / r.comp_ms for r in rows], lambda v: "%.2f×" % v) if dec_cheaper
+             % drv.span([r.dec_ms / r.comp_ms for r in rows], lambda v: "%.2f×" % v) if dec_cheaper
              else "is cheaper than compression in %d of the %d rows" % (sum(r.dec_ms < r.comp_ms for r in rows),
                                                                          len(rows))))
     # A ring allreduce moves about 2 bytes per byte of the buffer per rank; LOWRANK moves 2 (P + Q).
@@ -132,8 +125,8 @@ def interpretation(rows):
           "for LOWRANK, so at rank %d this core's compress + decompress time is repaid on links slower than "
           "2 (dense − wire) / time = %s GB/s (%s Gbit/s) for %s to %s GB/s (%s Gbit/s) for %s, ignoring the "
           "error-feedback and residual passes the library adds and the allreduces' latency, which both lower it."
-          % (k, ps.g3(worst[1] / 1e9), ps.g3(worst[1] * 8 / 1e9), worst[0].shape(), ps.g3(best[1] / 1e9),
-             ps.g3(best[1] * 8 / 1e9), best[0].shape()))
+          % (k, drv.g3(worst[1] / 1e9), drv.g3(worst[1] * 8 / 1e9), worst[0].shape(), drv.g3(best[1] / 1e9),
+             drv.g3(best[1] * 8 / 1e9), best[0].shape()))
     return [s1, "", s2]
 
 
@@ -157,44 +150,38 @@ def threads_line(run, rows):
 
 def section(run, json_rel):
     rows = [Row(run, r, c, k) for r, c in SHAPES for k in RANKS]
-    out = [BEGIN,
-           "<!-- Generated by scripts/perf_lowrank.py from %s (scripts/perf_lowrank.sh); "
-           "do not edit by hand between these markers. -->" % json_rel,
-           "",
-           "## PowerSGD compress and decompress",
-           "",
-           "The CPU side of the LOWRANK method (`src/compressors/lowrank/powersgd.cc`, `docs/algorithms.md` section 4): "
-           "`bench/bench_lowrank.cc` builds `cc_coll_bench_lowrank`, which, like the benchmarks above, calls "
-           "the internal functions directly without MPI. It runs with `OPENBLAS_NUM_THREADS=1`: one BLAS "
-           "thread, **one rank per core**, as an MPI job with a rank on every core would run it, so every "
-           "figure is per core. *Compress* is what one rank computes between receiving the tensor and the "
-           "second allreduce: restore the warm-start Q (a copy of cols × r values), orthogonalise Q, P = M Q, "
-           "orthogonalise P, Q = Mᵀ P (the library sums P across ranks between the two products; nothing sits "
-           "there here). Orthogonalisation is the library's fp32 choice: Gram–Schmidt for r ≤ 2, Householder "
-           "QR (LAPACK `geqrf` + `orgqr`) above. *Decompress* is M̂ = P Qᵀ. M is rows × cols fp32 normal "
-           "values; GB/s counts the **M bytes** (rows·cols·4) per iteration for compress, decompress and "
-           "`memcpy` alike, and `BM_memcpy` copies those same bytes in the same run (`bench/bench_common.hpp`), "
-           "so the `/ memcpy` columns divide the two rates. The wire ratio is rows·cols / ((rows + cols)·r): "
-           "the dense tensor against P and Q, the two buffers LOWRANK allreduces.",
-           ""]
-    out += ps.command_lines(run, "perf_lowrank.sh", "cc_coll_bench_lowrank")
-    out += ["then `python3 scripts/perf_lowrank.py %s docs/performance.md`, which regenerates this section "
-            "from the JSON alone (`CC_COLL_SKIP_APT=1 scripts/perf_lowrank.sh` skips apt-get; "
-            "`CC_COLL_BUILD_DIR` sets the build folder)." % json_rel,
+    out = drv.opening_lines(GENERATOR, json_rel)
+    out += ["",
+            "## PowerSGD compress and decompress",
+            "",
+            "The CPU side of the LOWRANK method (`src/compressors/lowrank/powersgd.cc`, `docs/algorithms.md` section 4): "
+            "`bench/bench_lowrank.cc` builds `cc_coll_bench_lowrank`, which, like the benchmarks above, calls "
+            "the internal functions directly without MPI. It runs with `OPENBLAS_NUM_THREADS=1`: one BLAS "
+            "thread, **one rank per core**, as an MPI job with a rank on every core would run it, so every "
+            "figure is per core. *Compress* is what one rank computes between receiving the tensor and the "
+            "second allreduce: restore the warm-start Q (a copy of cols × r values), orthogonalise Q, P = M Q, "
+            "orthogonalise P, Q = Mᵀ P (the library sums P across ranks between the two products; nothing sits "
+            "there here). Orthogonalisation is the library's fp32 choice: Gram–Schmidt for r ≤ 2, Householder "
+            "QR (LAPACK `geqrf` + `orgqr`) above. *Decompress* is M̂ = P Qᵀ. M is rows × cols fp32 normal "
+            "values; GB/s counts the **M bytes** (rows·cols·4) per iteration for compress, decompress and "
+            "`memcpy` alike, and `BM_memcpy` copies those same bytes in the same run (`bench/bench_common.hpp`), "
+            "so the `/ memcpy` columns divide the two rates. The wire ratio is rows·cols / ((rows + cols)·r): "
+            "the dense tensor against P and Q, the two buffers LOWRANK allreduces.",
             ""]
-    out += ps.machine_lines(run, json_rel)
+    out += drv.command_lines(run, GENERATOR)
+    out += drv.regenerate_lines(GENERATOR, json_rel)
+    out += drv.machine_lines(run, json_rel)
     out += [threads_line(run, rows)]
-    out += ps.load_lines(run, CV_GROUPS)
-    c = run.ctx
-    ncpu = c.get("num_cpus")
-    loads = [la[0] for la in (c.get("load_avg"), c.get("cc_coll_load_avg_after")) if la]
+    out += drv.load_lines(run, CV_GROUPS)
     shared = ("These are **single-core CPU times**: the benchmark and its BLAS run on one thread, and the times "
               "are what that thread's core spent")
-    if ncpu and loads:
+    load = drv.load_range(run)
+    if load:
+        lo, hi, ncpu, busy = load
         shared += (" (1-minute load average %.2f–%.2f on %d CPUs at the start and end%s)"
-                   % (min(loads), max(loads), ncpu,
+                   % (lo, hi, ncpu,
                       "; other jobs ran beside it, and their use of the caches and memory bandwidth may have "
-                      "lowered the rates" if max(loads) > 0.5 * ncpu else ", so the run mostly had a core to itself"))
+                      "lowered the rates" if busy else ", so the run mostly had a core to itself"))
     out += ["",
             shared + ". Every figure below is the median of the repetitions, copied from the JSON and only "
             "converted to milliseconds, GB/s and ratios.",
@@ -204,36 +191,13 @@ def section(run, json_rel):
     out += table(rows)
     out += [""]
     out += interpretation(rows)
-    out += ["", END]
-    return ps.joined_without_absolute_paths(out)
+    return drv.closing(GENERATOR, out)
 
 
-_annotate = ps.annotate
-
-
-def annotate(json_path, command, build_dir):
-    """perf_selection.py's --annotate, then the context's "executable" without the build folder's absolute
-    path when that folder is outside the checkout (as the recorded command shows it: $CC_COLL_BUILD_DIR)."""
-    _annotate(json_path, command, build_dir)
-    if not build_dir:
-        return
-    import json
-    with open(json_path) as f:
-        d = json.load(f)
-    ctx = d.get("context", {})
-    exe = ctx.get("executable", "")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    bdir = os.path.abspath(build_dir)
-    if os.path.isabs(exe) and exe.startswith(bdir + os.sep) and not bdir.startswith(root + os.sep):
-        ctx["executable"] = "$CC_COLL_BUILD_DIR" + exe[len(bdir):]
-        tmp = json_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(d, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, json_path)
-
-
-ps.annotate = annotate
+# One BLAS thread (OMP_NUM_THREADS too, for an OpenMP build of OpenBLAS): the figures are per core, as with one
+# MPI rank per core. The page shows OPENBLAS_NUM_THREADS=1 in front of the command.
+GENERATOR = drv.Generator("lowrank", "cc_coll_bench_lowrank", section, repetitions=5, min_time="0.2",
+                          env=(("OPENBLAS_NUM_THREADS", "1"),), quiet_env=(("OMP_NUM_THREADS", "1"),), doc=__doc__)
 
 if __name__ == "__main__":
-    sys.exit(ps.main(__doc__, section, (BEGIN, END), "lowrank"))
+    sys.exit(drv.main(GENERATOR))
