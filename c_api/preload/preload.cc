@@ -40,6 +40,7 @@
 #include "core/comm.hpp"
 #include "core/config.hpp"
 #include "core/ef_store.hpp"
+#include "core/preload_settings.hpp"
 #include "gpu/gpu.hpp"
 #include "transport/mpi_transport.hpp"
 
@@ -99,7 +100,7 @@ struct State {
     std::atomic<bool> active{false};  // compress eligible calls
     std::atomic<bool> have_zombies{false};
     std::atomic<std::uint64_t> seen{0};
-    Config cfg;
+    PreloadSettings cfg;
     bool settings_valid = true;
     bool preflight_device = false;  // CUDA build with a CUDA-aware MPI
     int world_rank = 0;
@@ -184,8 +185,8 @@ int delete_entry(MPI_Comm, int, void *value, void *)
 }
 
 // Reads and validates every CC_COLL_* setting once, right after MPI is
-// initialised. A bad value: one message from rank 0 per variable, and
-// compression stays off for the whole run.
+// initialised (core/preload_settings.hpp). A bad value: one message from
+// rank 0 per variable, and compression stays off for the whole run.
 void setup(int thread_level)
 {
     State &s = state();
@@ -195,19 +196,8 @@ void setup(int thread_level)
     PMPI_Comm_size(MPI_COMM_WORLD, &s.world_size);
     s.thread_level = thread_level;
 
-    std::size_t n = 0;
-    const SettingDef *table = settings(&n);
-    Config cfg;
     std::vector<std::string> errors;
-    const EnvLookup env = process_env();
-    for (std::size_t i = 0; i < n; ++i) {
-        std::string why;
-        table[i].apply(table[i].default_value, &cfg, &why);
-        std::string value;
-        if (!env(table[i].env_var, &value)) continue;
-        if (!table[i].apply(value, &cfg, &why))
-            errors.push_back(std::string(table[i].env_var) + "=\"" + value + "\" is invalid: " + why);
-    }
+    const PreloadSettings cfg = load_preload_settings(&errors);
     s.cfg = cfg;
     s.settings_valid = errors.empty();
     if (!errors.empty() && s.world_rank == 0) {
@@ -249,7 +239,7 @@ void ensure_setup()
 void print_summary(const std::uint64_t sum[4], const std::uint64_t max[2], double t_max, double t_sum)
 {
     const State &s = state();
-    const Config &c = s.cfg;
+    const PreloadSettings &c = s.cfg;
     std::fprintf(stderr, "[cc_coll] preload summary: %d rank%s, thread level %s, %s\n", s.world_size,
                  s.world_size == 1 ? "" : "s", thread_level_name(s.thread_level),
                  !s.settings_valid ? "compression off (invalid CC_COLL_* settings)"

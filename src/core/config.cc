@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <vector>
 
 namespace cc_coll::detail {
 
@@ -85,20 +87,6 @@ bool apply_seed(const std::string &text, Config *cfg, std::string *why)
         return true;
     }
     *why = "expected an unsigned 64-bit integer (decimal, or 0x hexadecimal)";
-    return false;
-}
-
-bool apply_min_bytes(const std::string &text, Config *cfg, std::string *why)
-{
-    if (parse_bytes(text, &cfg->min_bytes)) return true;
-    *why = "expected a byte count such as 0, 65536, 64K or 1M";
-    return false;
-}
-
-bool apply_stats(const std::string &text, Config *cfg, std::string *why)
-{
-    if (parse_bool(text, &cfg->stats)) return true;
-    *why = "expected 1/0, true/false, yes/no or on/off";
     return false;
 }
 
@@ -245,14 +233,6 @@ const SettingDef kSettings[] = {
      "0 = no cap. A call that would need a new residual beyond the cap fails with "
      "CC_COLL_ERR_EF_LIMIT; nothing is evicted. Use the same value on every rank.",
      apply_ef_max_bytes},
-    {"MIN_BYTES", "CC_COLL_MIN_BYTES", "1M",
-     "LD_PRELOAD interception: an intercepted MPI_Allreduce is compressed only if its buffer has at "
-     "least this many bytes (K/M/G suffixes, powers of 1024); smaller calls go to MPI untouched.",
-     apply_min_bytes},
-    {"STATS", "CC_COLL_STATS", "0",
-     "LD_PRELOAD interception: 1 prints, at MPI_Finalize on rank 0, one summary reduced over the "
-     "ranks: calls seen, calls compressed, uncompressed bytes, wire bytes, time.",
-     apply_stats},
     {"LOG_LEVEL", "CC_COLL_LOG_LEVEL", "none",
      "Diagnostics printed to stderr: none; error (every failed call's message); info (also "
      "communicator creation); debug (also every call). Read once per process.",
@@ -284,15 +264,25 @@ EnvLookup process_env()
 
 const SettingDef *settings(std::size_t *count)
 {
-    *count = sizeof kSettings / sizeof kSettings[0];
-    return kSettings;
+    static const std::vector<SettingDef> table = [] {
+        std::vector<SettingDef> t(std::begin(kSettings), std::end(kSettings));
+        std::size_t n = 0;
+        const SettingDef *shim = preload_setting_defs(&n);
+        t.insert(t.end(), shim, shim + n);
+        return t;
+    }();
+    *count = table.size();
+    return table.data();
 }
 
 cc_coll_status_t load_config(const EnvLookup &env, Config *cfg, std::string *why)
 {
     Config result;
     std::string reason;
-    for (const SettingDef &s : kSettings) {
+    std::size_t n = 0;
+    const SettingDef *table = settings(&n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const SettingDef &s = table[i];
         if (!s.apply(s.default_value, &result, &reason)) {
             if (why) *why = std::string("built-in default of ") + s.env_var + " is invalid";
             return CC_COLL_ERR_INTERNAL;
