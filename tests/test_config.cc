@@ -1,6 +1,8 @@
-// Configuration parsing, the settings table, load_config with an injected
-// environment, and the precedence default < environment < explicit params.
+// Configuration parsing, the settings table, load_config and the LD_PRELOAD
+// shim's load_preload_settings with an injected environment, and the
+// precedence default < environment < explicit params.
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -13,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
+#include "core/preload_settings.hpp"
 
 namespace {
 
@@ -341,6 +344,197 @@ TEST(LoadConfig, BadValueWithNullWhyAndNoLastError)
     EXPECT_EQ(cc_coll::detail::load_config(env.lookup(), &cfg, nullptr), CC_COLL_ERR_CONFIG);
     // load_config never records a last error.
     EXPECT_STREQ(cc_coll::detail::last_error(), "");
+}
+
+// ---------------------------------------------------------------- LD_PRELOAD shim settings
+
+using cc_coll::detail::PreloadSettings;
+
+// The index of setting `name` in the table, or the table's size.
+std::size_t setting_index(const char *name)
+{
+    std::size_t n = 0;
+    const cc_coll::detail::SettingDef *table = cc_coll::detail::settings(&n);
+    for (std::size_t i = 0; i < n; ++i)
+        if (std::string(table[i].name) == name) return i;
+    return n;
+}
+
+TEST(PreloadSettings, ShimSettingsCloseTheTable)
+{
+    std::size_t n = 0, m = 0;
+    const cc_coll::detail::SettingDef *table = cc_coll::detail::settings(&n);
+    const cc_coll::detail::SettingDef *shim = cc_coll::detail::preload_setting_defs(&m);
+    ASSERT_EQ(m, 2u);
+    ASSERT_GE(n, m);
+    for (std::size_t i = 0; i < m; ++i) {
+        const cc_coll::detail::SettingDef &s = table[n - m + i];
+        EXPECT_STREQ(s.name, shim[i].name);
+        EXPECT_STREQ(s.env_var, shim[i].env_var);
+        EXPECT_STREQ(s.default_value, shim[i].default_value);
+        EXPECT_STREQ(s.doc, shim[i].doc);
+        EXPECT_EQ(s.apply, shim[i].apply);
+    }
+    EXPECT_STREQ(shim[0].env_var, "CC_COLL_MIN_BYTES");
+    EXPECT_STREQ(shim[0].default_value, "1M");
+    EXPECT_STREQ(shim[1].env_var, "CC_COLL_STATS");
+    EXPECT_STREQ(shim[1].default_value, "0");
+}
+
+TEST(PreloadSettings, ShimEntriesValidateButLeaveConfigAlone)
+{
+    std::size_t m = 0;
+    const cc_coll::detail::SettingDef *shim = cc_coll::detail::preload_setting_defs(&m);
+    for (std::size_t i = 0; i < m; ++i) {
+        Config cfg;
+        cfg.method = static_cast<cc_coll_method_t>(7);
+        cfg.density = 0.5;
+        cfg.ef = false;
+        cfg.ef_max_bytes = 12345;
+        cfg.cuda_chunk_bytes = 8192;
+        std::string why;
+        EXPECT_TRUE(shim[i].apply("1", &cfg, &why)) << shim[i].name << ": " << why;
+        EXPECT_EQ(static_cast<int>(cfg.method), 7);
+        EXPECT_EQ(cfg.density, 0.5);
+        EXPECT_FALSE(cfg.ef);
+        EXPECT_EQ(cfg.ef_max_bytes, 12345u);
+        EXPECT_EQ(cfg.cuda_chunk_bytes, 8192u);
+        EXPECT_FALSE(shim[i].apply("plenty", &cfg, &why)) << shim[i].name;
+        EXPECT_FALSE(why.empty()) << shim[i].name;
+    }
+}
+
+TEST(PreloadSettings, DefaultsWhenEnvironmentIsEmpty)
+{
+    FakeEnv env;
+    std::vector<std::string> errors;
+    const PreloadSettings s = cc_coll::detail::load_preload_settings(env.lookup(), &errors);
+    EXPECT_TRUE(errors.empty());
+    EXPECT_EQ(s.method, CC_COLL_METHOD_NONE);
+    EXPECT_EQ(s.density, 0.01);
+    EXPECT_TRUE(s.ef);
+    EXPECT_EQ(s.ef_max_bytes, 0u);
+    EXPECT_EQ(s.min_bytes, std::uint64_t{1} << 20);
+    EXPECT_FALSE(s.stats);
+
+    // Every setting of the table is read (and so validated), not only these.
+    std::size_t n = 0;
+    const cc_coll::detail::SettingDef *table = cc_coll::detail::settings(&n);
+    for (std::size_t i = 0; i < n; ++i) {
+        bool seen = false;
+        for (const std::string &q : env.queried) seen = seen || q == table[i].env_var;
+        EXPECT_TRUE(seen) << table[i].env_var << " was never looked up";
+    }
+}
+
+TEST(PreloadSettings, EnvironmentOverridesDefault)
+{
+    FakeEnv env;
+    env.vars["CC_COLL_METHOD"] = "topk";
+    env.vars["CC_COLL_DENSITY"] = "0.25";
+    env.vars["CC_COLL_EF"] = "off";
+    env.vars["CC_COLL_EF_MAX_BYTES"] = "2M";
+    env.vars["CC_COLL_MIN_BYTES"] = " 64KiB ";
+    env.vars["CC_COLL_STATS"] = "Yes";
+    std::vector<std::string> errors;
+    const PreloadSettings s = cc_coll::detail::load_preload_settings(env.lookup(), &errors);
+    EXPECT_TRUE(errors.empty()) << errors.front();
+    EXPECT_EQ(s.method, CC_COLL_METHOD_TOPK);
+    EXPECT_EQ(s.density, 0.25);
+    EXPECT_FALSE(s.ef);
+    EXPECT_EQ(s.ef_max_bytes, std::uint64_t{2} << 20);
+    EXPECT_EQ(s.min_bytes, std::uint64_t{64} << 10);
+    EXPECT_TRUE(s.stats);
+
+    env.vars["CC_COLL_MIN_BYTES"] = "0";
+    env.vars["CC_COLL_STATS"] = "0";
+    const PreloadSettings t = cc_coll::detail::load_preload_settings(env.lookup(), &errors);
+    EXPECT_TRUE(errors.empty());
+    EXPECT_EQ(t.min_bytes, 0u);
+    EXPECT_FALSE(t.stats);
+}
+
+TEST(PreloadSettings, EveryBadValueIsReportedInTableOrderAndKeepsTheDefault)
+{
+    FakeEnv env;
+    env.vars["CC_COLL_STATS"] = "maybe";
+    env.vars["CC_COLL_MIN_BYTES"] = "lots";
+    env.vars["CC_COLL_DENSITY"] = "2";
+    env.vars["CC_COLL_SEED"] = "-1";  // a setting the shim does not use still counts
+    std::vector<std::string> errors;
+    const PreloadSettings s = cc_coll::detail::load_preload_settings(env.lookup(), &errors);
+    ASSERT_EQ(errors.size(), 4u);
+    const std::size_t density = setting_index("DENSITY"), seed = setting_index("SEED");
+    EXPECT_EQ(errors[density < seed ? 0 : 1], "CC_COLL_DENSITY=\"2\" is invalid: expected a number in (0, 1]");
+    EXPECT_EQ(errors[density < seed ? 1 : 0].rfind("CC_COLL_SEED=\"-1\" is invalid: ", 0), 0u) << errors[1];
+    EXPECT_EQ(errors[2], "CC_COLL_MIN_BYTES=\"lots\" is invalid: expected a byte count such as 0, 65536, 64K or 1M");
+    EXPECT_EQ(errors[3], "CC_COLL_STATS=\"maybe\" is invalid: expected 1/0, true/false, yes/no or on/off");
+    EXPECT_EQ(s.density, 0.01);
+    EXPECT_EQ(s.min_bytes, std::uint64_t{1} << 20);
+    EXPECT_FALSE(s.stats);
+}
+
+TEST(PreloadSettings, BadShimValueStillFailsLoadConfig)
+{
+    // cc_coll_comm_create rejects every invalid CC_COLL_* value, the shim's
+    // included, as before they left Config.
+    const char *vars[] = {"CC_COLL_MIN_BYTES", "CC_COLL_STATS"};
+    for (const char *var : vars) {
+        FakeEnv env;
+        env.vars[var] = "plenty";
+        Config cfg;
+        std::string why;
+        EXPECT_EQ(cc_coll::detail::load_config(env.lookup(), &cfg, &why), CC_COLL_ERR_CONFIG) << var;
+        EXPECT_EQ(why.rfind(std::string(var) + "=\"plenty\" is invalid: expected ", 0), 0u) << why;
+    }
+}
+
+// Sets an environment variable for one scope, restoring it afterwards.
+class ScopedEnv {
+public:
+    ScopedEnv(const char *name, const char *value) : name_(name)
+    {
+        const char *old = std::getenv(name);
+        had_ = old != nullptr;
+        if (had_) old_ = old;
+        setenv(name, value, 1);
+    }
+    ~ScopedEnv()
+    {
+        if (had_) setenv(name_, old_.c_str(), 1);
+        else unsetenv(name_);
+    }
+    ScopedEnv(const ScopedEnv &) = delete;
+    ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+private:
+    const char *name_;
+    bool had_ = false;
+    std::string old_;
+};
+
+TEST(PreloadSettings, CApiReadsAndValidatesShimSettings)
+{
+    const std::size_t i = setting_index("MIN_BYTES");
+    ASSERT_LT(i, cc_coll_setting_count());
+    {
+        ScopedEnv env("CC_COLL_MIN_BYTES", "64K");
+        cc_coll_setting_t out{};
+        ASSERT_EQ(cc_coll_setting_get(i, &out), CC_COLL_OK) << cc_coll_last_error();
+        EXPECT_STREQ(out.env_var, "CC_COLL_MIN_BYTES");
+        EXPECT_STREQ(out.default_value, "1M");
+        EXPECT_STREQ(out.value, "64K");
+        EXPECT_EQ(out.from_env, 1);
+    }
+    {
+        ScopedEnv env("CC_COLL_MIN_BYTES", "lots");
+        cc_coll_setting_t out{};
+        EXPECT_EQ(cc_coll_setting_get(i, &out), CC_COLL_ERR_CONFIG);
+        EXPECT_STREQ(out.value, "1M");
+        EXPECT_EQ(out.from_env, 0);
+        EXPECT_NE(std::string(cc_coll_last_error()).find("CC_COLL_MIN_BYTES=\"lots\" is invalid"), std::string::npos)
+            << cc_coll_last_error();
+    }
 }
 
 // ---------------------------------------------------------------- precedence

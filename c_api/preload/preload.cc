@@ -21,6 +21,10 @@
 //    eligible call and cached as an attribute; its delete callback queues it
 //    for destruction (no MPI call inside the callback), done at the next
 //    intercepted call or at MPI_Finalize.
+//  - Dependencies: libcc_coll's public C ABI (cc_coll.h) and, for its
+//    settings, core/preload_settings.hpp; nothing else of the library's
+//    internals. The one thing the C ABI does not answer, whether a buffer is
+//    device memory, the shim asks the CUDA runtime itself (CUDA builds).
 #include <dlfcn.h>
 
 #include <atomic>
@@ -32,16 +36,17 @@
 #include <new>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <mpi.h>
 
 #include "cc_coll.h"
-#include "core/comm.hpp"
-#include "core/config.hpp"
-#include "core/ef_store.hpp"
-#include "gpu/gpu.hpp"
-#include "transport/mpi_transport.hpp"
+#include "core/preload_settings.hpp"
+
+#ifdef CC_COLL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #define CC_PRELOAD_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -61,7 +66,8 @@ extern int MPI_FORTRAN_BOTTOM __attribute__((weak, visibility("default")));
 
 namespace {
 
-using namespace cc_coll::detail;
+using cc_coll::detail::load_preload_settings;
+using cc_coll::detail::PreloadSettings;
 
 // ---------------------------------------------------------------------------
 // Re-entry guard: > 0 while this thread is inside a wrapper, so the
@@ -78,11 +84,22 @@ struct Guard {
 // ---------------------------------------------------------------------------
 // Process state.
 
+// A residual's name as libcc_coll gives it to a call without an ef_key:
+// (recvbuf address, count, dtype).
+using ResidualKey = std::tuple<const void *, std::size_t, int>;
+
 // What hangs off a user communicator (the attribute value).
 struct Entry {
     MPI_Comm user = MPI_COMM_NULL;    // the communicator it is cached on
     cc_coll_comm_h handle = nullptr;  // nullptr when creation failed
     int rank = 0;                     // in the user communicator
+    // The shim's own duplicate of `user` (MPI_ERRORS_RETURN) for the
+    // preflight's agreement; MPI_COMM_NULL when no preflight can happen.
+    MPI_Comm agree = MPI_COMM_NULL;
+    // With an EF cap: the residuals this rank's calls created (seen as growth
+    // of cc_coll_ef_bytes). Only the shim calls on `handle`, and nothing
+    // drops a residual before the communicator is destroyed.
+    std::set<ResidualKey> residuals;
 };
 
 struct Totals {
@@ -99,8 +116,9 @@ struct State {
     std::atomic<bool> active{false};  // compress eligible calls
     std::atomic<bool> have_zombies{false};
     std::atomic<std::uint64_t> seen{0};
-    Config cfg;
+    PreloadSettings cfg;
     bool settings_valid = true;
+    bool ef_cap = false;            // EF on, a lossy method, CC_COLL_EF_MAX_BYTES set
     bool preflight_device = false;  // CUDA build with a CUDA-aware MPI
     int world_rank = 0;
     int world_size = 1;
@@ -142,6 +160,7 @@ std::uint64_t retire(Entry *e)
         if (cc_coll_comm_get_stats(e->handle, &st) == CC_COLL_OK) wire = st.bytes_wire;
         cc_coll_comm_destroy(e->handle);
     }
+    if (e->agree != MPI_COMM_NULL) PMPI_Comm_free(&e->agree);
     delete e;
     return wire;
 }
@@ -184,8 +203,8 @@ int delete_entry(MPI_Comm, int, void *value, void *)
 }
 
 // Reads and validates every CC_COLL_* setting once, right after MPI is
-// initialised. A bad value: one message from rank 0 per variable, and
-// compression stays off for the whole run.
+// initialised (core/preload_settings.hpp). A bad value: one message from
+// rank 0 per variable, and compression stays off for the whole run.
 void setup(int thread_level)
 {
     State &s = state();
@@ -195,19 +214,8 @@ void setup(int thread_level)
     PMPI_Comm_size(MPI_COMM_WORLD, &s.world_size);
     s.thread_level = thread_level;
 
-    std::size_t n = 0;
-    const SettingDef *table = settings(&n);
-    Config cfg;
     std::vector<std::string> errors;
-    const EnvLookup env = process_env();
-    for (std::size_t i = 0; i < n; ++i) {
-        std::string why;
-        table[i].apply(table[i].default_value, &cfg, &why);
-        std::string value;
-        if (!env(table[i].env_var, &value)) continue;
-        if (!table[i].apply(value, &cfg, &why))
-            errors.push_back(std::string(table[i].env_var) + "=\"" + value + "\" is invalid: " + why);
-    }
+    const PreloadSettings cfg = load_preload_settings(&errors);
     s.cfg = cfg;
     s.settings_valid = errors.empty();
     if (!errors.empty() && s.world_rank == 0) {
@@ -228,6 +236,7 @@ void setup(int thread_level)
                              rc);
         }
     }
+    s.ef_cap = cfg.ef && cfg.method != CC_COLL_METHOD_NONE && cfg.ef_max_bytes != 0;
     s.preflight_device = (cc_coll_build_flags() & CC_COLL_BUILD_CUDA) != 0 && cc_coll_mpi_cuda_aware() != 0;
     s.active = active;
     s.set_up = true;
@@ -249,7 +258,7 @@ void ensure_setup()
 void print_summary(const std::uint64_t sum[4], const std::uint64_t max[2], double t_max, double t_sum)
 {
     const State &s = state();
-    const Config &c = s.cfg;
+    const PreloadSettings &c = s.cfg;
     std::fprintf(stderr, "[cc_coll] preload summary: %d rank%s, thread level %s, %s\n", s.world_size,
                  s.world_size == 1 ? "" : "s", thread_level_name(s.thread_level),
                  !s.settings_valid ? "compression off (invalid CC_COLL_* settings)"
@@ -356,14 +365,26 @@ Entry *entry_for(MPI_Comm comm)
     e->user = comm;
     PMPI_Comm_rank(comm, &e->rank);
     const cc_coll_status_t st = cc_coll_comm_create(comm, &e->handle);
+    const char *why = nullptr;
     if (st != CC_COLL_OK) {
         e->handle = nullptr;
-        if (e->rank == 0)
-            std::fprintf(stderr,
-                         "[cc_coll] preload: cannot set up compression on a communicator: %s; its MPI_Allreduce "
-                         "calls pass through to MPI uncompressed\n",
-                         cc_coll_last_error());
+        why = cc_coll_last_error();
+    } else if (s.ef_cap || s.preflight_device) {
+        int rc = PMPI_Comm_dup(comm, &e->agree);
+        if (rc != MPI_SUCCESS) e->agree = MPI_COMM_NULL;
+        else rc = PMPI_Comm_set_errhandler(e->agree, MPI_ERRORS_RETURN);
+        if (rc != MPI_SUCCESS) {
+            why = "MPI_Comm_dup of the communicator failed";
+            if (e->agree != MPI_COMM_NULL) PMPI_Comm_free(&e->agree);
+            cc_coll_comm_destroy(e->handle);
+            e->handle = nullptr;
+        }
     }
+    if (why != nullptr && e->rank == 0)
+        std::fprintf(stderr,
+                     "[cc_coll] preload: cannot set up compression on a communicator: %s; its MPI_Allreduce "
+                     "calls pass through to MPI uncompressed\n",
+                     why);
     {
         std::lock_guard<std::mutex> lock(s.mutex);
         s.live.insert(e);
@@ -379,31 +400,79 @@ Entry *entry_for(MPI_Comm comm)
     return e;
 }
 
+// Whether `p` is device (or managed) memory; any failure counts as host
+// memory. The C ABI does not answer this (cc_coll_allreduce asks internally),
+// so the shim asks the CUDA runtime, and only once the process has started
+// CUDA (the driver library is loaded): before that no buffer can be device
+// memory, and asking would create a CUDA context in every rank of a
+// host-only program.
+bool on_device(const void *p)
+{
+#ifdef CC_COLL_HAVE_CUDA
+    static std::atomic<bool> started{false};
+    if (p == nullptr) return false;
+    if (!started.load(std::memory_order_relaxed)) {
+        void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        if (driver == nullptr) return false;
+        (void)dlclose(driver);  // drops only the reference RTLD_NOLOAD took
+        started.store(true, std::memory_order_relaxed);
+    }
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+        (void)cudaGetLastError();  // clears it unless it is sticky
+        return false;
+    }
+    return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+#else
+    (void)p;
+    return false;
+#endif
+}
+
+// Bytes of a new residual for `count` elements of `dtype`: binary64 for F64,
+// binary32 otherwise (cc_coll.h, "Error-feedback store").
+std::uint64_t residual_bytes(std::size_t count, cc_coll_dtype_t dtype)
+{
+    return static_cast<std::uint64_t>(count) * (dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float));
+}
+
 // Conditions the library would detect on some ranks only, before any
 // communication: a new residual over CC_COLL_EF_MAX_BYTES (bit 1), and
 // ranks that disagree on where the buffers are (bit 2: device memory on some
-// rank, bit 4: host memory on some rank). Agreed on over the private
-// duplicate so that every rank passes the call through together. Runs only when such a condition can
-// arise (a cap is set; a CUDA build with a CUDA-aware MPI).
-int preflight(const Entry &e, const void *src, void *recv, std::size_t count, cc_coll_dtype_t dtype)
+// rank, bit 4: host memory on some rank). Agreed on over the shim's private
+// duplicate so that every rank passes the call through together. Runs only
+// when such a condition can arise (a cap is set; a CUDA build with a
+// CUDA-aware MPI). *ef_held: this rank's residual bytes before the call when
+// the call may create a residual, else UINT64_MAX.
+int preflight(const Entry &e, const void *src, void *recv, std::size_t count, cc_coll_dtype_t dtype,
+              std::uint64_t *ef_held)
 {
     const State &s = state();
-    const bool cap = s.cfg.ef && s.cfg.method != CC_COLL_METHOD_NONE && s.cfg.ef_max_bytes != 0;
-    if (!cap && !s.preflight_device) return 0;
-    std::shared_ptr<Comm> c = find_comm(e.handle);
-    if (!c) return 0;
+    *ef_held = UINT64_MAX;
+    if (e.agree == MPI_COMM_NULL) return 0;
     int bits = 0;
-    if (cap && c->ef().max_bytes() != 0 &&
-        c->ef().find(EfKey::from(false, 0, recv, count, dtype)) == nullptr) {
-        const std::uint64_t need = count * (dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float));
-        if (c->ef().bytes() + need > c->ef().max_bytes()) bits |= 1;
+    if (s.ef_cap && e.residuals.count(ResidualKey{recv, count, dtype}) == 0) {
+        std::uint64_t held = 0;
+        // Should the count be unknown, the call passes through on every rank.
+        if (cc_coll_ef_bytes(e.handle, &held) != CC_COLL_OK ||
+            held + residual_bytes(count, dtype) > s.cfg.ef_max_bytes)
+            bits |= 1;
+        else
+            *ef_held = held;
     }
-    if (s.preflight_device) {
-        const bool device = gpu::locate(src) == gpu::Location::Device || gpu::locate(recv) == gpu::Location::Device;
-        bits |= device ? 2 : 4;
-    }
-    if (PMPI_Allreduce(MPI_IN_PLACE, &bits, 1, MPI_INT, MPI_BOR, c->mpi()) != MPI_SUCCESS) return 0;
+    if (s.preflight_device) bits |= on_device(src) || on_device(recv) ? 2 : 4;
+    if (PMPI_Allreduce(MPI_IN_PLACE, &bits, 1, MPI_INT, MPI_BOR, e.agree) != MPI_SUCCESS) return 0;
     return bits;
+}
+
+// After a compressed call that could create a residual: remembers its key
+// when it did (this rank's residual bytes grew).
+void note_residual(Entry *e, void *recv, std::size_t count, cc_coll_dtype_t dtype, std::uint64_t held_before)
+{
+    if (held_before == UINT64_MAX) return;
+    std::uint64_t held = 0;
+    if (cc_coll_ef_bytes(e->handle, &held) == CC_COLL_OK && held > held_before)
+        e->residuals.insert(ResidualKey{recv, count, dtype});
 }
 
 // Reports a failure seen on this rank only and hands MPI_ERR_* to the
@@ -440,7 +509,8 @@ bool intercept(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op 
 
         const void *src = send == MPI_IN_PLACE ? recv : send;
         const std::size_t n = static_cast<std::size_t>(count);
-        const int bits = preflight(*e, src, recv, n, dtype);
+        std::uint64_t ef_held = UINT64_MAX;
+        const int bits = preflight(*e, src, recv, n, dtype, &ef_held);
         if (bits & 1)
             report_once(CC_COLL_ERR_EF_LIMIT, e->rank, "CC_COLL_EF_MAX_BYTES reached",
                         "a new error-feedback residual would pass the cap on some rank");
@@ -459,6 +529,7 @@ bool intercept(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op 
         const cc_coll_status_t st = cc_coll_allreduce(src, recv, n, dtype, CC_COLL_SUM, &p, e->handle, nullptr);
         const double seconds = PMPI_Wtime() - t0;
         if (st == CC_COLL_OK) {
+            note_residual(e, recv, n, dtype, ef_held);
             std::lock_guard<std::mutex> lock(s.mutex);
             s.totals.compressed += 1;
             s.totals.bytes_uncompressed += bytes;

@@ -92,20 +92,6 @@ bool apply_seed(const std::string &text, Config *cfg, std::string *why)
     return false;
 }
 
-bool apply_min_bytes(const std::string &text, Config *cfg, std::string *why)
-{
-    if (parse_bytes(text, &cfg->min_bytes)) return true;
-    *why = "expected a byte count such as 0, 65536, 64K or 1M";
-    return false;
-}
-
-bool apply_stats(const std::string &text, Config *cfg, std::string *why)
-{
-    if (parse_bool(text, &cfg->stats)) return true;
-    *why = "expected 1/0, true/false, yes/no or on/off";
-    return false;
-}
-
 bool apply_ef_max_bytes(const std::string &text, Config *cfg, std::string *why)
 {
     if (parse_bytes(text, &cfg->ef_max_bytes)) return true;
@@ -244,14 +230,6 @@ const SettingDef kSettings[] = {
      "0 = no cap. A call that would need a new residual beyond the cap fails with "
      "CC_COLL_ERR_EF_LIMIT; nothing is evicted. Use the same value on every rank.",
      apply_ef_max_bytes},
-    {"MIN_BYTES", "CC_COLL_MIN_BYTES", "1M",
-     "LD_PRELOAD interception: an intercepted MPI_Allreduce is compressed only if its buffer has at "
-     "least this many bytes (K/M/G suffixes, powers of 1024); smaller calls go to MPI untouched.",
-     apply_min_bytes},
-    {"STATS", "CC_COLL_STATS", "0",
-     "LD_PRELOAD interception: 1 prints, at MPI_Finalize on rank 0, one summary reduced over the "
-     "ranks: calls seen, calls compressed, uncompressed bytes, wire bytes, time.",
-     apply_stats},
     {"LOG_LEVEL", "CC_COLL_LOG_LEVEL", "none",
      "Diagnostics printed to stderr: none; error (every failed call's message); info (also "
      "communicator creation); debug (also every call). Read once per process.",
@@ -301,6 +279,9 @@ const SettingDef *settings(std::size_t *count)
         std::vector<SettingDef> t(std::begin(kSettings), std::end(kSettings));
         for (SettingDef &s : t)
             if (s.doc == nullptr) s.doc = doc.c_str();
+        std::size_t n = 0;
+        const SettingDef *shim = preload_setting_defs(&n);
+        t.insert(t.end(), shim, shim + n);
         return t;
     }();
     *count = table.size();

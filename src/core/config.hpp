@@ -36,8 +36,6 @@ struct Config {
     bool warm_start = true;             // LOWRANK: reuse the previous Q
     std::uint64_t start_iter = 0;       // LOWRANK: plain calls before compressing
     double min_compression_rate = 2.0;  // LOWRANK: compress only above this rate
-    std::uint64_t min_bytes = 1 << 20;  // LD_PRELOAD: smallest call compressed
-    bool stats = false;                 // LD_PRELOAD: summary at MPI_Finalize
     CudaTransport cuda_transport = CudaTransport::Auto;  // device buffers' path to MPI
     std::uint64_t cuda_chunk_bytes = 1 << 20;           // staged transport: bytes per chunk
 };
@@ -57,8 +55,14 @@ struct SettingDef {
     bool (*apply)(const std::string &text, Config *cfg, std::string *why);
 };
 
-// The table, in the order cc_coll_info prints it.
+// The table, in the order cc_coll_info prints it: the library's settings,
+// then the LD_PRELOAD shim's (preload_setting_defs()).
 const SettingDef *settings(std::size_t *count);
+
+// The shim's entries (CC_COLL_MIN_BYTES, CC_COLL_STATS), defined with the
+// shim's settings in core/preload_settings.cc. Config does not carry them:
+// their apply validates the value and leaves the Config alone.
+const SettingDef *preload_setting_defs(std::size_t *count);
 
 // Defaults, then every CC_COLL_* variable `env` holds. On a bad value returns
 // CC_COLL_ERR_CONFIG and, when `why` is non-NULL, a message naming the

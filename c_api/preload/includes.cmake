@@ -1,0 +1,29 @@
+# Checks the shim's layering: c_api/preload/preload.cc includes, of the
+# project's headers, only the public C ABI (cc_coll.h) and its settings
+# lookup (core/preload_settings.hpp), and that header includes no project
+# header but cc_coll.h. System and MPI headers (<...>) are not restricted.
+# Run with -DSOURCE_DIR=<project source directory>.
+cmake_policy(SET CMP0057 NEW)  # if(IN_LIST)
+
+# check(<file> <allowed quoted includes...>)
+function(check file)
+  file(STRINGS "${SOURCE_DIR}/${file}" _lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+  set(_bad "")
+  foreach(_line IN LISTS _lines)
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*$" "\\1" _header "${_line}")
+    if(NOT _header IN_LIST ARGN)
+      list(APPEND _bad "${_header}")
+    endif()
+  endforeach()
+  if(_bad)
+    string(JOIN ", " _bad ${_bad})
+    string(JOIN ", " _allowed ${ARGN})
+    message(FATAL_ERROR "${file} includes ${_bad}: the shim may use only ${_allowed} (docs/preload.md, "
+                        "\"How the shim uses libcc_coll\")")
+  endif()
+  list(LENGTH _lines _n)
+  message(STATUS "${file}: ${_n} project includes, all allowed")
+endfunction()
+
+check(c_api/preload/preload.cc cc_coll.h core/preload_settings.hpp)
+check(src/core/preload_settings.hpp cc_coll.h)
