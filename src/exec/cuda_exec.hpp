@@ -38,6 +38,10 @@ public:
     CudaExec() = default;
 
     Comm &comm() { return *comm_; }
+    // The caller's cudaStream_t: a new compressor's device steps, written as
+    // free functions overloaded on the backend in its own folder, enqueue
+    // their kernels on it.
+    void *stream() const { return stream_; }
     Transport &transport();
     cc_coll_status_t sync();
 
