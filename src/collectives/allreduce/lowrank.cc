@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "collectives/allreduce/allreduce.hpp"
+#include "collectives/common/powersgd_step.hpp"
 #include "collectives/common/steps.hpp"
 #include "compressors/lowrank/powersgd.hpp"
 #include "core/dtype.hpp"
@@ -105,9 +106,9 @@ cc_coll_status_t lowrank_batch(X &x, const std::vector<GroupTensor> &tensors, co
         const CallParams &p = it.t->params;
         const W *previous = p.warm_start ? x.template lr_stored_q<W>(*it.state, s) : nullptr;
         W *q = qbuf + it.q_off;
-        CC_COLL_TRY(x.template lr_start_q<W>(previous, p.seed, lowrank_q_stream(j, s, it.state->calls), s,
-                                             is_half(it.t->args.dtype), q));
-        CC_COLL_TRY(x.template lr_multiply_mq<W>(static_cast<const W *>(it.m), s, q, pbuf + it.p_off));
+        CC_COLL_TRY((powersgd_p<X, W>(x, static_cast<const W *>(it.m), s, previous, p.seed,
+                                      lowrank_q_stream(j, s, it.state->calls), is_half(it.t->args.dtype), q,
+                                      pbuf + it.p_off)));
     }
     CC_COLL_TRY(x.sync());
     const double t1 = now_seconds();
@@ -137,8 +138,7 @@ cc_coll_status_t lowrank_batch(X &x, const std::vector<GroupTensor> &tensors, co
             CC_COLL_TRY(x.zero(q, s.cols * static_cast<std::size_t>(s.rank) * sizeof(W)));
             continue;
         }
-        CC_COLL_TRY(x.template lr_orthogonalize<W>(p, s.rows, s.rank, is_half(it.t->args.dtype)));
-        CC_COLL_TRY(x.template lr_multiply_mtp<W>(static_cast<const W *>(it.m), s, p, q));
+        CC_COLL_TRY((powersgd_q<X, W>(x, static_cast<const W *>(it.m), s, is_half(it.t->args.dtype), p, q)));
     }
     CC_COLL_TRY(x.sync());
     const double t3 = now_seconds();

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <string>
 
+#include "collectives/common/powersgd_step.hpp"
 #include "exec/exec.hpp"
 #include "exec/host_kernels.hpp"
 #include "wire/p2p_wire.hpp"
@@ -134,22 +135,23 @@ cc_coll_status_t plan_message(const SendArgs &a, const CallParams &p, Message *m
 // One LOWRANK step on M (rows x cols of W, zero padded): P and Q into the
 // workspace's factor buffers. Returns false when they are not finite.
 template <typename W>
-bool lowrank_factors(Workspace &ws, const W *m, const lowrank::Shape &s, const CallParams &p, cc_coll_dtype_t dtype,
+bool lowrank_factors(Comm &comm, const W *m, const lowrank::Shape &s, const CallParams &p, cc_coll_dtype_t dtype,
                      LowRankState *state)
 {
+    Workspace &ws = workspace_of(comm);
     const std::size_t pn = s.rows * static_cast<std::size_t>(s.rank);
     const std::size_t qn = s.cols * static_cast<std::size_t>(s.rank);
     std::vector<W> &pbuf = ws.p_buffer<W>();
     std::vector<W> &qbuf = ws.q_buffer<W>();
     pbuf.resize(pn);
     qbuf.resize(qn);
-    const bool warm = p.warm_start && state != nullptr && state->has_q<W>(s.rows, s.cols, s.rank);
-    const bool gram_schmidt = is_half(dtype);
-    lowrank::start_q<W>(warm ? state->q<W>().data() : nullptr, p.seed,
-                        q_stream(s, state != nullptr ? state->calls : 0), s, gram_schmidt, qbuf.data());
-    lowrank::multiply_mq<W>(m, s, qbuf.data(), pbuf.data());
-    lowrank::orthogonalize<W>(pbuf.data(), s.rows, s.rank, gram_schmidt);
-    lowrank::multiply_mtp<W>(m, s, pbuf.data(), qbuf.data());
+    HostExec x(comm);
+    const W *previous = p.warm_start && state != nullptr ? x.lr_stored_q<W>(*state, s) : nullptr;
+    const bool half = is_half(dtype);
+    // Host steps cannot fail.
+    (void)powersgd_p<HostExec, W>(x, m, s, previous, p.seed, q_stream(s, state != nullptr ? state->calls : 0), half,
+                                  qbuf.data(), pbuf.data());
+    (void)powersgd_q<HostExec, W>(x, m, s, half, pbuf.data(), qbuf.data());
     return !host::any_nonfinite(pbuf.data(), pn) && !host::any_nonfinite(qbuf.data(), qn);
 }
 
@@ -222,7 +224,7 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
     // 2. The message.
     LowRankState *state = lowrank_channel_states(comm).find(key);
     W *sent = nullptr;  // TOPK: the values the receiver adds
-    if (m.kind == kLowRank && (host::any_nonfinite(g, n) || !lowrank_factors<W>(ws, g, m.shape, p, a.dtype, state)))
+    if (m.kind == kLowRank && (host::any_nonfinite(g, n) || !lowrank_factors<W>(comm, g, m.shape, p, a.dtype, state)))
         m.kind = kRaw;
     if (m.kind == kTopk) {
         ws.indices.resize(m.k);
