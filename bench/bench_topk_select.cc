@@ -95,7 +95,7 @@ void BM_topk_select_full(benchmark::State &state)
     state.counters["k"] = static_cast<double>(k);
 }
 
-// Mirrors steps 1, 2 and 5 of allreduce_sparse_allgather.cc (EF on): the
+// Mirrors steps 1, 2 and 5 of collectives/allreduce/sparse_allgather.cc (EF on): the
 // residual e becomes g' = g + e in place, the top k of g' are selected and
 // encoded, and the residual keeps g' - sent at the kept indices. The
 // residual is reset to the same e0 before every iteration (outside the

@@ -823,7 +823,7 @@ TYPED_TEST(LowRankTyped, WarmStartErrorFallsOnFixedMatrix)
 // one step: an unused parameter, a frozen layer) gives P = 0 and so Q = M^T P
 // = 0, which the warm start then carries into the next step. The steps after
 // it must still compress the nonzero M, as the cold first step would; on the
-// library's step sequence (allreduce_lowrank.cc: the warm Q, orthogonalised,
+// library's step sequence (collectives/allreduce/lowrank.cc: the warm Q, orthogonalised,
 // then P = M Q) a zero Q that orthogonalisation leaves zero gives P = 0 and
 // M^ = 0 for ever, and error feedback keeps all of every later gradient.
 template <typename W>

@@ -74,8 +74,6 @@ cc_coll_status_t sketch_allreduce(X &x, const AllreduceArgs &a, const CallParams
     CC_COLL_TRY(x.template buffer<W>(Buf::Other, layout.cells(), &cells));
     CC_COLL_TRY(x.zero(cells, layout.cells() * sizeof(W)));
     CC_COLL_TRY(x.template sketch_encode<W>(layout, g, idx, kept, cells));
-    guard.release();
-    if (res != nullptr) CC_COLL_TRY(x.template zero_at<W>(g, idx, kept));  // sent exactly
     CC_COLL_TRY(x.sync());
     const double t3 = now_seconds();
     stats->time_compress += t3 - t2;
@@ -83,6 +81,10 @@ cc_coll_status_t sketch_allreduce(X &x, const AllreduceArgs &a, const CallParams
     const double t4 = now_seconds();
     stats->time_communicate += t4 - t3;
     stats->bytes_wire += layout.cells() * sizeof(W);
+    // 6. The kept values went exactly: the residual is zero there. Only now,
+    //    so that a failed sum leaves the residual as it was.
+    guard.release();
+    if (res != nullptr) CC_COLL_TRY(x.template zero_at<W>(g, idx, kept));
 
     // 5. Decode into a work buffer, then round to the dtype.
     W *out = g;  // without EF, g' is no longer needed

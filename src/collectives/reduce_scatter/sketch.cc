@@ -67,7 +67,7 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
     for (std::size_t s = 0; s < P; ++s) {
         std::uint8_t *bitmap = ws.send_bytes.data() + s * bb;
         sketch::bitmap_set(bitmap, local.data() + first[s], first[s + 1] - first[s]);
-        bitmap[bb - 1] = nonfinite;
+        bitmap[sketch_support::flag_offset(rc)] = nonfinite;
     }
     const double t1 = now_seconds();
     stats->time_compress += t1 - t0;
@@ -90,7 +90,7 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
     layout.n = rc;
     layout.m = static_cast<std::uint32_t>(m);
     layout.seed = p.seed;
-    if (support[bb - 1] != 0 || layout.cells() * sizeof(W) + bb > rc * es)
+    if (support[sketch_support::flag_offset(rc)] != 0 || layout.cells() * sizeof(W) + bb > rc * es)
         return dense_reduce_scatter<W>(comm, a, g, res != nullptr, stats);
 
     // 4. Per-shard sketches, shard by shard, summed and scattered at once.
@@ -100,8 +100,6 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
     for (std::size_t s = 0; s < P; ++s)
         sketch::encode<W>(layout, g + s * rc, local.data() + first[s], first[s + 1] - first[s],
                           sketches.data() + s * cells);
-    if (res != nullptr)
-        for (std::uint32_t i : idx) g[i] = W(0);  // sent exactly
     W *mine = ws.work_other<W>(cells);
     const double t3 = now_seconds();
     stats->time_compress += t3 - t2;
@@ -109,7 +107,14 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
     const double t4 = now_seconds();
     stats->time_communicate += t4 - t3;
     stats->bytes_wire += cells * P * sizeof(W);
-    if (st != CC_COLL_OK) return st;
+    if (st != CC_COLL_OK) {
+        if (res != nullptr) host::undo_input<W>(g, a.send, n, a.dtype);
+        return st;
+    }
+    // The kept values went exactly: the residual is zero there (only now, so
+    // that a failed sum leaves the residual as it was).
+    if (res != nullptr)
+        for (std::uint32_t i : idx) g[i] = W(0);
 
     // 5. Decode this rank's shard.
     std::vector<W> out(rc);
