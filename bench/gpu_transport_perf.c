@@ -37,13 +37,18 @@
 #include "cc_coll.h"
 
 #define NSIZES 4
-#define NMETHODS 4
+#define NMETHODS 16 /* room for every method the library registers (ids are dense from 0) */
 #define NMODES 3 /* host, staged, direct */
 
 static const size_t kMiB[NSIZES] = {1, 4, 16, 64};
-static const cc_coll_method_t kMethods[NMETHODS] = {CC_COLL_METHOD_NONE, CC_COLL_METHOD_TOPK, CC_COLL_METHOD_SKETCH,
-                                                    CC_COLL_METHOD_LOWRANK};
-static const char *const kMethodNames[NMETHODS] = {"NONE", "TOPK", "SKETCH", "LOWRANK"};
+/* The methods the library registers, read from it: ids 0, 1, ... until
+ * cc_coll_method_name returns NULL. */
+static int method_count(void)
+{
+    int n = 0;
+    while (n < NMETHODS && cc_coll_method_name((cc_coll_method_t)n) != NULL) ++n;
+    return n;
+}
 static const double kTargetRatio = 1.3;
 
 static int g_rank = 0;
@@ -90,7 +95,7 @@ static int cmp_double(const void *a, const void *b)
 static double time_calls(const void *send, void *recv, size_t n, int mi, cc_coll_comm_h h, int iters, int warmup,
                          cc_coll_status_t *status)
 {
-    const cc_coll_params_t p = params_for(kMethods[mi]);
+    const cc_coll_params_t p = params_for((cc_coll_method_t)mi);
     double *t = malloc((size_t)iters * sizeof *t);
     if (t == NULL) die("malloc", "out of memory");
     *status = CC_COLL_OK;
@@ -103,7 +108,7 @@ static double time_calls(const void *send, void *recv, size_t n, int mi, cc_coll
         MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (worst != CC_COLL_OK) {
             if (st != CC_COLL_OK)
-                fprintf(stderr, "[rank %d] %s, %zu elements: %s (%s)\n", g_rank, kMethodNames[mi], n,
+                fprintf(stderr, "[rank %d] %s, %zu elements: %s (%s)\n", g_rank, cc_coll_method_name((cc_coll_method_t)mi), n,
                         cc_coll_status_string(st), cc_coll_last_error());
             *status = (cc_coll_status_t)worst;
             free(t);
@@ -197,9 +202,10 @@ int main(int argc, char **argv)
     CHECK_CUDA(cudaMalloc((void **)&drecv, max_n * sizeof(float)));
     CHECK_CUDA(cudaMemcpy(dsend, hsend, max_n * sizeof(float), cudaMemcpyHostToDevice));
 
+    const int nmethods = method_count();
     double t[NMETHODS][NSIZES][NMODES];
     cc_coll_status_t st[NMETHODS][NSIZES][NMODES];
-    for (int mi = 0; mi < NMETHODS; ++mi)
+    for (int mi = 0; mi < nmethods; ++mi)
         for (int si = 0; si < NSIZES; ++si) {
             const size_t n = kMiB[si] * ((size_t)1 << 20) / sizeof(float);
             for (int mode = 0; mode < NMODES; ++mode) {
@@ -224,7 +230,7 @@ int main(int argc, char **argv)
                warmup);
         printf("| method | size | host (ms) | device staged (ms) | staged / host | device direct (ms) | direct / host |\n");
         printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-        for (int mi = 0; mi < NMETHODS; ++mi)
+        for (int mi = 0; mi < nmethods; ++mi)
             for (int si = 0; si < NSIZES; ++si) {
                 char c[5][48];
                 cell_time(c[0], sizeof c[0], t[mi][si][0], st[mi][si][0]);
@@ -232,7 +238,7 @@ int main(int argc, char **argv)
                 cell_ratio(c[2], sizeof c[2], t[mi][si][1], t[mi][si][0]);
                 cell_time(c[3], sizeof c[3], t[mi][si][2], st[mi][si][2]);
                 cell_ratio(c[4], sizeof c[4], t[mi][si][2], t[mi][si][0]);
-                printf("| %s | %zu MiB | %s | %s | %s | %s | %s |\n", kMethodNames[mi], kMiB[si], c[0], c[1], c[2],
+                printf("| %s | %zu MiB | %s | %s | %s | %s | %s |\n", cc_coll_method_name((cc_coll_method_t)mi), kMiB[si], c[0], c[1], c[2],
                        c[3], c[4]);
             }
         int met = 1, measured = 0;
