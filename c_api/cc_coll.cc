@@ -173,10 +173,12 @@ cc_coll_status_t cc_coll_allreduce(const void *sendbuf, void *recvbuf, size_t co
                                    void *stream)
 {
     return guarded("cc_coll_allreduce", [&] {
+        CallTimer timer;
         const char *fn = "cc_coll_allreduce";
         std::shared_ptr<Comm> c;
         CallParams p;
         cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
+        timer.attach(c);
         if (st != CC_COLL_OK) return st;
         if ((st = validate_reduction_args(fn, sendbuf, recvbuf, count, dtype, op)) != CC_COLL_OK) return st;
         bool on_device = false;
@@ -190,10 +192,12 @@ cc_coll_status_t cc_coll_reduce_scatter(const void *sendbuf, void *recvbuf, size
                                         void *stream)
 {
     return guarded("cc_coll_reduce_scatter", [&] {
+        CallTimer timer;
         const char *fn = "cc_coll_reduce_scatter";
         std::shared_ptr<Comm> c;
         CallParams p;
         cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
+        timer.attach(c);
         if (st != CC_COLL_OK) return st;
         const std::size_t P = static_cast<std::size_t>(c->size());
         if (dtype_valid(dtype) && op_valid(op) && recvcount > static_cast<std::size_t>(INT_MAX) / P)

@@ -40,8 +40,10 @@ cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void *const *sen
     return guarded("cc_coll_allreduce_group", [&] {
         const char *fn = "cc_coll_allreduce_group";
         std::shared_ptr<Comm> c;
+        CallTimer timer;
         CallParams defaults;
         cc_coll_status_t st = begin_call(fn, comm, nullptr, &c, &defaults);
+        timer.attach(c);
         if (st != CC_COLL_OK) return st;
         if (ntensors == 0) return CC_COLL_OK;
         if (recvbufs == nullptr) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: recvbufs is NULL with ntensors = %zu", fn, ntensors);

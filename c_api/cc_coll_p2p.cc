@@ -83,10 +83,12 @@ cc_coll_status_t cc_coll_send(const void *buf, size_t count, cc_coll_dtype_t dty
                               const cc_coll_params_t *params, cc_coll_comm_h comm, void *stream)
 {
     return guarded("cc_coll_send", [&] {
+        CallTimer timer;
         const char *fn = "cc_coll_send";
         std::shared_ptr<Comm> c;
         CallParams p;
         cc_coll_status_t st = begin_p2p(fn, comm, params, buf, count, dtype, "dest", dest, tag, &c, &p);
+        timer.attach(c);
         if (st != CC_COLL_OK) return st;
         if (compress != 0 && compress != 1)
             return fail(CC_COLL_ERR_INVALID_ARG, "%s: compress = %d must be 0 (uncompressed) or 1 (params' method)",
@@ -104,10 +106,12 @@ cc_coll_status_t cc_coll_recv(void *buf, size_t count, cc_coll_dtype_t dtype, in
                               const cc_coll_params_t *params, cc_coll_comm_h comm, void *stream)
 {
     return guarded("cc_coll_recv", [&] {
+        CallTimer timer;
         const char *fn = "cc_coll_recv";
         std::shared_ptr<Comm> c;
         CallParams p;
         cc_coll_status_t st = begin_p2p(fn, comm, params, buf, count, dtype, "source", source, tag, &c, &p);
+        timer.attach(c);
         bool on_device = false;
         if (st != CC_COLL_OK || (st = locate_buffers(fn, nullptr, buf, count, stream, &on_device)) != CC_COLL_OK)
             return st;

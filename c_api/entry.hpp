@@ -58,6 +58,30 @@ inline cc_coll_status_t check_mpi_alive(const char *fn)
     return CC_COLL_OK;
 }
 
+// Adds the wall time from its construction (an entry point's first line)
+// to its destruction to the communicator's time_total, once the call has
+// found its communicator: every call on a live communicator counts, failed
+// ones included, and so does the time spent before the algorithm runs
+// (argument checks, locating the buffers).
+class CallTimer {
+public:
+    CallTimer() : t0_(now_seconds()) {}
+    CallTimer(const CallTimer &) = delete;
+    CallTimer &operator=(const CallTimer &) = delete;
+    ~CallTimer()
+    {
+        if (!comm_) return;
+        StatsSnapshot s;
+        s.time_total = now_seconds() - t0_;
+        comm_->stats().add(s);
+    }
+    void attach(const std::shared_ptr<Comm> &comm) { comm_ = comm; }
+
+private:
+    double t0_;
+    std::shared_ptr<Comm> comm_;
+};
+
 // The start of every collective: a live communicator, MPI still up, and the
 // call's params merged over the communicator's configuration.
 inline cc_coll_status_t begin_call(const char *fn, cc_coll_comm_h comm, const cc_coll_params_t *params,

@@ -482,7 +482,8 @@ enum cc_coll_stats_field {
     CC_COLL_STATS_FIELD_TIME_COMMUNICATE   = (1ULL << 4),
     CC_COLL_STATS_FIELD_TIME_DECOMPRESS    = (1ULL << 5),
     CC_COLL_STATS_FIELD_SKETCH_ELEMENTS    = (1ULL << 6),
-    CC_COLL_STATS_FIELD_SKETCH_PEELED      = (1ULL << 7)
+    CC_COLL_STATS_FIELD_SKETCH_PEELED      = (1ULL << 7),
+    CC_COLL_STATS_FIELD_TIME_TOTAL         = (1ULL << 8)
 };
 
 /* Per-communicator counters, summed over this rank's calls since creation or
@@ -501,6 +502,12 @@ typedef struct cc_coll_stats {
     uint64_t sketch_elements;      /* SKETCH: support elements decoded       */
     uint64_t sketch_peeled;        /* SKETCH: of those, recovered exactly by
                                       peeling (the rest are estimates)       */
+    double   time_total;           /* wall time inside this communicator's
+                                      collective and point-to-point calls,
+                                      entry to return, failed calls included:
+                                      argument checks, locating the buffers
+                                      and planning as well as the three
+                                      phases above (since 0.4)               */
 } cc_coll_stats_t;
 
 CC_COLL_API cc_coll_status_t cc_coll_comm_get_stats(cc_coll_comm_h comm, cc_coll_stats_t *stats);

@@ -348,7 +348,7 @@ public:
         cc_coll_stats_t s{};
         s.mask = CC_COLL_STATS_FIELD_CALLS | CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED | CC_COLL_STATS_FIELD_BYTES_WIRE |
                  CC_COLL_STATS_FIELD_TIME_COMPRESS | CC_COLL_STATS_FIELD_TIME_COMMUNICATE |
-                 CC_COLL_STATS_FIELD_TIME_DECOMPRESS;
+                 CC_COLL_STATS_FIELD_TIME_DECOMPRESS | CC_COLL_STATS_FIELD_TIME_TOTAL;
         check(cc_coll_comm_get_stats(handle_, &s));
         return s;
     }

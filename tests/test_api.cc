@@ -567,6 +567,46 @@ TEST_F(Api, StatsCountOneAllreduce)
     EXPECT_EQ(cc_coll_comm_destroy(other), CC_COLL_OK);
 }
 
+// time_total covers the whole of every call on the communicator (failed
+// ones too), so it is never less than the sum of the three phases, and a
+// failed call, which adds to no phase, still adds to it.
+TEST_F(Api, StatsTimeTotalCoversThePhases)
+{
+    ASSERT_EQ(cc_coll_comm_reset_stats(comm_), CC_COLL_OK);
+    const auto read = [&] {
+        cc_coll_stats_t s = all_stats();
+        s.mask |= CC_COLL_STATS_FIELD_TIME_TOTAL;
+        s.time_total = -1.0;
+        EXPECT_EQ(cc_coll_comm_get_stats(comm_, &s), CC_COLL_OK) << cc_coll_last_error();
+        return s;
+    };
+    cc_coll_stats_t s = read();
+    EXPECT_EQ(s.time_total, 0.0);
+
+    const std::size_t n = 4096;
+    std::vector<float> a(n), b(n);
+    for (std::size_t i = 0; i < n; ++i) a[i] = static_cast<float>((i * 7919) % 1000) - 500.0f;
+    for (cc_coll_method_t m : {CC_COLL_METHOD_NONE, CC_COLL_METHOD_TOPK, CC_COLL_METHOD_SKETCH, CC_COLL_METHOD_LOWRANK}) {
+        cc_coll_params_t p{};
+        p.mask = CC_COLL_PARAMS_FIELD_METHOD;
+        p.method = m;
+        ASSERT_EQ(cc_coll_allreduce(a.data(), b.data(), n, CC_COLL_F32, CC_COLL_SUM, &p, comm_, nullptr), CC_COLL_OK)
+            << cc_coll_last_error();
+        s = read();
+        EXPECT_GT(s.time_total, 0.0) << "method " << m;
+        EXPECT_GE(s.time_total, s.time_compress + s.time_communicate + s.time_decompress) << "method " << m;
+    }
+    const double before = s.time_total;
+    const std::uint64_t calls = s.calls;
+    EXPECT_NE(cc_coll_allreduce(nullptr, b.data(), n, CC_COLL_F32, CC_COLL_SUM, nullptr, comm_, nullptr), CC_COLL_OK);
+    s = read();
+    EXPECT_EQ(s.calls, calls);
+    EXPECT_GT(s.time_total, before);
+    ASSERT_EQ(cc_coll_comm_reset_stats(comm_), CC_COLL_OK);
+    s = read();
+    EXPECT_EQ(s.time_total, 0.0);
+}
+
 TEST_F(Api, ResetStatsZeroes)
 {
     std::vector<float> a(64, 1.0f);

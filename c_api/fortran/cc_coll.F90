@@ -84,7 +84,8 @@ module cc_coll
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_TIME_DECOMPRESS    = 32_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_SKETCH_ELEMENTS    = 64_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_SKETCH_PEELED      = 128_c_int64_t
-  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_ALL                = 255_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_TIME_TOTAL         = 256_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_ALL                = 511_c_int64_t
 
   ! --- bits of cc_coll_build_flags() -----------------------------------------
   integer(c_int), parameter, public :: CC_COLL_BUILD_CUDA    = 1
@@ -127,6 +128,7 @@ module cc_coll
     real(c_double)     :: time_decompress    = 0
     integer(c_int64_t) :: sketch_elements    = 0  ! SKETCH: support elements decoded
     integer(c_int64_t) :: sketch_peeled      = 0  ! SKETCH: of those, recovered exactly
+    real(c_double)     :: time_total         = 0  ! entry to return of every call
   end type cc_coll_stats
 
   ! A libcc_coll communicator: the C cc_coll_comm_h. `ptr` is that handle, for

@@ -947,7 +947,8 @@ class Comm:
         calls, bytes_uncompressed, bytes_wire (ints), time_compress,
         time_communicate, time_decompress (seconds), sketch_elements and
         sketch_peeled (ints: SKETCH's decoded support elements, and how many
-        of them peeling recovered exactly)."""
+        of them peeling recovered exactly), and time_total (seconds inside the
+        communicator's calls, entry to return, failed calls included)."""
         s = _lib.StatsStruct(mask=_lib.STATS_FIELD_ALL)
         _check(lib.cc_coll_comm_get_stats(self._handle, ctypes.byref(s)))
         return {name: getattr(s, name) for name, _ in _lib.StatsStruct._fields_ if name != "mask"}

@@ -56,6 +56,7 @@ class StatsStruct(ctypes.Structure):
         ("time_decompress", ctypes.c_double),
         ("sketch_elements", ctypes.c_uint64),
         ("sketch_peeled", ctypes.c_uint64),
+        ("time_total", ctypes.c_double),
     ]
 
 
@@ -86,7 +87,7 @@ PARAMS_FIELD_WARM_START = 1 << 10
 PARAMS_FIELD_START_ITER = 1 << 11
 PARAMS_FIELD_MIN_COMPRESSION_RATE = 1 << 12
 
-STATS_FIELD_ALL = (1 << 8) - 1  # CALLS .. TIME_DECOMPRESS, SKETCH_ELEMENTS, SKETCH_PEELED
+STATS_FIELD_ALL = (1 << 9) - 1  # CALLS .. TIME_DECOMPRESS, SKETCH_ELEMENTS, SKETCH_PEELED, TIME_TOTAL
 
 BUILD_CUDA = 1 << 0
 BUILD_FORTRAN = 1 << 1

@@ -40,6 +40,7 @@ int main(void)
     OFF(cc_coll_stats_t, time_decompress);
     OFF(cc_coll_stats_t, sketch_elements);
     OFF(cc_coll_stats_t, sketch_peeled);
+    OFF(cc_coll_stats_t, time_total);
     SIZE(cc_coll_setting_t);
     OFF(cc_coll_setting_t, name);
     OFF(cc_coll_setting_t, env_var);

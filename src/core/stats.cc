@@ -15,6 +15,7 @@ void Stats::add(const StatsSnapshot &call)
     total_.time_decompress += call.time_decompress;
     total_.sketch_elements += call.sketch_elements;
     total_.sketch_peeled += call.sketch_peeled;
+    total_.time_total += call.time_total;
 }
 
 StatsSnapshot Stats::snapshot() const
@@ -34,7 +35,8 @@ cc_coll_status_t fill_stats(const StatsSnapshot &s, cc_coll_stats_t *out)
     const std::uint64_t known = CC_COLL_STATS_FIELD_CALLS | CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED |
                                 CC_COLL_STATS_FIELD_BYTES_WIRE | CC_COLL_STATS_FIELD_TIME_COMPRESS |
                                 CC_COLL_STATS_FIELD_TIME_COMMUNICATE | CC_COLL_STATS_FIELD_TIME_DECOMPRESS |
-                                CC_COLL_STATS_FIELD_SKETCH_ELEMENTS | CC_COLL_STATS_FIELD_SKETCH_PEELED;
+                                CC_COLL_STATS_FIELD_SKETCH_ELEMENTS | CC_COLL_STATS_FIELD_SKETCH_PEELED |
+                                CC_COLL_STATS_FIELD_TIME_TOTAL;
     if (out->mask & ~known)
         return fail(CC_COLL_ERR_INVALID_PARAMS, "cc_coll_comm_get_stats: stats->mask has unknown bits 0x%llx (known: 0x%llx)",
                     static_cast<unsigned long long>(out->mask & ~known), static_cast<unsigned long long>(known));
@@ -46,6 +48,7 @@ cc_coll_status_t fill_stats(const StatsSnapshot &s, cc_coll_stats_t *out)
     if (out->mask & CC_COLL_STATS_FIELD_TIME_DECOMPRESS) out->time_decompress = s.time_decompress;
     if (out->mask & CC_COLL_STATS_FIELD_SKETCH_ELEMENTS) out->sketch_elements = s.sketch_elements;
     if (out->mask & CC_COLL_STATS_FIELD_SKETCH_PEELED) out->sketch_peeled = s.sketch_peeled;
+    if (out->mask & CC_COLL_STATS_FIELD_TIME_TOTAL) out->time_total = s.time_total;
     return CC_COLL_OK;
 }
 

@@ -18,6 +18,7 @@ struct StatsSnapshot {
     double time_decompress = 0;
     std::uint64_t sketch_elements = 0;
     std::uint64_t sketch_peeled = 0;
+    double time_total = 0;  // entry to return of every call (CallTimer)
 };
 
 class Stats {

@@ -3,9 +3,11 @@
 #include "core/error.hpp"
 
 #ifdef CC_COLL_HAVE_CUDA
-#include <dlfcn.h>
+#include <link.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstring>
 
 #include <cuda_runtime_api.h>
 #endif
@@ -43,13 +45,57 @@ bool cuda_unusable(cudaError_t e)
 // about a pointer would itself start CUDA and create a context on the
 // current device (GPU memory and start-up time in every rank of a host-only
 // program). Once loaded, the driver stays loaded.
+//
+// The answer "not loaded" is remembered together with the loader's count of
+// objects loaded so far (dl_phdr_info::dlpi_adds): while no object has been
+// loaded since, the driver cannot have been, and the check costs one
+// dl_iterate_phdr callback (tens of nanoseconds) instead of a search of the
+// library path. Any new object (dlopen of anything, libcuda or not) makes
+// the next call look at the loaded objects' names again.
+struct LoadedScan {
+    unsigned long long known_adds;  // in: adds at the last negative answer
+    unsigned long long adds;        // out: the loader's current count
+    bool unchanged;                 // out: adds == known_adds
+    bool cuda;                      // out: libcuda.so* is loaded
+    bool no_counters;               // out: this C library gives no counters
+};
+
+int scan_object(struct dl_phdr_info *info, std::size_t size, void *data)
+{
+    auto *scan = static_cast<LoadedScan *>(data);
+    if (size < offsetof(struct dl_phdr_info, dlpi_subs)) {
+        scan->no_counters = true;  // look at every name, remember nothing
+    } else if (scan->adds == 0) {  // the first object: compare the counters
+        scan->adds = info->dlpi_adds;
+        if (scan->adds == scan->known_adds) {
+            scan->unchanged = true;
+            return 1;
+        }
+    }
+    const char *name = info->dlpi_name;
+    if (name != nullptr) {
+        const char *base = std::strrchr(name, '/');
+        base = base != nullptr ? base + 1 : name;
+        if (std::strncmp(base, "libcuda.so", 10) == 0) {
+            scan->cuda = true;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 bool cuda_started()
 {
     static std::atomic<bool> started{false};
+    static std::atomic<unsigned long long> known_adds{0};  // 0: never scanned
     if (started.load(std::memory_order_relaxed)) return true;
-    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    if (driver == nullptr) return false;
-    (void)dlclose(driver);  // drops only the reference RTLD_NOLOAD took
+    LoadedScan scan{known_adds.load(std::memory_order_relaxed), 0, false, false, false};
+    dl_iterate_phdr(scan_object, &scan);
+    if (scan.unchanged) return false;
+    if (!scan.cuda) {
+        if (!scan.no_counters) known_adds.store(scan.adds, std::memory_order_relaxed);
+        return false;
+    }
     started.store(true, std::memory_order_relaxed);
     return true;
 }

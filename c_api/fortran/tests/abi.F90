@@ -63,6 +63,7 @@ program fortran_abi
   call add('offset(stats%time_decompress)', offset_of(c_loc(s%time_decompress), c_loc(s)))
   call add('offset(stats%sketch_elements)', offset_of(c_loc(s%sketch_elements), c_loc(s)))
   call add('offset(stats%sketch_peeled)', offset_of(c_loc(s%sketch_peeled), c_loc(s)))
+  call add('offset(stats%time_total)', offset_of(c_loc(s%time_total), c_loc(s)))
   first_status = n + 1
   call add('CC_COLL_OK', int(CC_COLL_OK, c_int64_t))
   call add('CC_COLL_ERR_NULL_BUFFER', int(CC_COLL_ERR_NULL_BUFFER, c_int64_t))
@@ -118,6 +119,7 @@ program fortran_abi
   call add('CC_COLL_STATS_FIELD_TIME_DECOMPRESS', CC_COLL_STATS_FIELD_TIME_DECOMPRESS)
   call add('CC_COLL_STATS_FIELD_SKETCH_ELEMENTS', CC_COLL_STATS_FIELD_SKETCH_ELEMENTS)
   call add('CC_COLL_STATS_FIELD_SKETCH_PEELED', CC_COLL_STATS_FIELD_SKETCH_PEELED)
+  call add('CC_COLL_STATS_FIELD_TIME_TOTAL', CC_COLL_STATS_FIELD_TIME_TOTAL)
   call add('CC_COLL_BUILD_CUDA', int(CC_COLL_BUILD_CUDA, c_int64_t))
   call add('CC_COLL_BUILD_FORTRAN', int(CC_COLL_BUILD_FORTRAN, c_int64_t))
   call add('CC_COLL_VERSION_MAJOR', int(CC_COLL_VERSION_MAJOR, c_int64_t))
@@ -141,7 +143,8 @@ program fortran_abi
   if (CC_COLL_STATS_FIELD_ALL /= ior(ior(ior(CC_COLL_STATS_FIELD_CALLS, CC_COLL_STATS_FIELD_BYTES_UNCOMPRESSED), &
                                          ior(CC_COLL_STATS_FIELD_BYTES_WIRE, CC_COLL_STATS_FIELD_TIME_COMPRESS)), &
                                      ior(ior(CC_COLL_STATS_FIELD_TIME_COMMUNICATE, CC_COLL_STATS_FIELD_TIME_DECOMPRESS), &
-                                         ior(CC_COLL_STATS_FIELD_SKETCH_ELEMENTS, CC_COLL_STATS_FIELD_SKETCH_PEELED)))) then
+                                         ior(ior(CC_COLL_STATS_FIELD_SKETCH_ELEMENTS, CC_COLL_STATS_FIELD_SKETCH_PEELED), &
+                                             CC_COLL_STATS_FIELD_TIME_TOTAL)))) then
     print '(a)', 'FAIL: CC_COLL_STATS_FIELD_ALL is not the OR of the stats bits'
     nfail = nfail + 1
   end if
