@@ -29,6 +29,66 @@ cc_coll_status_t shape_of(const char *fn, const CallParams &p, std::size_t count
     return CC_COLL_OK;
 }
 
+// [begin, end) of a tensor's recvbuf or sendbuf.
+struct Span {
+    std::uintptr_t begin, end;
+    std::size_t tensor;
+};
+
+bool overlap(const void *x, std::size_t xb, const void *y, std::size_t yb)
+{
+    const auto a = reinterpret_cast<std::uintptr_t>(x), b = reinterpret_cast<std::uintptr_t>(y);
+    return a < b + yb && b < a + xb;
+}
+
+// Whether two recvbufs overlap or a sendbuf overlaps another tensor's
+// recvbuf: O(n log n), so that a group of many small tensors does not pay
+// n^2 comparisons on every call.
+bool any_overlap(const std::vector<GroupTensor> &tensors)
+{
+    std::vector<Span> recv;
+    recv.reserve(tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const AllreduceArgs &a = tensors[i].args;
+        if (a.count == 0) continue;
+        const auto r = reinterpret_cast<std::uintptr_t>(a.recv);
+        recv.push_back(Span{r, r + a.count * dtype_size(a.dtype), i});
+    }
+    std::sort(recv.begin(), recv.end(), [](const Span &x, const Span &y) { return x.begin < y.begin; });
+    for (std::size_t k = 1; k < recv.size(); ++k)
+        if (recv[k].begin < recv[k - 1].end) return true;  // disjoint and sorted from here on
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const AllreduceArgs &a = tensors[i].args;
+        if (a.count == 0) continue;
+        const auto s = reinterpret_cast<std::uintptr_t>(a.send);
+        const std::uintptr_t e = s + a.count * dtype_size(a.dtype);
+        // The first recvbuf that ends after s, and those after it that
+        // start before e, are the ones [s, e) overlaps.
+        auto it = std::upper_bound(recv.begin(), recv.end(), s,
+                                   [](std::uintptr_t v, const Span &x) { return v < x.end; });
+        for (; it != recv.end() && it->begin < e; ++it)
+            if (it->tensor != i) return true;
+    }
+    return false;
+}
+
+// The first overlap in the order the checks name them (i, then j).
+cc_coll_status_t report_overlap(const char *fn, const std::vector<GroupTensor> &tensors)
+{
+    const std::size_t n = tensors.size();
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            const AllreduceArgs &a = tensors[i].args, &b = tensors[j].args;
+            if (i == j || a.count == 0 || b.count == 0) continue;
+            const std::size_t ab = a.count * dtype_size(a.dtype), bb = b.count * dtype_size(b.dtype);
+            if (i < j && overlap(a.recv, ab, b.recv, bb))
+                return fail(CC_COLL_ERR_INVALID_ARG, "%s: recvbufs[%zu] and recvbufs[%zu] overlap", fn, i, j);
+            if (overlap(a.send, ab, b.recv, bb))
+                return fail(CC_COLL_ERR_INVALID_ARG, "%s: sendbufs[%zu] overlaps recvbufs[%zu]", fn, i, j);
+        }
+    return fail(CC_COLL_ERR_INTERNAL, "%s: overlapping buffers found but not named", fn);
+}
+
 }  // namespace
 
 extern "C" {
@@ -55,18 +115,22 @@ cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void *const *sen
         std::vector<GroupTensor> tensors(ntensors);
         bool on_device = false, located = false;
         for (std::size_t i = 0; i < ntensors; ++i) {
-            char what[96];
-            std::snprintf(what, sizeof what, "%s (tensor %zu)", fn, i);
             CallParams p;
             if ((st = resolve_params(params == nullptr ? nullptr : &params[i], c->config(), &p)) != CC_COLL_OK) {
                 const std::string why = cc_coll_last_error();
                 return fail(st, "%s: params[%zu]: %s", fn, i, why.c_str());
             }
             const void *send = sendbufs == nullptr ? recvbufs[i] : sendbufs[i];
-            if ((st = validate_reduction_args(what, send, recvbufs[i], counts[i], dtypes[i], op)) != CC_COLL_OK)
-                return st;
             bool dev = false;
-            if ((st = locate_buffers(what, send, recvbufs[i], counts[i], stream, &dev)) != CC_COLL_OK) return st;
+            if (validate_reduction_args(fn, send, recvbufs[i], counts[i], dtypes[i], op) != CC_COLL_OK ||
+                locate_buffers(fn, send, recvbufs[i], counts[i], stream, &dev) != CC_COLL_OK) {
+                // Only on failure: the same checks again, naming the tensor.
+                char what[96];
+                std::snprintf(what, sizeof what, "%s (tensor %zu)", fn, i);
+                if ((st = validate_reduction_args(what, send, recvbufs[i], counts[i], dtypes[i], op)) != CC_COLL_OK)
+                    return st;
+                return locate_buffers(what, send, recvbufs[i], counts[i], stream, &dev);
+            }
             if (counts[i] > 0) {
                 if (located && dev != on_device)
                     return fail(CC_COLL_ERR_INVALID_ARG,
@@ -81,20 +145,7 @@ cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void *const *sen
         for (GroupTensor &t : tensors) t.args.on_device = on_device;
         // A tensor writing memory another tensor reads or writes would make
         // the result depend on the order in which the group runs them.
-        const auto overlap = [](const void *x, std::size_t xb, const void *y, std::size_t yb) {
-            const auto a = reinterpret_cast<std::uintptr_t>(x), b = reinterpret_cast<std::uintptr_t>(y);
-            return a < b + yb && b < a + xb;
-        };
-        for (std::size_t i = 0; i < ntensors; ++i)
-            for (std::size_t j = 0; j < ntensors; ++j) {
-                const AllreduceArgs &a = tensors[i].args, &b = tensors[j].args;
-                if (i == j || a.count == 0 || b.count == 0) continue;
-                const std::size_t ab = a.count * dtype_size(a.dtype), bb = b.count * dtype_size(b.dtype);
-                if (i < j && overlap(a.recv, ab, b.recv, bb))
-                    return fail(CC_COLL_ERR_INVALID_ARG, "%s: recvbufs[%zu] and recvbufs[%zu] overlap", fn, i, j);
-                if (overlap(a.send, ab, b.recv, bb))
-                    return fail(CC_COLL_ERR_INVALID_ARG, "%s: sendbufs[%zu] overlaps recvbufs[%zu]", fn, i, j);
-            }
+        if (any_overlap(tensors)) return report_overlap(fn, tensors);
         return allreduce_group(*c, tensors);
     });
 }
