@@ -4,6 +4,13 @@
  *   cc_coll_info            everything
  *   cc_coll_info -v         version only
  *   cc_coll_info -s         settings only
+ *   cc_coll_info --markdown the settings as a Markdown table (variable, default,
+ *                           description): the table of docs/api.md, rewritten by
+ *                           scripts/docs/settings_table.cmake
+ *
+ * --markdown prints the built-in defaults, not the values in effect, so its
+ * output does not depend on the environment; it runs without MPI (no
+ * MPI_Init), like cc_coll_setting_get itself.
  */
 #include <stdio.h>
 #include <string.h>
@@ -58,6 +65,69 @@ static int print_settings(void)
     return bad;
 }
 
+static int is_word_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* Text in a cell of a GitHub-flavoured Markdown table: `|` would end the cell
+ * (even inside a code span) and \ * ` < could start markup, so each is
+ * escaped with a backslash, and so is `_` where it could open or close
+ * emphasis (not inside a word such as MPI_Allreduce, where it cannot); a line
+ * break would end the row, so it becomes a space. */
+static void print_md_text(const char *text)
+{
+    if (text == NULL) return;
+    for (const char *p = text; *p; ++p) {
+        if (*p == '\n' || *p == '\r') {
+            putchar(' ');
+            continue;
+        }
+        if (strchr("\\|*`<", *p) != NULL ||
+            (*p == '_' && !(p > text && is_word_char(p[-1]) && is_word_char(p[1]))))
+            putchar('\\');
+        putchar(*p);
+    }
+}
+
+/* A value as a code span; `|` is still escaped (GitHub splits the row on it
+ * before reading code spans, and drops the backslash). */
+static void print_md_code(const char *text)
+{
+    if (text == NULL) text = "";
+    if (text[0] == '\0' || strchr(text, '`') != NULL || strchr(text, '\n') != NULL) {
+        print_md_text(text[0] == '\0' ? "(empty)" : text);
+        return;
+    }
+    putchar('`');
+    for (const char *p = text; *p; ++p) {
+        if (*p == '|') putchar('\\');
+        putchar(*p);
+    }
+    putchar('`');
+}
+
+/* The settings table in Markdown: one row per setting, in the library's
+ * order, with the built-in default (an invalid environment value changes
+ * nothing here). */
+static void print_settings_markdown(void)
+{
+    size_t n = cc_coll_setting_count();
+    printf("| environment variable | default | description |\n");
+    printf("| --- | --- | --- |\n");
+    for (size_t i = 0; i < n; ++i) {
+        cc_coll_setting_t s;
+        (void)cc_coll_setting_get(i, &s); /* fills the entry even when it fails */
+        printf("| ");
+        print_md_code(s.env_var);
+        printf(" | ");
+        print_md_code(s.default_value);
+        printf(" | ");
+        print_md_text(s.doc);
+        printf(" |\n");
+    }
+}
+
 static void print_version(void)
 {
     int major, minor, patch;
@@ -91,12 +161,15 @@ static void print_build(void)
 
 int main(int argc, char **argv)
 {
-    int want_version = 0, want_settings = 0;
+    int want_version = 0, want_settings = 0, want_markdown = 0;
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "-v") == 0) want_version = 1;
         else if (strcmp(argv[i], "-s") == 0) want_settings = 1;
+        else if (strcmp(argv[i], "--markdown") == 0) want_markdown = 1;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: %s [-v] [-s]\n  -v  version only\n  -s  settings only\n"
+            printf("usage: %s [-v] [-s] | --markdown\n  -v          version only\n  -s          settings only\n"
+                   "  --markdown  the settings as a Markdown table (variable, built-in default,\n"
+                   "              description), without MPI\n"
                    "With no option: version, build options (methods included) and settings.\n",
                    argv[0]);
             return 0;
@@ -104,6 +177,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: unknown option '%s' (try --help)\n", argv[0], argv[i]);
             return 2;
         }
+    }
+    if (want_markdown) {
+        if (want_version || want_settings) {
+            fprintf(stderr, "%s: --markdown takes no other option\n", argv[0]);
+            return 2;
+        }
+        print_settings_markdown();
+        return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
     }
     if (!want_version && !want_settings) want_version = want_settings = 2;
     MPI_Init(&argc, &argv);
