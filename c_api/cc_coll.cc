@@ -360,6 +360,16 @@ unsigned cc_coll_build_flags(void)
 
 int cc_coll_cuda_device_count(void) { return gpu::device_count(); }
 
+int cc_coll_buffer_on_device(const void *ptr)
+{
+    return guarded("cc_coll_buffer_on_device", [&]() -> cc_coll_status_t {
+        gpu::Location where = gpu::Location::Host;
+        const cc_coll_status_t st = gpu::locate_checked(ptr, &where, "cc_coll_buffer_on_device");
+        if (st != CC_COLL_OK) return st;
+        return static_cast<cc_coll_status_t>(where == gpu::Location::Device ? 1 : 0);
+    });
+}
+
 int cc_coll_mpi_cuda_aware(void)
 {
 #if defined(MPIX_CUDA_AWARE_SUPPORT)

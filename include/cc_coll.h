@@ -555,6 +555,14 @@ CC_COLL_API int cc_coll_mpi_cuda_aware(void);
  * there is no driver or GPU (device buffers then cannot exist). */
 CC_COLL_API int cc_coll_cuda_device_count(void);
 
+/* Where a buffer lives, as the collectives decide it: 1 for CUDA device or
+ * managed memory, 0 for host memory (always 0 in a build without CUDA, for
+ * NULL, and in a process that has not loaded the CUDA driver, which this call
+ * never loads), or CC_COLL_ERR_CUDA (negative) when a broken CUDA context
+ * leaves it unknown. Costs tens of nanoseconds for host memory in a process
+ * without CUDA. Since 0.4. */
+CC_COLL_API int cc_coll_buffer_on_device(const void *ptr);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -182,6 +182,25 @@ TEST(BufferLocation, HostMemoryAndNullAreHost)
     }
 }
 
+// The public query agrees with the collectives' rule, and stays right when
+// the process loads other shared objects after a first answer (the loader's
+// object count invalidates the remembered "no CUDA driver").
+TEST(BufferLocation, PublicQueryAnswersHostBeforeAndAfterOtherLibrariesLoad)
+{
+    std::vector<double> v(8);
+    EXPECT_EQ(cc_coll_buffer_on_device(v.data()), 0);
+    EXPECT_EQ(cc_coll_buffer_on_device(nullptr), 0);
+    EXPECT_EQ(cc_coll_buffer_on_device(v.data()), 0);  // the remembered answer
+    void *other = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+    EXPECT_EQ(cc_coll_buffer_on_device(v.data()), 0);
+    if (other != nullptr) dlclose(other);
+    if (cc_coll_cuda_device_count() == 0) {
+        // Without a usable GPU no buffer is device memory, whatever is loaded.
+        std::unique_ptr<float[]> heap(new float[4]);
+        EXPECT_EQ(cc_coll_buffer_on_device(heap.get()), 0);
+    }
+}
+
 // The checked form the C API uses: host memory is Host and no error, with a
 // GPU or without one (no driver, no device: CUDA unusable, not a failure).
 TEST(BufferLocation, CheckedLocateCallsHostMemoryHostWithoutError)
