@@ -41,8 +41,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <algorithm>
-#include <climits>
-#include <cstring>
 #include <exception>
 #include <map>
 #include <mutex>
