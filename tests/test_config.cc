@@ -365,7 +365,7 @@ TEST(PreloadSettings, ShimSettingsCloseTheTable)
     std::size_t n = 0, m = 0;
     const cc_coll::detail::SettingDef *table = cc_coll::detail::settings(&n);
     const cc_coll::detail::SettingDef *shim = cc_coll::detail::preload_setting_defs(&m);
-    ASSERT_EQ(m, 2u);
+    ASSERT_EQ(m, 6u);
     ASSERT_GE(n, m);
     for (std::size_t i = 0; i < m; ++i) {
         const cc_coll::detail::SettingDef &s = table[n - m + i];
@@ -375,10 +375,13 @@ TEST(PreloadSettings, ShimSettingsCloseTheTable)
         EXPECT_STREQ(s.doc, shim[i].doc);
         EXPECT_EQ(s.apply, shim[i].apply);
     }
-    EXPECT_STREQ(shim[0].env_var, "CC_COLL_MIN_BYTES");
-    EXPECT_STREQ(shim[0].default_value, "1M");
-    EXPECT_STREQ(shim[1].env_var, "CC_COLL_STATS");
-    EXPECT_STREQ(shim[1].default_value, "0");
+    const char *expected[][2] = {{"CC_COLL_MIN_BYTES", "1M"}, {"CC_COLL_MIN_REPEATS", "100"},
+                                 {"CC_COLL_ALLOW", ""},        {"CC_COLL_DENY", ""},
+                                 {"CC_COLL_QUIET", "0"},       {"CC_COLL_STATS", "0"}};
+    for (std::size_t i = 0; i < m; ++i) {
+        EXPECT_STREQ(shim[i].env_var, expected[i][0]);
+        EXPECT_STREQ(shim[i].default_value, expected[i][1]);
+    }
 }
 
 TEST(PreloadSettings, ShimEntriesValidateButLeaveConfigAlone)
@@ -393,7 +396,10 @@ TEST(PreloadSettings, ShimEntriesValidateButLeaveConfigAlone)
         cfg.ef_max_bytes = 12345;
         cfg.cuda_chunk_bytes = 8192;
         std::string why;
-        EXPECT_TRUE(shim[i].apply("1", &cfg, &why)) << shim[i].name << ": " << why;
+        // A valid value of each: "1" for the numbers and switches, an entry
+        // for the lists.
+        const bool list = std::string(shim[i].name) == "ALLOW" || std::string(shim[i].name) == "DENY";
+        EXPECT_TRUE(shim[i].apply(list ? "comm:x" : "1", &cfg, &why)) << shim[i].name << ": " << why;
         EXPECT_EQ(static_cast<int>(cfg.method), 7);
         EXPECT_EQ(cfg.density, 0.5);
         EXPECT_FALSE(cfg.ef);
@@ -415,6 +421,10 @@ TEST(PreloadSettings, DefaultsWhenEnvironmentIsEmpty)
     EXPECT_TRUE(s.ef);
     EXPECT_EQ(s.ef_max_bytes, 0u);
     EXPECT_EQ(s.min_bytes, std::uint64_t{1} << 20);
+    EXPECT_EQ(s.min_repeats, 100u);
+    EXPECT_TRUE(s.allow.empty());
+    EXPECT_TRUE(s.deny.empty());
+    EXPECT_FALSE(s.quiet);
     EXPECT_FALSE(s.stats);
 
     // Every setting of the table is read (and so validated), not only these.
@@ -436,9 +446,20 @@ TEST(PreloadSettings, EnvironmentOverridesDefault)
     env.vars["CC_COLL_EF_MAX_BYTES"] = "2M";
     env.vars["CC_COLL_MIN_BYTES"] = " 64KiB ";
     env.vars["CC_COLL_STATS"] = "Yes";
+    env.vars["CC_COLL_MIN_REPEATS"] = " 7 ";
+    env.vars["CC_COLL_ALLOW"] = "comm:grad*, site:train_step";
+    env.vars["CC_COLL_DENY"] = "site:lmp+0x1000-0x2000";
+    env.vars["CC_COLL_QUIET"] = "on";
     std::vector<std::string> errors;
     const PreloadSettings s = cc_coll::detail::load_preload_settings(env.lookup(), &errors);
     EXPECT_TRUE(errors.empty()) << errors.front();
+    EXPECT_EQ(s.min_repeats, 7u);
+    ASSERT_EQ(s.allow.size(), 2u);
+    EXPECT_EQ(s.allow[0].text, "comm:grad*");
+    EXPECT_EQ(s.allow[1].text, "site:train_step");
+    ASSERT_EQ(s.deny.size(), 1u);
+    EXPECT_EQ(s.deny[0].kind, cc_coll::detail::PreloadPattern::Kind::SiteRange);
+    EXPECT_TRUE(s.quiet);
     EXPECT_EQ(s.method, CC_COLL_METHOD_TOPK);
     EXPECT_EQ(s.density, 0.25);
     EXPECT_FALSE(s.ef);
@@ -448,10 +469,83 @@ TEST(PreloadSettings, EnvironmentOverridesDefault)
 
     env.vars["CC_COLL_MIN_BYTES"] = "0";
     env.vars["CC_COLL_STATS"] = "0";
+    env.vars["CC_COLL_MIN_REPEATS"] = "0";
+    env.vars["CC_COLL_ALLOW"] = " , ";
     const PreloadSettings t = cc_coll::detail::load_preload_settings(env.lookup(), &errors);
     EXPECT_TRUE(errors.empty());
     EXPECT_EQ(t.min_bytes, 0u);
     EXPECT_FALSE(t.stats);
+    EXPECT_EQ(t.min_repeats, 0u);
+    EXPECT_TRUE(t.allow.empty());
+}
+
+TEST(PreloadSettings, BadRepeatsAndPatternsAreNamed)
+{
+    FakeEnv env;
+    env.vars["CC_COLL_MIN_REPEATS"] = "-1";
+    env.vars["CC_COLL_ALLOW"] = "comm:world,thermo";
+    env.vars["CC_COLL_DENY"] = "site:lmp+0x2000-0x1000";
+    env.vars["CC_COLL_QUIET"] = "hush";
+    std::vector<std::string> errors;
+    const PreloadSettings s = cc_coll::detail::load_preload_settings(env.lookup(), &errors);
+    ASSERT_EQ(errors.size(), 4u);
+    EXPECT_EQ(errors[0], "CC_COLL_MIN_REPEATS=\"-1\" is invalid: expected a whole number of calls from 0 to "
+                         "999999999999, such as 0, 10 or 100");
+    EXPECT_EQ(errors[1], "CC_COLL_ALLOW=\"comm:world,thermo\" is invalid: entry \"thermo\" starts with neither "
+                         "comm: nor site: (expected comma-separated entries comm:NAME, site:SYMBOL or "
+                         "site:OBJECT+0xSTART-0xEND)");
+    EXPECT_EQ(errors[2], "CC_COLL_DENY=\"site:lmp+0x2000-0x1000\" is invalid: entry \"site:lmp+0x2000-0x1000\" is "
+                         "not site:OBJECT+0xSTART-0xEND with hexadecimal offsets, START below END");
+    EXPECT_EQ(errors[3], "CC_COLL_QUIET=\"hush\" is invalid: expected 1/0, true/false, yes/no or on/off");
+    EXPECT_EQ(s.min_repeats, 100u);
+    EXPECT_TRUE(s.allow.empty());
+    EXPECT_TRUE(s.deny.empty());
+    EXPECT_FALSE(s.quiet);
+
+    std::vector<cc_coll::detail::PreloadPattern> list;
+    std::string why;
+    for (const char *bad : {"comm:", "site:", "site:a+0x10", "site:+0x1-0x2", "site:a+0x-0x2", "site:a+0x1-0xg",
+                            "node:3", "world"}) {
+        EXPECT_FALSE(cc_coll::detail::parse_preload_patterns(bad, &list, &why)) << bad;
+        EXPECT_NE(why.find(std::string("\"") + bad + "\""), std::string::npos) << why;
+    }
+}
+
+TEST(PreloadSettings, PatternsMatchCommunicatorNamesAndCallSites)
+{
+    using cc_coll::detail::PreloadCallSite;
+    using cc_coll::detail::PreloadPattern;
+    std::vector<PreloadPattern> list;
+    std::string why;
+    ASSERT_TRUE(cc_coll::detail::parse_preload_patterns(
+        "comm:MPI COMM * SPLIT FROM *, site:fix_ave_chunk_*, site:lmp_*+0x1000-0x1100", &list, &why))
+        << why;
+    ASSERT_EQ(list.size(), 3u);
+    EXPECT_EQ(list[0].kind, PreloadPattern::Kind::Comm);
+    EXPECT_EQ(list[1].kind, PreloadPattern::Kind::SiteSymbol);
+    EXPECT_EQ(list[2].kind, PreloadPattern::Kind::SiteRange);
+    EXPECT_EQ(list[2].glob, "lmp_*");
+    EXPECT_EQ(list[2].start, 0x1000u);
+    EXPECT_EQ(list[2].end, 0x1100u);
+
+    PreloadCallSite none;
+    PreloadCallSite in_fix{"liblammps.so.0", 0x5000, "fix_ave_chunk_end_of_step"};
+    PreloadCallSite in_range{"lmp_mpi", 0x10ff, ""};
+    PreloadCallSite past_range{"lmp_mpi", 0x1100, "main"};
+    auto matches = [](const PreloadPattern &p, const char *comm, const PreloadCallSite &site) {
+        return cc_coll::detail::preload_pattern_matches(p, comm, site);
+    };
+    EXPECT_TRUE(matches(list[0], "MPI COMM 4 SPLIT FROM 0", none));
+    EXPECT_FALSE(matches(list[0], "MPI COMM 3 DUP FROM 0", none));
+    EXPECT_FALSE(matches(list[0], "MPI_COMM_WORLD", none));
+    EXPECT_TRUE(matches(list[1], "MPI_COMM_WORLD", in_fix));
+    EXPECT_FALSE(matches(list[1], "MPI_COMM_WORLD", none));  // no symbol: no match
+    EXPECT_TRUE(matches(list[2], "", in_range));
+    EXPECT_FALSE(matches(list[2], "", past_range));  // the end is exclusive
+    EXPECT_FALSE(matches(list[2], "", in_fix));
+    EXPECT_TRUE(cc_coll::detail::preload_patterns_match(list, "MPI_COMM_WORLD", in_range));
+    EXPECT_FALSE(cc_coll::detail::preload_patterns_match(list, "MPI_COMM_WORLD", past_range));
+    EXPECT_FALSE(cc_coll::detail::preload_patterns_match({}, "MPI_COMM_WORLD", in_fix));
 }
 
 TEST(PreloadSettings, EveryBadValueIsReportedInTableOrderAndKeepsTheDefault)
@@ -478,14 +572,15 @@ TEST(PreloadSettings, BadShimValueStillFailsLoadConfig)
 {
     // cc_coll_comm_create rejects every invalid CC_COLL_* value, the shim's
     // included, as before they left Config.
-    const char *vars[] = {"CC_COLL_MIN_BYTES", "CC_COLL_STATS"};
+    const char *vars[] = {"CC_COLL_MIN_BYTES", "CC_COLL_MIN_REPEATS", "CC_COLL_ALLOW",
+                          "CC_COLL_DENY",      "CC_COLL_QUIET",       "CC_COLL_STATS"};
     for (const char *var : vars) {
         FakeEnv env;
         env.vars[var] = "plenty";
         Config cfg;
         std::string why;
         EXPECT_EQ(cc_coll::detail::load_config(env.lookup(), &cfg, &why), CC_COLL_ERR_CONFIG) << var;
-        EXPECT_EQ(why.rfind(std::string(var) + "=\"plenty\" is invalid: expected ", 0), 0u) << why;
+        EXPECT_EQ(why.rfind(std::string(var) + "=\"plenty\" is invalid: ", 0), 0u) << why;
     }
 }
 

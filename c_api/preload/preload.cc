@@ -11,12 +11,20 @@
 //    objects are linked in statically and call MPI_Allreduce by name, which
 //    resolves to the wrapper below; a thread-local depth counter sends those
 //    nested calls straight to PMPI_Allreduce.
-//  - Eligible (identical decision on every rank, from count, datatype, op,
-//    communicator kind and the environment): MPI_SUM of a predefined
-//    MPI_FLOAT / MPI_REAL / MPI_REAL4 (binary32) or MPI_DOUBLE /
-//    MPI_DOUBLE_PRECISION / MPI_REAL8 (binary64), count x size >=
-//    CC_COLL_MIN_BYTES, on an intra-communicator, no MPI_BOTTOM. Everything
-//    else goes to PMPI_Allreduce (or the Fortran PMPI entry) untouched.
+//  - Eligible, in two stages. First, from values identical on every rank
+//    (count, datatype, op, communicator kind and size, the environment):
+//    MPI_SUM of a predefined MPI_FLOAT / MPI_REAL / MPI_REAL4 (binary32) or
+//    MPI_DOUBLE / MPI_DOUBLE_PRECISION / MPI_REAL8 (binary64), count x size
+//    >= CC_COLL_MIN_BYTES, on an intra-communicator of two or more ranks,
+//    no MPI_BOTTOM. Then, from values that may differ between ranks (buffer
+//    addresses, call site, communicator name): the call's key (call site,
+//    receive buffer, count, type) has been seen CC_COLL_MIN_REPEATS times
+//    before on this communicator, CC_COLL_DENY does not match and
+//    CC_COLL_ALLOW, if set, does. The ranks agree on the second stage with
+//    one 4-byte MPI_BOR PMPI_Allreduce on the shim's private duplicate of
+//    the communicator: a call is compressed only where it is ready on every
+//    rank. Everything else goes to PMPI_Allreduce (or the Fortran PMPI
+//    entry) untouched.
 //  - Per MPI communicator one libcc_coll communicator, created at the first
 //    eligible call and cached as an attribute; its delete callback queues it
 //    for destruction (no MPI call inside the callback), done at the next
@@ -26,12 +34,15 @@
 //    internals. The one thing the C ABI does not answer, whether a buffer is
 //    device memory, the shim asks the CUDA runtime itself (CUDA builds).
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
+#include <algorithm>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <new>
 #include <set>
@@ -67,6 +78,9 @@ extern int MPI_FORTRAN_BOTTOM __attribute__((weak, visibility("default")));
 namespace {
 
 using cc_coll::detail::load_preload_settings;
+using cc_coll::detail::preload_patterns_match;
+using cc_coll::detail::PreloadCallSite;
+using cc_coll::detail::PreloadPattern;
 using cc_coll::detail::PreloadSettings;
 
 // ---------------------------------------------------------------------------
@@ -88,6 +102,23 @@ struct Guard {
 // (recvbuf address, count, dtype).
 using ResidualKey = std::tuple<const void *, std::size_t, int>;
 
+// What CC_COLL_MIN_REPEATS counts: (return address of the MPI_Allreduce
+// call, receive buffer, count, dtype), per communicator and rank.
+using RepeatKey = std::tuple<const void *, const void *, std::size_t, int>;
+
+// At most this many keys are remembered per communicator; past it the
+// counts start over (so a program that reduces into a new buffer at every
+// call cannot grow the shim's memory without bound).
+constexpr std::size_t kMaxRepeatKeys = 1 << 16;
+
+// Bits of the agreement (preflight): a condition on some rank that makes
+// every rank pass the call through.
+constexpr int kBitEfCap = 1;      // a new residual would pass CC_COLL_EF_MAX_BYTES
+constexpr int kBitDevice = 2;     // device memory on this rank
+constexpr int kBitHost = 4;       // host memory on this rank
+constexpr int kBitTargeting = 8;  // CC_COLL_DENY matches, or CC_COLL_ALLOW does not
+constexpr int kBitRepeats = 16;   // seen fewer than CC_COLL_MIN_REPEATS times
+
 // What hangs off a user communicator (the attribute value).
 struct Entry {
     MPI_Comm user = MPI_COMM_NULL;    // the communicator it is cached on
@@ -100,6 +131,16 @@ struct Entry {
     // of cc_coll_ef_bytes). Only the shim calls on `handle`, and nothing
     // drops a residual before the communicator is destroyed.
     std::set<ResidualKey> residuals;
+    // CC_COLL_MIN_REPEATS: how often each key was seen on this rank.
+    std::map<RepeatKey, std::uint64_t> repeats;
+};
+
+// A compressed call site in the summary: (return address, count, dtype).
+using SiteKey = std::tuple<const void *, std::size_t, int>;
+struct SiteTotals {
+    std::uint64_t calls = 0;
+    std::uint64_t bytes = 0;
+    std::string comm;  // the communicator's name at the last call
 };
 
 struct Totals {
@@ -107,6 +148,11 @@ struct Totals {
     std::uint64_t bytes_uncompressed = 0;
     std::uint64_t bytes_wire = 0;
     double seconds = 0;
+    // Calls passed through by the second stage of the decision, by the
+    // first reason that applied, and calls on a one-rank communicator.
+    std::uint64_t pass_targeting = 0;
+    std::uint64_t pass_repeats = 0;
+    std::uint64_t pass_one_rank = 0;
 };
 
 struct State {
@@ -128,6 +174,8 @@ struct State {
     std::vector<Entry *> zombies; // user communicator freed: destroy later
     std::set<int> reported;       // statuses already reported (print once)
     Totals totals;
+    std::map<const void *, PreloadCallSite> sites;  // resolved return addresses
+    std::map<SiteKey, SiteTotals> compressed_sites;
 };
 
 State &state()
@@ -202,6 +250,28 @@ int delete_entry(MPI_Comm, int, void *value, void *)
     return MPI_SUCCESS;
 }
 
+std::string pattern_list(const std::vector<PreloadPattern> &list)
+{
+    std::string out;
+    for (const PreloadPattern &p : list) out += (out.empty() ? "" : ",") + p.text;
+    return out;
+}
+
+// The decision rule in words, as the line at MPI_Init and the summary say it.
+std::string eligibility_rule(const PreloadSettings &c)
+{
+    std::string rule = "MPI_SUM of float or double, >= " + std::to_string(c.min_bytes) +
+                       " bytes, on communicators of 2 or more ranks";
+    if (c.min_repeats > 0)
+        rule += ", once the same call site, buffer, count and type has been reduced " +
+                std::to_string(c.min_repeats) + " times exactly on every rank";
+    else
+        rule += ", from the first call (CC_COLL_MIN_REPEATS=0)";
+    if (!c.allow.empty()) rule += "; opt-in: only CC_COLL_ALLOW=" + pattern_list(c.allow);
+    if (!c.deny.empty()) rule += "; never CC_COLL_DENY=" + pattern_list(c.deny);
+    return rule;
+}
+
 // Reads and validates every CC_COLL_* setting once, right after MPI is
 // initialised (core/preload_settings.hpp). A bad value: one message from
 // rank 0 per variable, and compression stays off for the whole run.
@@ -238,6 +308,14 @@ void setup(int thread_level)
     }
     s.ef_cap = cfg.ef && cfg.method != CC_COLL_METHOD_NONE && cfg.ef_max_bytes != 0;
     s.preflight_device = (cc_coll_build_flags() & CC_COLL_BUILD_CUDA) != 0 && cc_coll_mpi_cuda_aware() != 0;
+    if (active && !cfg.quiet && s.world_rank == 0) {
+        char density[64] = "";  // the one method parameter the shim passes itself
+        if (cfg.method == CC_COLL_METHOD_TOPK) std::snprintf(density, sizeof density, "density %g, ", cfg.density);
+        std::fprintf(stderr,
+                     "[cc_coll] preload: compressing MPI_Allreduce with method %s (%serror feedback %s): %s; "
+                     "every other call passes through to MPI unchanged (CC_COLL_QUIET=1 silences this line)\n",
+                     cc_coll_method_name(cfg.method), density, cfg.ef ? "on" : "off", eligibility_rule(cfg).c_str());
+    }
     s.active = active;
     s.set_up = true;
 }
@@ -255,9 +333,51 @@ void ensure_setup()
     setup(level);
 }
 
-void print_summary(const std::uint64_t sum[4], const std::uint64_t max[2], double t_max, double t_sum)
+// The counters reduced over MPI_COMM_WORLD for the summary.
+enum Counter { kSeen, kCompressed, kBytes, kWire, kPassTargeting, kPassRepeats, kPassOneRank, kCounters };
+
+const char *dtype_name(int dtype) { return dtype == CC_COLL_F64 ? "double" : "float"; }
+
+// A call site as the summary prints it: object+0xOFFSET (symbol), the form
+// CC_COLL_ALLOW / CC_COLL_DENY accept.
+std::string site_label(const PreloadCallSite &site)
 {
-    const State &s = state();
+    char offset[32];
+    std::snprintf(offset, sizeof offset, "+0x%" PRIx64, site.offset);
+    std::string label = (site.object.empty() ? std::string("?") : site.object) + offset;
+    if (!site.symbol.empty()) label += " (" + site.symbol + ")";
+    return label;
+}
+
+// The compressed call sites of this rank, most bytes first.
+void print_sites(State &s)
+{
+    std::vector<std::pair<SiteKey, SiteTotals>> sites;
+    std::map<const void *, PreloadCallSite> where;
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        sites.assign(s.compressed_sites.begin(), s.compressed_sites.end());
+        where = s.sites;
+    }
+    std::stable_sort(sites.begin(), sites.end(),
+                     [](const auto &a, const auto &b) { return a.second.bytes > b.second.bytes; });
+    const std::size_t shown = std::min<std::size_t>(sites.size(), 8);
+    std::fprintf(stderr,
+                 "[cc_coll] compressed call sites on rank 0 (every rank compresses the same calls): %zu, "
+                 "%s%zu by bytes\n",
+                 sites.size(), shown < sites.size() ? "top " : "all ", shown);
+    for (std::size_t i = 0; i < shown; ++i) {
+        const SiteKey &k = sites[i].first;
+        const SiteTotals &t = sites[i].second;
+        std::fprintf(stderr, "[cc_coll]   %s: %zu x %s on %s: %" PRIu64 " calls, %" PRIu64 " bytes\n",
+                     site_label(where[std::get<0>(k)]).c_str(), std::get<1>(k), dtype_name(std::get<2>(k)),
+                     t.comm.c_str(), t.calls, t.bytes);
+    }
+}
+
+void print_summary(State &s, const std::uint64_t sum[kCounters], const std::uint64_t max[2], double t_max,
+                   double t_sum)
+{
     const PreloadSettings &c = s.cfg;
     std::fprintf(stderr, "[cc_coll] preload summary: %d rank%s, thread level %s, %s\n", s.world_size,
                  s.world_size == 1 ? "" : "s", thread_level_name(s.thread_level),
@@ -266,19 +386,27 @@ void print_summary(const std::uint64_t sum[4], const std::uint64_t max[2], doubl
                                                     : "compression on");
     std::fprintf(stderr,
                  "[cc_coll] settings: method %s, density %g, ef %d, ef_max_bytes %" PRIu64 ", min_bytes %" PRIu64
-                 "\n",
-                 cc_coll_method_name(c.method), c.density, c.ef ? 1 : 0, c.ef_max_bytes, c.min_bytes);
+                 ", min_repeats %" PRIu64 ", allow \"%s\", deny \"%s\"\n",
+                 cc_coll_method_name(c.method), c.density, c.ef ? 1 : 0, c.ef_max_bytes, c.min_bytes,
+                 c.min_repeats, pattern_list(c.allow).c_str(), pattern_list(c.deny).c_str());
     std::fprintf(stderr,
                  "[cc_coll] allreduce calls seen %" PRIu64 ", compressed %" PRIu64
                  " (per rank, max over ranks; summed over ranks: %" PRIu64 " seen, %" PRIu64 " compressed)\n",
-                 max[0], max[1], sum[0], sum[1]);
-    const double ratio = sum[3] > 0 ? static_cast<double>(sum[2]) / static_cast<double>(sum[3]) : 0.0;
+                 max[0], max[1], sum[kSeen], sum[kCompressed]);
+    std::fprintf(stderr,
+                 "[cc_coll] passed through exactly (summed over ranks): %" PRIu64 " not yet repeated "
+                 "CC_COLL_MIN_REPEATS times on every rank, %" PRIu64 " by CC_COLL_ALLOW/CC_COLL_DENY, %" PRIu64
+                 " on one-rank communicators, %" PRIu64 " other (type, op, size, ...)\n",
+                 sum[kPassRepeats], sum[kPassTargeting], sum[kPassOneRank],
+                 sum[kSeen] - sum[kCompressed] - sum[kPassRepeats] - sum[kPassTargeting] - sum[kPassOneRank]);
+    const double ratio = sum[kWire] > 0 ? static_cast<double>(sum[kBytes]) / static_cast<double>(sum[kWire]) : 0.0;
     std::fprintf(stderr,
                  "[cc_coll] compressed calls: bytes uncompressed %" PRIu64 ", bytes on the wire %" PRIu64
                  " (summed over ranks; %.1fx less)\n",
-                 sum[2], sum[3], ratio);
+                 sum[kBytes], sum[kWire], ratio);
     std::fprintf(stderr, "[cc_coll] time in compressed calls: %.6f s (max over ranks), %.6f s (summed over ranks)\n",
                  t_max, t_sum);
+    print_sites(s);
 }
 
 // Before PMPI_Finalize: destroy every libcc_coll communicator, then reduce
@@ -311,15 +439,26 @@ void teardown()
         std::lock_guard<std::mutex> lock(s.mutex);
         t = s.totals;
     }
-    std::uint64_t local_sum[4] = {s.seen.load(), t.compressed, t.bytes_uncompressed, t.bytes_wire};
-    std::uint64_t local_max[2] = {local_sum[0], local_sum[1]};
-    std::uint64_t sum[4] = {0, 0, 0, 0}, max[2] = {0, 0};
+    const std::uint64_t local_sum[kCounters] = {s.seen.load(),    t.compressed,   t.bytes_uncompressed,
+                                                t.bytes_wire,      t.pass_targeting, t.pass_repeats,
+                                                t.pass_one_rank};
+    std::uint64_t local_max[2] = {local_sum[kSeen], local_sum[kCompressed]};
+    std::uint64_t sum[kCounters] = {}, max[2] = {0, 0};
     double t_max = 0, t_sum = 0;
-    PMPI_Reduce(local_sum, sum, 4, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    PMPI_Reduce(local_sum, sum, kCounters, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
     PMPI_Reduce(local_max, max, 2, MPI_UINT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
     PMPI_Reduce(&t.seconds, &t_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     PMPI_Reduce(&t.seconds, &t_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-    if (s.world_rank == 0 && s.cfg.stats) print_summary(sum, max, t_max, t_sum);
+    if (s.world_rank != 0) return;
+    if (s.cfg.stats) {
+        print_summary(s, sum, max, t_max, t_sum);
+    } else if (s.settings_valid && s.cfg.method != CC_COLL_METHOD_NONE && !s.cfg.quiet) {
+        std::fprintf(stderr,
+                     "[cc_coll] preload: compressed %" PRIu64 " of %" PRIu64 " MPI_Allreduce calls (per rank, max "
+                     "over ranks), %" PRIu64 " bytes before compression (summed over ranks); CC_COLL_STATS=1 "
+                     "lists the call sites\n",
+                     max[1], max[0], sum[kBytes]);
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -352,6 +491,49 @@ void report_once(int key, int comm_rank, const char *message, const char *detail
                  message, detail);
 }
 
+// Whether a call's second-stage conditions can differ between ranks, so that
+// the ranks must agree on each call (over the entry's `agree` duplicate).
+bool needs_agreement(const State &s)
+{
+    return s.ef_cap || s.preflight_device || s.cfg.min_repeats > 0 || !s.cfg.allow.empty() || !s.cfg.deny.empty();
+}
+
+// The object, offset and symbol of a return address (dladdr), cached.
+PreloadCallSite site_for(const void *ret)
+{
+    State &s = state();
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        const auto it = s.sites.find(ret);
+        if (it != s.sites.end()) return it->second;
+    }
+    PreloadCallSite site;
+    Dl_info info{};
+    if (ret != nullptr && dladdr(ret, &info) != 0) {
+        std::string path = info.dli_fname != nullptr ? info.dli_fname : "";
+        if (path.empty()) {  // the main program, on some C libraries
+            char exe[4096];
+            const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+            if (n > 0) path.assign(exe, static_cast<std::size_t>(n));
+        }
+        const std::size_t slash = path.rfind('/');
+        site.object = slash == std::string::npos ? path : path.substr(slash + 1);
+        site.offset = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(ret) -
+                                                 reinterpret_cast<std::uintptr_t>(info.dli_fbase));
+        if (info.dli_sname != nullptr) site.symbol = info.dli_sname;
+    }
+    std::lock_guard<std::mutex> lock(s.mutex);
+    return s.sites.emplace(ret, site).first->second;
+}
+
+std::string comm_name(MPI_Comm comm)
+{
+    char name[MPI_MAX_OBJECT_NAME] = {0};
+    int len = 0;
+    if (PMPI_Comm_get_name(comm, name, &len) != MPI_SUCCESS) return "";
+    return std::string(name, static_cast<std::size_t>(std::max(0, std::min(len, MPI_MAX_OBJECT_NAME))));
+}
+
 // The entry cached on `comm`, created at the communicator's first eligible
 // call (collective: every rank makes that call). nullptr: pass through.
 Entry *entry_for(MPI_Comm comm)
@@ -369,7 +551,7 @@ Entry *entry_for(MPI_Comm comm)
     if (st != CC_COLL_OK) {
         e->handle = nullptr;
         why = cc_coll_last_error();
-    } else if (s.ef_cap || s.preflight_device) {
+    } else if (needs_agreement(s)) {
         int rc = PMPI_Comm_dup(comm, &e->agree);
         if (rc != MPI_SUCCESS) e->agree = MPI_COMM_NULL;
         else rc = PMPI_Comm_set_errhandler(e->agree, MPI_ERRORS_RETURN);
@@ -436,32 +618,33 @@ std::uint64_t residual_bytes(std::size_t count, cc_coll_dtype_t dtype)
     return static_cast<std::uint64_t>(count) * (dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float));
 }
 
-// Conditions the library would detect on some ranks only, before any
-// communication: a new residual over CC_COLL_EF_MAX_BYTES (bit 1), and
-// ranks that disagree on where the buffers are (bit 2: device memory on some
-// rank, bit 4: host memory on some rank). Agreed on over the shim's private
-// duplicate so that every rank passes the call through together. Runs only
-// when such a condition can arise (a cap is set; a CUDA build with a
-// CUDA-aware MPI). *ef_held: this rank's residual bytes before the call when
+// Conditions that may hold on some ranks only: `bits`, the second stage of
+// the decision taken by the caller (kBitTargeting, kBitRepeats), and those
+// the library would detect before any communication: a new residual over
+// CC_COLL_EF_MAX_BYTES (kBitEfCap), and ranks that disagree on where the
+// buffers are (kBitDevice: device memory on some rank, kBitHost: host memory
+// on some rank). Agreed on (MPI_BOR) over the shim's private duplicate so
+// that every rank passes the call through together. Runs only when such a
+// condition can arise (needs_agreement). *ef_held: this rank's residual bytes before the call when
 // the call may create a residual, else UINT64_MAX.
-int preflight(const Entry &e, const void *src, void *recv, std::size_t count, cc_coll_dtype_t dtype,
+int preflight(const Entry &e, const void *src, void *recv, std::size_t count, cc_coll_dtype_t dtype, int bits,
               std::uint64_t *ef_held)
 {
     const State &s = state();
     *ef_held = UINT64_MAX;
     if (e.agree == MPI_COMM_NULL) return 0;
-    int bits = 0;
     if (s.ef_cap && e.residuals.count(ResidualKey{recv, count, dtype}) == 0) {
         std::uint64_t held = 0;
         // Should the count be unknown, the call passes through on every rank.
         if (cc_coll_ef_bytes(e.handle, &held) != CC_COLL_OK ||
             held + residual_bytes(count, dtype) > s.cfg.ef_max_bytes)
-            bits |= 1;
+            bits |= kBitEfCap;
         else
             *ef_held = held;
     }
-    if (s.preflight_device) bits |= on_device(src) || on_device(recv) ? 2 : 4;
-    if (PMPI_Allreduce(MPI_IN_PLACE, &bits, 1, MPI_INT, MPI_BOR, e.agree) != MPI_SUCCESS) return 0;
+    if (s.preflight_device) bits |= on_device(src) || on_device(recv) ? kBitDevice : kBitHost;
+    // Should the agreement itself fail, every rank passes the call through.
+    if (PMPI_Allreduce(MPI_IN_PLACE, &bits, 1, MPI_INT, MPI_BOR, e.agree) != MPI_SUCCESS) return kBitTargeting;
     return bits;
 }
 
@@ -489,7 +672,10 @@ int local_failure(MPI_Comm comm, int err, const char *what, const char *detail)
 
 // True when the call was handled here (MPI's return code in *rc); false:
 // the caller passes it to MPI unchanged.
-bool intercept(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int *rc) noexcept
+// `ret`: the return address of the program's MPI_Allreduce call (its call
+// site).
+bool intercept(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, const void *ret,
+               int *rc) noexcept
 {
     State &s = state();
     if (!s.active.load() || s.torn_down.load()) return false;
@@ -504,21 +690,52 @@ bool intercept(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op 
         if (send == MPI_BOTTOM || recv == MPI_BOTTOM) return false;
         int inter = 0;
         if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return false;
+        // One rank: nothing moves, and MPI's result is the input itself.
+        int comm_size = 0;
+        if (PMPI_Comm_size(comm, &comm_size) != MPI_SUCCESS || comm_size < 2) {
+            std::lock_guard<std::mutex> lock(s.mutex);
+            s.totals.pass_one_rank += 1;
+            return false;
+        }
         Entry *e = entry_for(comm);
         if (e == nullptr || e->handle == nullptr) return false;
 
-        const void *src = send == MPI_IN_PLACE ? recv : send;
+        // The second stage: this rank's view, agreed on in preflight.
         const std::size_t n = static_cast<std::size_t>(count);
+        int local = 0;
+        std::string name;
+        const bool targeting = !s.cfg.allow.empty() || !s.cfg.deny.empty();
+        if (targeting) {
+            name = comm_name(comm);
+            const PreloadCallSite site = site_for(ret);
+            if (preload_patterns_match(s.cfg.deny, name, site) ||
+                (!s.cfg.allow.empty() && !preload_patterns_match(s.cfg.allow, name, site)))
+                local |= kBitTargeting;
+        }
+        if (s.cfg.min_repeats > 0) {
+            if (e->repeats.size() >= kMaxRepeatKeys) e->repeats.clear();
+            std::uint64_t &seen_before = e->repeats[RepeatKey{ret, recv, n, dtype}];
+            if (seen_before < s.cfg.min_repeats) local |= kBitRepeats;
+            if (seen_before < UINT64_MAX) ++seen_before;
+        }
+
+        const void *src = send == MPI_IN_PLACE ? recv : send;
         std::uint64_t ef_held = UINT64_MAX;
-        const int bits = preflight(*e, src, recv, n, dtype, &ef_held);
-        if (bits & 1)
+        const int bits = preflight(*e, src, recv, n, dtype, local, &ef_held);
+        if (bits & (kBitTargeting | kBitRepeats)) {
+            std::lock_guard<std::mutex> lock(s.mutex);
+            if (bits & kBitTargeting) s.totals.pass_targeting += 1;
+            else s.totals.pass_repeats += 1;
+            return false;
+        }
+        if (bits & kBitEfCap)
             report_once(CC_COLL_ERR_EF_LIMIT, e->rank, "CC_COLL_EF_MAX_BYTES reached",
                         "a new error-feedback residual would pass the cap on some rank");
-        const bool mixed = (bits & 6) == 6;
+        const bool mixed = (bits & (kBitDevice | kBitHost)) == (kBitDevice | kBitHost);
         if (mixed)
             report_once(CC_COLL_ERR_MISMATCH, e->rank, "device buffers",
                         "some ranks pass device memory and others host memory to this MPI_Allreduce");
-        if ((bits & 1) != 0 || mixed) return false;
+        if ((bits & kBitEfCap) != 0 || mixed) return false;
 
         cc_coll_params_t p{};
         p.mask = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_DENSITY | CC_COLL_PARAMS_FIELD_EF;
@@ -530,7 +747,17 @@ bool intercept(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op 
         const double seconds = PMPI_Wtime() - t0;
         if (st == CC_COLL_OK) {
             note_residual(e, recv, n, dtype, ef_held);
+            if (s.cfg.stats) {
+                site_for(ret);  // resolved now, for the summary
+                if (!targeting) name = comm_name(comm);
+            }
             std::lock_guard<std::mutex> lock(s.mutex);
+            if (s.cfg.stats) {
+                SiteTotals &site = s.compressed_sites[SiteKey{ret, n, dtype}];
+                site.calls += 1;
+                site.bytes += bytes;
+                site.comm = name.empty() ? "an unnamed communicator" : name;
+            }
             s.totals.compressed += 1;
             s.totals.bytes_uncompressed += bytes;
             s.totals.seconds += seconds;
@@ -586,7 +813,7 @@ bool is_fortran_bottom(const void *p)
 }
 
 void fortran_allreduce(FAllreduce real, void *s, void *r, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op,
-                       MPI_Fint *comm, MPI_Fint *ierr)
+                       MPI_Fint *comm, MPI_Fint *ierr, const void *ret)
 {
     const void *cs = is_fortran_in_place(s) ? MPI_IN_PLACE : is_fortran_bottom(s) ? MPI_BOTTOM : s;
     void *cr = is_fortran_bottom(r) ? MPI_BOTTOM : r;
@@ -595,7 +822,7 @@ void fortran_allreduce(FAllreduce real, void *s, void *r, MPI_Fint *count, MPI_F
         ensure_setup();
         state().seen++;
         int rc = MPI_SUCCESS;
-        if (intercept(cs, cr, *count, PMPI_Type_f2c(*dt), PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm), &rc)) {
+        if (intercept(cs, cr, *count, PMPI_Type_f2c(*dt), PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm), ret, &rc)) {
             if (ierr) *ierr = static_cast<MPI_Fint>(rc);
             return;
         }
@@ -696,7 +923,7 @@ CC_PRELOAD_EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int coun
     ensure_setup();
     state().seen++;
     int rc = MPI_SUCCESS;
-    if (intercept(sendbuf, recvbuf, count, datatype, op, comm, &rc)) return rc;
+    if (intercept(sendbuf, recvbuf, count, datatype, op, comm, __builtin_return_address(0), &rc)) return rc;
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
@@ -707,7 +934,7 @@ CC_PRELOAD_EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int coun
                                 MPI_Fint *ierr)                                                                 \
     {                                                                                                           \
         static const FAllreduce real = next_symbol<FAllreduce>(#pname);                                         \
-        fortran_allreduce(real, s, r, count, dt, op, comm, ierr);                                               \
+        fortran_allreduce(real, s, r, count, dt, op, comm, ierr, __builtin_return_address(0));                  \
     }
 #define CC_PRELOAD_F_INIT(name, pname)                                                                            \
     CC_PRELOAD_EXPORT void name(MPI_Fint *ierr)                                                                 \

@@ -5,7 +5,9 @@
 // does goes through the public C ABI (include/cc_coll.h). It therefore
 // depends on nothing in src/ and declares only what the shim reads.
 //
-// CC_COLL_MIN_BYTES and CC_COLL_STATS belong to the shim alone: the library's
+// The shim's own settings (CC_COLL_MIN_BYTES, CC_COLL_MIN_REPEATS,
+// CC_COLL_ALLOW, CC_COLL_DENY, CC_COLL_QUIET, CC_COLL_STATS) belong to it
+// alone: the library's
 // Config does not carry them and no collective reads them. They are still
 // entries of the library's settings table (preload_settings.cc defines them;
 // settings() in config.cc lists them after the library's own), so
@@ -25,6 +27,43 @@
 
 namespace cc_coll::detail {
 
+// One entry of CC_COLL_ALLOW / CC_COLL_DENY (docs/preload.md, "Targeting"):
+//   comm:NAME                   a communicator whose MPI_Comm_get_name matches
+//   site:SYMBOL                 a call made from a function whose dynamic
+//                               symbol matches
+//   site:OBJECT+0xSTART-0xEND   a call whose return address lies in
+//                               [START, END) from the load address of the
+//                               loaded object whose file name matches OBJECT
+// NAME, SYMBOL and OBJECT are shell patterns (*, ?, [...]); OBJECT is
+// matched against the file name without its directory.
+struct PreloadPattern {
+    enum class Kind { Comm, SiteSymbol, SiteRange };
+    Kind kind = Kind::Comm;
+    std::string glob;
+    std::uint64_t start = 0, end = 0;  // SiteRange only
+    std::string text;                  // the entry as written, blanks trimmed
+};
+
+// Where an intercepted call came from: its return address resolved with
+// dladdr. Any field may be empty (object "" and offset 0 when unknown).
+struct PreloadCallSite {
+    std::string object;   // file name of the loaded object, no directory
+    std::uint64_t offset = 0;  // return address minus the object's load address
+    std::string symbol;   // the dynamic symbol containing it, "" if none
+};
+
+// Parses a CC_COLL_ALLOW / CC_COLL_DENY value: entries separated by commas,
+// blanks around each ignored, empty entries skipped (so "" is the empty
+// list). False on a malformed entry, with *why naming it.
+bool parse_preload_patterns(const std::string &text, std::vector<PreloadPattern> *out, std::string *why);
+
+// Whether `p` matches a call on a communicator named `comm_name` from `site`.
+bool preload_pattern_matches(const PreloadPattern &p, const std::string &comm_name, const PreloadCallSite &site);
+
+// Whether any entry of `list` matches.
+bool preload_patterns_match(const std::vector<PreloadPattern> &list, const std::string &comm_name,
+                            const PreloadCallSite &site);
+
 // What the shim acts on, resolved from the defaults and the environment.
 struct PreloadSettings {
     // Library settings the shim passes to every compressed call and reports
@@ -36,6 +75,12 @@ struct PreloadSettings {
     std::uint64_t ef_max_bytes = 0;
     // The shim's own.
     std::uint64_t min_bytes = 1 << 20;  // CC_COLL_MIN_BYTES: smallest call compressed
+    // CC_COLL_MIN_REPEATS: a (communicator, call site, buffer, count, type)
+    // is compressed only after this many exact calls of it; 0 = at once.
+    std::uint64_t min_repeats = 100;
+    std::vector<PreloadPattern> allow;  // CC_COLL_ALLOW: non-empty = opt-in
+    std::vector<PreloadPattern> deny;   // CC_COLL_DENY: never compressed
+    bool quiet = false;                 // CC_COLL_QUIET: no line at MPI_Init / MPI_Finalize
     bool stats = false;                 // CC_COLL_STATS: summary at MPI_Finalize
 };
 
