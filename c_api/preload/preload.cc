@@ -55,9 +55,6 @@
 #include "cc_coll.h"
 #include "core/preload_settings.hpp"
 
-#ifdef CC_COLL_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 #define CC_PRELOAD_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -582,34 +579,11 @@ Entry *entry_for(MPI_Comm comm)
     return e;
 }
 
-// Whether `p` is device (or managed) memory; any failure counts as host
-// memory. The C ABI does not answer this (cc_coll_allreduce asks internally),
-// so the shim asks the CUDA runtime, and only once the process has started
-// CUDA (the driver library is loaded): before that no buffer can be device
-// memory, and asking would create a CUDA context in every rank of a
-// host-only program.
-bool on_device(const void *p)
-{
-#ifdef CC_COLL_HAVE_CUDA
-    static std::atomic<bool> started{false};
-    if (p == nullptr) return false;
-    if (!started.load(std::memory_order_relaxed)) {
-        void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-        if (driver == nullptr) return false;
-        (void)dlclose(driver);  // drops only the reference RTLD_NOLOAD took
-        started.store(true, std::memory_order_relaxed);
-    }
-    cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-        (void)cudaGetLastError();  // clears it unless it is sticky
-        return false;
-    }
-    return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
-#else
-    (void)p;
-    return false;
-#endif
-}
+// Whether `p` is device (or managed) memory, as the collectives will decide
+// it (cc_coll_buffer_on_device: it never starts CUDA, and costs tens of
+// nanoseconds for host memory in a process without CUDA); a failure counts
+// as host memory, and the library reports it on the call itself.
+bool on_device(const void *p) { return cc_coll_buffer_on_device(p) == 1; }
 
 // Bytes of a new residual for `count` elements of `dtype`: binary64 for F64,
 // binary32 otherwise (cc_coll.h, "Error-feedback store").

@@ -59,7 +59,8 @@ struct SettingDef {
 // then the LD_PRELOAD shim's (preload_setting_defs()).
 const SettingDef *settings(std::size_t *count);
 
-// The shim's entries (CC_COLL_MIN_BYTES, CC_COLL_STATS), defined with the
+// The shim's entries (CC_COLL_MIN_BYTES, CC_COLL_STATS and its eligibility
+// and targeting settings), defined with the
 // shim's settings in core/preload_settings.cc. Config does not carry them:
 // their apply validates the value and leaves the Config alone.
 const SettingDef *preload_setting_defs(std::size_t *count);
