@@ -78,8 +78,11 @@ static cc_coll_params_t params_for(cc_coll_method_t m)
         p.density = 0.01;
     }
     if (m == CC_COLL_METHOD_LOWRANK) {
-        p.mask |= CC_COLL_PARAMS_FIELD_RANK;
+        /* rank 4 on the near-square view (SHAPE rows = cols = 0) */
+        p.mask |= CC_COLL_PARAMS_FIELD_RANK | CC_COLL_PARAMS_FIELD_SHAPE;
         p.rank = 4;
+        p.rows = 0;
+        p.cols = 0;
     }
     return p;
 }

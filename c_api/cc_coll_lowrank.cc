@@ -23,6 +23,12 @@ namespace {
 cc_coll_status_t shape_of(const char *fn, const CallParams &p, std::size_t count, lowrank::Shape *s)
 {
     if (count == 0) return fail(CC_COLL_ERR_INVALID_ARG, "%s: count is 0 (an empty tensor has no factors)", fn);
+    if (!p.has_shape)
+        return fail(CC_COLL_ERR_INVALID_ARG,
+                    "%s: params has no CC_COLL_PARAMS_FIELD_SHAPE: a LOWRANK tensor without a shape is 1-D and "
+                    "is sent densely, so it has no factors; pass its shape (rows >= 1, or rows = cols = 0 for "
+                    "the near-square view)",
+                    fn);
     std::string why;
     if (!lowrank::resolve_shape(count, p.has_shape, p.rows, p.cols, p.rank, s, &why))
         return fail(CC_COLL_ERR_INVALID_ARG, "%s: params' LOWRANK shape: %s", fn, why.c_str());

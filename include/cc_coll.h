@@ -145,7 +145,9 @@ typedef enum cc_coll_method {
                                 cols matrix M is sent as rank-r factors
                                 P (rows x r) and Q (cols x r), one
                                 MPI_Allreduce each, with error feedback
-                                and a warm-started Q                   */
+                                and a warm-started Q; an allreduce
+                                tensor without a shape is 1-D and is
+                                sent densely                           */
 } cc_coll_method_t;
 
 /* How SKETCH chooses the elements it sends (cc_coll_params_t.sparsifier). */
@@ -251,14 +253,23 @@ typedef struct cc_coll_params {
                                   seed and LOWRANK's seed for its initial
                                   Gaussian Q; identical on every rank         */
     /* LOWRANK (PowerSGD) fields. The buffer is viewed as a row-major
-     * rows x cols matrix M, like torch's tensor.view(shape[0], -1). */
-    uint64_t         rows;     /* CC_COLL_PARAMS_FIELD_SHAPE: rows of M, >= 1  */
+     * rows x cols matrix M, like torch's tensor.view(shape[0], -1).
+     * cc_coll_allreduce and cc_coll_allreduce_group send a LOWRANK tensor
+     * WITHOUT CC_COLL_PARAMS_FIELD_SHAPE densely, as a 1-D tensor (a bias),
+     * like PyTorch's powerSGD_hook, which compresses only tensors of two or
+     * more dimensions: it joins the dense batch, keeps no factors, and its
+     * call count still advances. (Behaviour change of this release: such a
+     * tensor used to be compressed in the near-square view; ask for that view
+     * with rows = cols = 0.) cc_coll_send/recv keep the near-square view
+     * without the field. */
+    uint64_t         rows;     /* CC_COLL_PARAMS_FIELD_SHAPE: rows of M, >= 1;
+                                  or 0 (with cols 0) for the near-square view:
+                                  rows = ceil(sqrt(count)), cols = ceil(count /
+                                  rows), the last row padded with zeros       */
     uint64_t         cols;     /* CC_COLL_PARAMS_FIELD_SHAPE: columns of M;
                                   rows x cols == count, or 0 for count / rows
-                                  (rows must divide count). Without the field
-                                  M is near-square: rows = ceil(sqrt(count)),
-                                  cols = ceil(count / rows), the last row
-                                  padded with zeros                           */
+                                  (rows must divide count); must be 0 when
+                                  rows is 0                                   */
     int              rank;     /* CC_COLL_PARAMS_FIELD_RANK: the target rank,
                                   >= 1; r = min(rows, cols, rank)             */
     int              warm_start; /* CC_COLL_PARAMS_FIELD_WARM_START: 1 = start
@@ -345,8 +356,9 @@ CC_COLL_API cc_coll_status_t cc_coll_reduce_scatter(const void *sendbuf, void *r
  *    one MPI_Allreduce and its Q to a second one (one pair per work type:
  *    binary64 for F64, binary32 for the others);
  *  - NONE tensors and the LOWRANK tensors that are not compressed this step
- *    (before their start_iter, or failing the min_compression_rate test)
- *    are packed into one plain MPI_Allreduce per dtype;
+ *    (1-D tensors: those without CC_COLL_PARAMS_FIELD_SHAPE; tensors before
+ *    their start_iter, or failing the min_compression_rate test) are packed
+ *    into one plain MPI_Allreduce per dtype;
  *  - TOPK and SKETCH tensors run one after another, as cc_coll_allreduce.
  * Before moving data the ranks check, with one 16-byte MPI_Allreduce, that
  * they agree on the group's layout (counts, dtypes, methods, shapes, ranks);
@@ -421,7 +433,8 @@ CC_COLL_API cc_coll_status_t cc_coll_lep_reset(cc_coll_comm_h comm, int dest, in
 /* A LOWRANK tensor (named like its residual: params->ef_key, else (recvbuf,
  * count, dtype)) keeps its number of calls, the matrix shape, and the P and
  * Q of its last compressed step. This copies them out: *rows, *cols, *rank
- * (0 when the tensor has not been compressed yet), *calls; then, when p / q
+ * (0 when the tensor has not been compressed yet, as for a tensor sent
+ * without a shape, which is sent densely), *calls; then, when p / q
  * are not NULL and *rank > 0, P (rows x rank) and the warm-start Q (cols x
  * rank, already divided by the communicator size), row-major, as doubles.
  * Any output pointer may be NULL. */
@@ -434,7 +447,9 @@ CC_COLL_API cc_coll_status_t cc_coll_lowrank_get_state(cc_coll_comm_h comm, cons
  * shape resolved from params as a call would), e.g. to restore a checkpoint
  * or to start from a Q of the caller's choice. With warm start on, the next
  * compressed call orthogonalises it and uses it in place of the seeded
- * Gaussian. Must be done alike on every rank. */
+ * Gaussian. Must be done alike on every rank. params must set
+ * CC_COLL_PARAMS_FIELD_SHAPE: a tensor without a shape is sent densely and
+ * has no factors (CC_COLL_ERR_INVALID_ARG). */
 CC_COLL_API cc_coll_status_t cc_coll_lowrank_set_q(cc_coll_comm_h comm, const cc_coll_params_t *params,
                                                    const void *recvbuf, size_t count, cc_coll_dtype_t dtype,
                                                    const double *q);

@@ -84,7 +84,9 @@ public:
     Params &load_factor(double f) noexcept { return set(CC_COLL_PARAMS_FIELD_LOAD_FACTOR, p_.load_factor, f); }
     Params &seed(std::uint64_t s) noexcept { return set(CC_COLL_PARAMS_FIELD_SEED, p_.seed, s); }
     // LOWRANK: the buffer viewed as a row-major rows x cols matrix (C order,
-    // like torch's tensor.view(rows, -1)); cols = 0 means count / rows.
+    // like torch's tensor.view(rows, -1)); cols = 0 means count / rows;
+    // shape(0) (rows = cols = 0) is the near-square view. Without a shape an
+    // allreduce sends the tensor densely (a 1-D tensor, as powerSGD_hook).
     Params &shape(std::uint64_t rows, std::uint64_t cols = 0) noexcept
     {
         p_.rows = rows;

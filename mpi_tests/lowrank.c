@@ -847,10 +847,28 @@ static void test_bad_args(cc_coll_comm_h h)
     p = keyed(lowrank_params(10, 11, 1), 0xbad1);
     expect_error(cc_coll_allreduce(buf, buf, 100, CC_COLL_F32, CC_COLL_AVG, &p, h, NULL), CC_COLL_ERR_INVALID_ARG,
                  "10 x 11", "rows x cols != count");
-    p = lowrank_params(1, 0, 1);
-    p.rows = 0;
+    /* rows = 0 asks for the near-square view and needs cols = 0. */
+    p = keyed(lowrank_params(0, 10, 1), 0xbad1);
     expect_error(cc_coll_allreduce(buf, buf, 100, CC_COLL_F32, CC_COLL_AVG, &p, h, NULL), CC_COLL_ERR_INVALID_ARG,
-                 "rows", "rows = 0");
+                 "rows = 0 with params->cols = 10", "rows = 0, cols = 10");
+    expect_error(cc_coll_lowrank_set_q(h, &p, buf, 100, CC_COLL_F32, q), CC_COLL_ERR_INVALID_ARG,
+                 "rows = 0 with params->cols = 10", "set_q: rows = 0, cols = 10");
+    {
+        float b2[10] = {0};
+        void *bufs[2] = {buf, b2};
+        const size_t counts[2] = {100, 10};
+        const cc_coll_dtype_t dts[2] = {CC_COLL_F32, CC_COLL_F32};
+        cc_coll_params_t ps[2] = {keyed(lowrank_params(10, 10, 1), 0xbad1), keyed(lowrank_params(0, 1, 1), 0xbad4)};
+        expect_error(cc_coll_allreduce_group(2, NULL, bufs, counts, dts, CC_COLL_AVG, ps, h, NULL),
+                     CC_COLL_ERR_INVALID_ARG, "params[1]: params->rows = 0 with params->cols = 1",
+                     "group: rows = 0, cols = 1");
+    }
+    /* Without a shape a tensor is sent densely and has no factors to set. */
+    p = keyed(lowrank_params_1d(1), 0xbad2);
+    expect_error(cc_coll_lowrank_set_q(h, &p, buf, 100, CC_COLL_F32, q), CC_COLL_ERR_INVALID_ARG,
+                 "sent densely", "set_q without a shape");
+    expect_error(cc_coll_lowrank_set_q(h, NULL, buf, 100, CC_COLL_F32, q), CC_COLL_ERR_INVALID_ARG,
+                 "CC_COLL_PARAMS_FIELD_SHAPE", "set_q with NULL params");
     p = lowrank_params(10, 10, 0);
     expect_error(cc_coll_allreduce(buf, buf, 100, CC_COLL_F32, CC_COLL_AVG, &p, h, NULL), CC_COLL_ERR_INVALID_ARG,
                  "rank", "rank 0");
@@ -992,6 +1010,119 @@ static void test_zero_first_step(cc_coll_comm_h h)
     CHECK_CC(cc_coll_ef_reset_all(h));
 }
 
+/* ---- 1-D tensors and the explicit near-square view ------------------------------------------------ */
+
+/* A LOWRANK tensor without SHAPE is 1-D (a bias): like powerSGD_hook, the
+ * library sends it densely. Each call is bit-identical to MPI_Allreduce of
+ * the same (integer) data, moves count x element bytes, creates no residual
+ * and no factors (get_state: rank 0, rows 0, cols 0), and advances the
+ * tensor's call count; set_q refuses it. Counts that the near-square view
+ * would compress (1000 -> 32 x 32, 1073) included. */
+static void test_one_d_dense(cc_coll_comm_h h)
+{
+    static const size_t counts[] = {1, 7, 1000, 1073};
+    const cc_coll_dtype_t dts[] = {CC_COLL_F32, CC_COLL_F64};
+    int tc = 0;
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; ++c)
+        for (int di = 0; di < 2; ++di) {
+            const cc_coll_dtype_t d = dts[di];
+            const size_t n = counts[c], es = cc_coll_dtype_size(d);
+            const int keyed_tensor = (c + (size_t)di) % 2 == 0;
+            cc_coll_params_t p = with_ef(lowrank_params_1d(2), 1);
+            if (keyed_tensor) p = keyed(p, next_key());
+            double *x = xmalloc(n * sizeof *x);
+            unsigned char *send = xmalloc(n * es), *buf = xmalloc(n * es), *ref = xmalloc(n * es);
+            for (int t = 0; t < 3; ++t, ++tc) {
+                const cc_coll_op_t op = t == 1 ? CC_COLL_SUM : CC_COLL_AVG;
+                const int inplace = t != 2;
+                char desc[200];
+                snprintf(desc, sizeof desc, "1-D %s %s n=%zu, call %d, %s, %s (P=%d)", dtype_name(d), op_name(op), n,
+                         t + 1, inplace ? "in place" : "out of place", keyed_tensor ? "ef_key" : "no ef_key", g_size);
+                integer_values(x, n, seed_for(g_rank, 300 + tc));
+                pack(d, x, n, send);
+                mpi_reference(d, op, send, ref, n);
+                if (inplace) memcpy(buf, send, n * es);
+                const uint64_t wire0 = wire_bytes(h), efb0 = ef_bytes(h);
+                call_ok(cc_coll_allreduce(inplace ? buf : send, buf, n, d, op, &p, h, NULL), desc);
+                expect_equal(d, buf, ref, n, desc);
+                if (wire_bytes(h) - wire0 != n * es) die("%s: bytes_wire must be the dense tensor's bytes", desc, 0);
+                if (ef_bytes(h) != efb0) die("%s: a 1-D tensor got a residual", desc, 0);
+                uint64_t rows = 9, cols = 9, calls = 0;
+                int rank = -1;
+                CHECK_CC(cc_coll_lowrank_get_state(h, &p, buf, n, d, &rows, &cols, &rank, &calls, NULL, NULL));
+                if (rank != 0 || rows != 0 || cols != 0) die("%s: a 1-D tensor has factors", desc, 0);
+                if (calls != (uint64_t)t + 1) die("%s: the call count must advance", desc, 0);
+            }
+            double q[4] = {1, 0, 0, 1};
+            expect_error(cc_coll_lowrank_set_q(h, &p, buf, n, d, q), CC_COLL_ERR_INVALID_ARG, "sent densely",
+                         "set_q of a 1-D tensor");
+            free(x);
+            free(send);
+            free(buf);
+            free(ref);
+        }
+    CHECK_CC(cc_coll_ef_reset_all(h));
+}
+
+/* SHAPE with rows = cols = 0 asks for the near-square view (what no SHAPE
+ * meant before 1-D tensors were sent densely). On a square count it is the
+ * same matrix as the explicit shape, so two tensors with the same data and
+ * seed give the same bits, wire bytes and factors, step after step (EF and
+ * warm start on); on 1073 elements it is 33 x 33 (16 elements of padding),
+ * and compressing moves (33 + 33) r work-size bytes. */
+static void test_near_square_explicit(cc_coll_comm_h h)
+{
+    const size_t n = 32 * 32;
+    cc_coll_params_t pa = keyed(with_warm(with_ef(lowrank_params(0, 0, 2), 1), 1), next_key());
+    cc_coll_params_t pb = keyed(with_warm(with_ef(lowrank_params(32, 32, 2), 1), 1), next_key());
+    float *xa = xmalloc(n * sizeof *xa), *xb = xmalloc(n * sizeof *xb);
+    double *x = xmalloc(1073 * sizeof *x);
+    for (int t = 0; t < 3; ++t) {
+        char desc[120];
+        snprintf(desc, sizeof desc, "SHAPE 0 x 0 vs 32 x 32, step %d (P=%d)", t + 1, g_size);
+        gauss_fill(x, n, seed_for(g_rank, 400 + t));
+        pack(CC_COLL_F32, x, n, xa);
+        memcpy(xb, xa, n * sizeof *xa);
+        const uint64_t w0 = wire_bytes(h);
+        call_ok(cc_coll_allreduce(xa, xa, n, CC_COLL_F32, CC_COLL_AVG, &pa, h, NULL), desc);
+        const uint64_t w1 = wire_bytes(h);
+        call_ok(cc_coll_allreduce(xb, xb, n, CC_COLL_F32, CC_COLL_AVG, &pb, h, NULL), desc);
+        const uint64_t w2 = wire_bytes(h);
+        if (memcmp(xa, xb, n * sizeof *xa) != 0) die("%s: results differ", desc, 0);
+        if (w1 - w0 != (32 + 32) * 2 * sizeof(float) || w2 - w1 != w1 - w0) die("%s: bytes_wire", desc, 0);
+        uint64_t ra = 0, ca = 0, rb = 0, cb = 0;
+        int ka = 0, kb = 0;
+        double qa[64], qb[64];
+        CHECK_CC(cc_coll_lowrank_get_state(h, &pa, xa, n, CC_COLL_F32, &ra, &ca, &ka, NULL, NULL, qa));
+        CHECK_CC(cc_coll_lowrank_get_state(h, &pb, xb, n, CC_COLL_F32, &rb, &cb, &kb, NULL, NULL, qb));
+        if (ra != 32 || ca != 32 || ka != 2 || rb != 32 || cb != 32 || kb != 2) die("%s: the states' shapes", desc, 0);
+        if (memcmp(qa, qb, sizeof qa) != 0) die("%s: the states' Q differ", desc, 0);
+    }
+    /* 1073 elements: 33 x 33, rank 1 data recovered exactly. */
+    {
+        const size_t m = 1073;
+        double *want = xmalloc(m * sizeof *want), *got = xmalloc(m * sizeof *got);
+        lowrank_input(CC_COLL_F32, m, 33, 33, 1, 0x5a5a, g_rank, x);
+        lowrank_sum(CC_COLL_F32, m, 33, 33, 1, 0x5a5a, want);
+        for (size_t i = 0; i < m; ++i) want[i] /= (double)g_size;
+        cc_coll_params_t p = keyed(with_ef(lowrank_params(0, 0, 1), 0), next_key());
+        const uint64_t w0 = wire_bytes(h);
+        const double err = run_call(h, CC_COLL_F32, CC_COLL_AVG, &p, x, m, 1, want, got, "SHAPE 0 x 0, n = 1073");
+        if (wire_bytes(h) - w0 != (33 + 33) * 1 * sizeof(float)) die("%s: bytes_wire", "SHAPE 0 x 0, n = 1073", 0);
+        if (!(err < exact_tol(CC_COLL_F32))) die("%s: rank-1 data not recovered", "SHAPE 0 x 0, n = 1073", 0);
+        uint64_t rows = 0, cols = 0;
+        int rank = 0;
+        CHECK_CC(cc_coll_lowrank_get_state(h, &p, NULL, m, CC_COLL_F32, &rows, &cols, &rank, NULL, NULL, NULL));
+        if (rows != 33 || cols != 33 || rank != 1) die("%s: the state's shape", "SHAPE 0 x 0, n = 1073", 0);
+        free(want);
+        free(got);
+    }
+    free(xa);
+    free(xb);
+    free(x);
+    CHECK_CC(cc_coll_ef_reset_all(h));
+}
+
 /* ---- main ----------------------------------------------------------------------------------------------- */
 
 static void setup(void)
@@ -1018,6 +1149,8 @@ static const NamedTest kTests[] = {
     {"set_q", test_set_q},
     {"bad_args", test_bad_args},
     {"count_zero", test_count_zero},
+    {"one_d_dense", test_one_d_dense},
+    {"near_square_explicit", test_near_square_explicit},
     {"reduce_scatter", test_reduce_scatter},
 };
 

@@ -147,11 +147,15 @@ static cc_coll_params_t keyed_if(cc_coll_params_t p, int has_key, uint64_t key) 
 
 /* ---- a group of tensors ------------------------------------------------------------- */
 
+/* Spec.rows of a LOWRANK tensor passed without SHAPE: a 1-D tensor (a
+ * bias), which the library sends densely, as powerSGD_hook does. */
+#define ONE_D UINT64_MAX
+
 typedef struct {
     cc_coll_method_t method; /* LOWRANK or NONE */
     cc_coll_dtype_t d;
     size_t n;
-    uint64_t rows, cols; /* SHAPE (rows 0: the near-square view) */
+    uint64_t rows, cols; /* SHAPE (rows 0: the near-square view; ONE_D: no SHAPE) */
     int k;               /* RANK */
     int has_key;         /* ef_key, else (recvbuf, count, dtype) */
     uint64_t start_iter;
@@ -181,7 +185,8 @@ static void group_init(Group *g, const Spec *spec, size_t nt, uint64_t key_base)
     for (size_t i = 0; i < nt; ++i) {
         const Spec *s = &spec[i];
         if (s->method == CC_COLL_METHOD_LOWRANK) {
-            cc_coll_params_t p = keyed_if(lowrank_params(s->rows, s->cols, s->k), s->has_key, key_base + i);
+            cc_coll_params_t p = keyed_if(s->rows == ONE_D ? lowrank_params_1d(s->k) : lowrank_params(s->rows, s->cols, s->k),
+                                          s->has_key, key_base + i);
             p.mask |= CC_COLL_PARAMS_FIELD_START_ITER;
             p.start_iter = s->start_iter;
             g->params[i] = p;
@@ -283,7 +288,7 @@ static void set_same_q(Group *a, Group *b, cc_coll_comm_h ha, cc_coll_comm_h hb,
 {
     for (size_t i = 0; i < a->nt; ++i) {
         const Spec *s = &a->spec[i];
-        if (s->method != CC_COLL_METHOD_LOWRANK || s->n == 0) continue;
+        if (s->method != CC_COLL_METHOD_LOWRANK || s->n == 0 || s->rows == ONE_D) continue;
         size_t vr = 0, vc = 0;
         lowrank_view(s->n, s->rows, s->cols, &vr, &vc);
         const size_t k = (size_t)s->k < vr ? ((size_t)s->k < vc ? (size_t)s->k : vc) : (vr < vc ? vr : vc);
@@ -296,13 +301,14 @@ static void set_same_q(Group *a, Group *b, cc_coll_comm_h ha, cc_coll_comm_h hb,
 }
 
 /* The MPI_Allreduce calls a group makes when every LOWRANK tensor with
- * count > 0 is compressed (or, with `dense_lowrank`, none is). */
+ * count > 0 and a shape is compressed (or, with `dense_lowrank`, none is);
+ * 1-D LOWRANK tensors are dense. */
 static long expected_group_calls(const Spec *spec, size_t nt, int dense_lowrank)
 {
     int dense[4] = {0, 0, 0, 0}, work[2] = {0, 0};
     for (size_t i = 0; i < nt; ++i) {
         if (spec[i].n == 0) continue;
-        if (spec[i].method == CC_COLL_METHOD_NONE || dense_lowrank) dense[spec[i].d] = 1;
+        if (spec[i].method == CC_COLL_METHOD_NONE || dense_lowrank || spec[i].rows == ONE_D) dense[spec[i].d] = 1;
         else work[spec[i].d == CC_COLL_F64] = 1;
     }
     return 1 + dense[0] + dense[1] + dense[2] + dense[3] + 2 * (work[0] + work[1]);
@@ -311,8 +317,11 @@ static long expected_group_calls(const Spec *spec, size_t nt, int dense_lowrank)
 static long expected_single_calls(const Spec *spec, size_t nt)
 {
     long c = 0;
-    for (size_t i = 0; i < nt; ++i) c += spec[i].n == 0 ? (spec[i].method == CC_COLL_METHOD_LOWRANK ? 1 : 0)
-                                                        : (spec[i].method == CC_COLL_METHOD_LOWRANK ? 3 : 1);
+    /* A LOWRANK call is a group of one: the layout check, then P and Q, or
+     * one dense allreduce for a 1-D tensor. */
+    for (size_t i = 0; i < nt; ++i)
+        c += spec[i].n == 0 ? (spec[i].method == CC_COLL_METHOD_LOWRANK ? 1 : 0)
+                            : (spec[i].method != CC_COLL_METHOD_LOWRANK ? 1 : spec[i].rows == ONE_D ? 2 : 3);
     return c;
 }
 
@@ -449,6 +458,19 @@ static const Spec kMixedGroup[] = {
     {CC_COLL_METHOD_NONE, CC_COLL_F64, 0, 0, 0, 0, 0, 0},
 };
 
+/* A model's gradients as DDP hands them to powerSGD_hook: weight matrices
+ * with their shapes and 1-D biases without one (sent densely), f32 and
+ * f64: 1 layout + 2 dense + 2 P/Q pairs = 7 calls. */
+static const Spec kBiasGroup[] = {
+    {CC_COLL_METHOD_LOWRANK, CC_COLL_F32, 40 * 30, 40, 30, 2, 1, 0},
+    {CC_COLL_METHOD_LOWRANK, CC_COLL_F32, 40, ONE_D, 0, 2, 1, 0},
+    {CC_COLL_METHOD_LOWRANK, CC_COLL_F32, 30 * 20, 30, 0, 1, 0, 0},
+    {CC_COLL_METHOD_LOWRANK, CC_COLL_F32, 400, ONE_D, 0, 1, 0, 0},
+    {CC_COLL_METHOD_LOWRANK, CC_COLL_F64, 36 * 20, 36, 20, 1, 1, 0},
+    {CC_COLL_METHOD_LOWRANK, CC_COLL_F64, 36, ONE_D, 0, 1, 1, 0},
+    {CC_COLL_METHOD_LOWRANK, CC_COLL_F32, 0, ONE_D, 0, 1, 1, 0},
+};
+
 /* Only F64 LOWRANK tensors: one binary64 pair, no dense batch: 3 calls. */
 static const Spec kF64Group[] = {
     {CC_COLL_METHOD_LOWRANK, CC_COLL_F64, 32 * 32, 32, 32, 2, 1, 0},
@@ -466,6 +488,7 @@ static void test_group_vs_singles(cc_coll_comm_h h)
         group_vs_singles(kF32Group, NT(kF32Group), CC_COLL_SUM, 3, "3 LOWRANK f32 + 2 NONE f32");
         group_vs_singles(kMixedGroup, NT(kMixedGroup), CC_COLL_AVG, 3, "mixed dtypes");
         group_vs_singles(kF64Group, NT(kF64Group), CC_COLL_SUM, 3, "2 LOWRANK f64");
+        group_vs_singles(kBiasGroup, NT(kBiasGroup), CC_COLL_AVG, 3, "LOWRANK weights + 1-D biases");
     }
     g_ordered = 0;
 }
@@ -566,6 +589,109 @@ static void test_group_dense_routes(cc_coll_comm_h h)
     CHECK_CC(cc_coll_comm_destroy(hc));
 }
 
+/* ---- powerSGD_hook's choice of what to compress ------------------------------------------ */
+
+/* A small model's gradients, as DDP hands them to powerSGD_hook: conv and
+ * linear weights (ndim >= 2, passed with their matrix view) and 1-D biases
+ * and norm weights (passed without a shape). powerSGD_hook compresses a
+ * tensor exactly when ndim >= 2 and (rows + cols) r 2 < rows cols (its
+ * _should_compress with the default min_compression_rate 2); everything
+ * else goes into its uncompressed allreduce. The group must make the same
+ * choice: bytes_wire is the factors of the compressed tensors plus the bytes
+ * of the others, the others are bit-identical to MPI_Allreduce (integer
+ * data), keep no factors or residual, and every call count advances. The
+ * 400-element norm weight is one the near-square view (20 x 20, rank 2)
+ * would have compressed. */
+static void test_group_torch_rule(cc_coll_comm_h h)
+{
+    (void)h;
+    static const struct {
+        const char *name;
+        int ndim;            /* of the torch tensor */
+        uint64_t rows, cols; /* its view(shape[0], -1) */
+        int k;
+    } model[] = {
+        {"conv.weight 16x3x3x3", 4, 16, 27, 2}, /* (16 + 27) 2 2 = 172 < 432 */
+        {"conv.bias", 1, 16, 1, 2},
+        {"fc1.weight 32x64", 2, 32, 64, 2}, /* 384 < 2048 */
+        {"fc1.bias", 1, 32, 1, 2},
+        {"norm.weight", 1, 400, 1, 2},
+        {"fc2.weight 10x32", 2, 10, 32, 4}, /* (10 + 32) 4 2 = 336 >= 320: dense */
+        {"fc2.bias", 1, 10, 1, 4},
+    };
+    enum { NM = sizeof model / sizeof model[0] };
+    Spec spec[NM];
+    int compress[NM];
+    uint64_t want_wire = 0, want_ef = 0;
+    int n_dense = 0;
+    for (size_t i = 0; i < NM; ++i) {
+        const uint64_t r = (uint64_t)model[i].k < model[i].rows
+                               ? ((uint64_t)model[i].k < model[i].cols ? (uint64_t)model[i].k : model[i].cols)
+                               : (model[i].rows < model[i].cols ? model[i].rows : model[i].cols);
+        const uint64_t n = model[i].rows * model[i].cols;
+        compress[i] = model[i].ndim >= 2 && (model[i].rows + model[i].cols) * r * 2 < n;
+        const Spec s = {CC_COLL_METHOD_LOWRANK, CC_COLL_F32, (size_t)n,
+                        model[i].ndim >= 2 ? model[i].rows : ONE_D, model[i].ndim >= 2 ? model[i].cols : 0,
+                        model[i].k, (int)(i & 1), 0};
+        spec[i] = s;
+        want_wire += compress[i] ? (model[i].rows + model[i].cols) * r * sizeof(float) : n * sizeof(float);
+        want_ef += compress[i] ? n * sizeof(float) : 0;
+        n_dense += !compress[i];
+    }
+    CHECK(compress[0] && compress[2] && !compress[4] && !compress[5] && n_dense == 5, "the model's torch choices");
+    cc_coll_comm_h hc = NULL;
+    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &hc));
+    Group g;
+    group_init(&g, spec, NM, 0x7300);
+    for (int t = 0; t < 3; ++t) {
+        const cc_coll_op_t op = t == 1 ? CC_COLL_SUM : CC_COLL_AVG;
+        char desc[160];
+        snprintf(desc, sizeof desc, "weights with shapes + 1-D biases, %s, call %d (P=%d)", op == CC_COLL_SUM ? "SUM" : "AVG",
+                 t + 1, g_size);
+        group_inputs(&g, 60 + t, 1);
+        unsigned char *ref[NM];
+        for (size_t i = 0; i < NM; ++i) {
+            ref[i] = xmalloc(spec[i].n * sizeof(float));
+            CHECK(MPI_Allreduce(g.in[i], ref[i], (int)spec[i].n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS,
+                  "reference");
+            if (op == CC_COLL_AVG)
+                for (size_t j = 0; j < spec[i].n; ++j) ((float *)ref[i])[j] /= (float)g_size;
+        }
+        const uint64_t w0 = get_stats(hc).bytes_wire;
+        const long c = run_group(&g, op, hc, 0x5u, 0, desc);
+        const uint64_t wire = get_stats(hc).bytes_wire - w0;
+        if (c != 4) {
+            fprintf(stderr, "[rank %d] %s: %ld MPI_Allreduce calls, expected 4\n", g_rank, desc, c);
+            die("%s: 1 layout + 1 dense + 1 P + 1 Q", desc, 0);
+        }
+        if (wire != want_wire) {
+            fprintf(stderr, "[rank %d] %s: bytes_wire %llu, expected %llu\n", g_rank, desc, (unsigned long long)wire,
+                    (unsigned long long)want_wire);
+            die("%s: bytes_wire must be the compressed factors plus the dense tensors", desc, 0);
+        }
+        if (ef_bytes(hc) != want_ef) die("%s: residuals other than those of the compressed tensors", desc, 0);
+        for (size_t i = 0; i < NM; ++i) {
+            char what[240];
+            snprintf(what, sizeof what, "%s: %s", desc, model[i].name);
+            uint64_t rows = 9, cols = 9, calls = 0;
+            int rank = -1;
+            CHECK_CC(cc_coll_lowrank_get_state(hc, &g.params[i], g.recv[i], spec[i].n, CC_COLL_F32, &rows, &cols,
+                                               &rank, &calls, NULL, NULL));
+            if (calls != (uint64_t)t + 1) die("%s: call count", what, 0);
+            if (compress[i]) {
+                if (rank <= 0 || rows != model[i].rows || cols != model[i].cols)
+                    die("%s: powerSGD_hook compresses it, the group did not", what, 0);
+            } else {
+                expect_equal(CC_COLL_F32, g.recv[i], ref[i], spec[i].n, what);
+                if (rank != 0) die("%s: powerSGD_hook sends it uncompressed, the group kept factors", what, 0);
+            }
+            free(ref[i]);
+        }
+    }
+    group_free(&g);
+    CHECK_CC(cc_coll_comm_destroy(hc));
+}
+
 /* ---- 7. ranks that disagree ------------------------------------------------------------- */
 
 /* Runs a group whose layout rank 0 sees differently: every rank must get
@@ -650,6 +776,11 @@ static void test_group_mismatch(cc_coll_comm_h h)
     memcpy(s, base, sizeof s);
     if (odd) s[2].method = CC_COLL_METHOD_NONE;
     snprintf(desc, sizeof desc, "NONE on rank 0, LOWRANK elsewhere (P=%d)", g_size);
+    expect_mismatch(h, s, 3, CC_COLL_AVG, desc);
+
+    memcpy(s, base, sizeof s);
+    if (odd) s[2].rows = ONE_D;
+    snprintf(desc, sizeof desc, "no shape (1-D, dense) on rank 0, the near-square view elsewhere (P=%d)", g_size);
     expect_mismatch(h, s, 3, CC_COLL_AVG, desc);
 
     memcpy(s, base, sizeof s);
@@ -838,6 +969,7 @@ static const NamedTest kTests[] = {
     {"group_vs_singles", test_group_vs_singles},
     {"group_calls", test_group_calls},
     {"group_dense_routes", test_group_dense_routes},
+    {"group_torch_rule", test_group_torch_rule},
     {"group_mismatch", test_group_mismatch},
     {"group_bad_args", test_group_bad_args},
     {"invalid_shape_on_one_rank", invalid_shape_on_one_rank},

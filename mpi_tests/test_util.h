@@ -536,23 +536,30 @@ static inline void lowrank_input(cc_coll_dtype_t d, size_t n, size_t vrows, size
 }
 
 
-/* LOWRANK with RANK = rank, and SHAPE = rows x cols when rows > 0 (cols 0:
- * count / rows); without SHAPE the library picks the near-square view. */
+/* LOWRANK with RANK = rank and SHAPE = rows x cols (cols 0: count / rows);
+ * rows = cols = 0 is the explicit near-square view. */
 static inline cc_coll_params_t lowrank_params(uint64_t rows, uint64_t cols, int rank)
+{
+    cc_coll_params_t p = method_params(CC_COLL_METHOD_LOWRANK);
+    p.mask |= CC_COLL_PARAMS_FIELD_RANK | CC_COLL_PARAMS_FIELD_SHAPE;
+    p.rank = rank;
+    p.rows = rows;
+    p.cols = cols;
+    return p;
+}
+
+/* LOWRANK with RANK = rank and no SHAPE: an allreduce sends the tensor
+ * densely, as a 1-D tensor (a bias); point-to-point views it near-square. */
+static inline cc_coll_params_t lowrank_params_1d(int rank)
 {
     cc_coll_params_t p = method_params(CC_COLL_METHOD_LOWRANK);
     p.mask |= CC_COLL_PARAMS_FIELD_RANK;
     p.rank = rank;
-    if (rows > 0) {
-        p.mask |= CC_COLL_PARAMS_FIELD_SHAPE;
-        p.rows = rows;
-        p.cols = cols;
-    }
     return p;
 }
 
 /* The documented matrix view of `count` elements: rows x cols, cols 0
- * meaning count / rows; rows 0 (no SHAPE): the smallest r with r * r >=
+ * meaning count / rows; rows 0 (SHAPE 0 x 0): the smallest r with r * r >=
  * count, and cols = ceil(count / r). */
 static inline void lowrank_view(size_t count, uint64_t rows, uint64_t cols, size_t *vrows, size_t *vcols)
 {

@@ -590,6 +590,7 @@ TEST_F(Api, StatsTimeTotalCoversThePhases)
         cc_coll_params_t p{};
         p.mask = CC_COLL_PARAMS_FIELD_METHOD;
         p.method = m;
+        if (m == CC_COLL_METHOD_LOWRANK) p.mask |= CC_COLL_PARAMS_FIELD_SHAPE;  // rows = cols = 0: near-square
         ASSERT_EQ(cc_coll_allreduce(a.data(), b.data(), n, CC_COLL_F32, CC_COLL_SUM, &p, comm_, nullptr), CC_COLL_OK)
             << cc_coll_last_error();
         s = read();

@@ -269,8 +269,8 @@ TEST(LowRankShape, RejectsWithReason)
         {12, 3, 5, "rows x cols > count"},
         {12, 3, 3, "rows x cols < count"},
         {12, 24, 1, "rows > count"},
-        {12, 0, 12, "rows = 0"},
-        {12, 0, 0, "rows = 0, cols = 0"},
+        {12, 0, 12, "rows = 0 with cols != 0"},
+        {12, 0, 1, "rows = 0 with cols = 1"},
     };
     for (const Case &c : cases) {
         Shape s = untouched;
@@ -286,6 +286,32 @@ TEST(LowRankShape, RejectsWithReason)
     ASSERT_FALSE(resolve_shape(10, true, 3, 0, 1, &s, &why));
     EXPECT_NE(why.find("10"), std::string::npos) << "reason should name the count: " << why;
     EXPECT_NE(why.find("3"), std::string::npos) << "reason should name the rows: " << why;
+}
+
+// SHAPE with rows = cols = 0 asks for the near-square view: the same
+// matrix as no shape (which point-to-point uses; an allreduce sends a tensor
+// without a shape densely and never resolves a view for it).
+TEST(LowRankShape, RowsZeroIsTheNearSquareView)
+{
+    for (std::size_t count : {1u, 2u, 12u, 1000u, 1073u, 1024u, 999999u}) {
+        for (int rank : {1, 3, 64}) {
+            Shape a, b;
+            std::string why;
+            ASSERT_TRUE(resolve_shape(count, true, 0, 0, rank, &a, &why)) << count << ": " << why;
+            ASSERT_TRUE(resolve_shape(count, false, 0, 0, rank, &b, &why)) << count << ": " << why;
+            EXPECT_EQ(a.rows, b.rows) << count;
+            EXPECT_EQ(a.cols, b.cols) << count;
+            EXPECT_EQ(a.rank, b.rank) << count;
+        }
+    }
+    Shape s;
+    std::string why;
+    ASSERT_TRUE(resolve_shape(1073, true, 0, 0, 2, &s, &why)) << why;
+    EXPECT_EQ(s.rows, 33u);
+    EXPECT_EQ(s.cols, 33u);
+    EXPECT_EQ(s.rank, 2);
+    ASSERT_FALSE(resolve_shape(1073, true, 0, 7, 2, &s, &why));
+    EXPECT_NE(why.find("cols = 0"), std::string::npos) << why;
 }
 
 // The smallest rows x cols >= count over near-square shapes (|rows - cols|

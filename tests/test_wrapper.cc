@@ -308,23 +308,36 @@ TEST(WrapperGroup, LowRankGroupAndState)
     m_in = m;
     std::vector<float> m_out(rows * cols, -1.0f);
     std::vector<double> bias(5, 2.5);
-    std::vector<double> small(5, 1.25);  // 3 x 2 at rank 1 fails the compression test: dense
+    // The near-square view (shape(0)) of 5 elements, 3 x 2 at rank 1, fails
+    // the compression test: dense.
+    std::vector<double> small(5, 1.25);
+    // A 1-D LOWRANK tensor (no shape) is sent densely, like powerSGD_hook's biases.
+    std::vector<float> bias1d(7, 0.75f);
     const cc_coll::Params lr = cc_coll::Params().method(CC_COLL_METHOD_LOWRANK).shape(rows, cols).rank(1);
     const cc_coll::Params none = cc_coll::Params().method(CC_COLL_METHOD_NONE);
-    const cc_coll::Params lr_small = cc_coll::Params().method(CC_COLL_METHOD_LOWRANK).rank(1).min_compression_rate(2);
+    const cc_coll::Params lr_small =
+        cc_coll::Params().method(CC_COLL_METHOD_LOWRANK).shape(0).rank(1).min_compression_rate(2);
+    const cc_coll::Params lr_1d = cc_coll::Params().method(CC_COLL_METHOD_LOWRANK).rank(1);
     comm.reset_stats();
     comm.allreduce_group({cc_coll::Tensor(m.data(), m_out.data(), m.size(), lr),
                           cc_coll::Tensor(bias.data(), bias.size(), none),
-                          cc_coll::Tensor(small.data(), small.size(), lr_small)},
+                          cc_coll::Tensor(small.data(), small.size(), lr_small),
+                          cc_coll::Tensor(bias1d.data(), bias1d.size(), lr_1d)},
                          CC_COLL_AVG);
     for (std::size_t i = 0; i < m.size(); ++i) ASSERT_NEAR(m_out[i], m_in[i], 1e-5) << i;
     EXPECT_EQ(m, m_in);  // out of place: the input is untouched
     EXPECT_EQ(bias, std::vector<double>(5, 2.5));
     EXPECT_EQ(small, std::vector<double>(5, 1.25));
+    EXPECT_EQ(bias1d, std::vector<float>(7, 0.75f));
     const cc_coll_stats_t s = comm.stats();
-    EXPECT_EQ(s.calls, 3u);
-    EXPECT_EQ(s.bytes_uncompressed, 4u * rows * cols + 8u * 5 + 8u * 5);
-    EXPECT_LT(s.bytes_wire, s.bytes_uncompressed);
+    EXPECT_EQ(s.calls, 4u);
+    EXPECT_EQ(s.bytes_uncompressed, 4u * rows * cols + 8u * 5 + 8u * 5 + 4u * 7);
+    // The matrix as its factors (rows + cols) x 1 binary32, the rest dense.
+    EXPECT_EQ(s.bytes_wire, 4u * (rows + cols) + 8u * 5 + 8u * 5 + 4u * 7);
+    const cc_coll::LowRankState one_d = comm.lowrank_state(bias1d.data(), bias1d.size(), CC_COLL_F32, lr_1d);
+    EXPECT_EQ(one_d.rank, 0);
+    EXPECT_EQ(one_d.rows + one_d.cols, 0u);
+    EXPECT_EQ(one_d.calls, 1u);
 
     const cc_coll::LowRankState st = comm.lowrank_state(m_out.data(), m_out.size(), CC_COLL_F32, lr);
     EXPECT_EQ(st.rows, rows);
@@ -388,6 +401,14 @@ TEST(WrapperGroup, SetQRoundTripsAndErrorsThrow)
         ADD_FAILURE() << "no exception for rows 7 of 60 elements";
     } catch (const cc_coll::Error &e) {
         EXPECT_EQ(e.status(), CC_COLL_ERR_INVALID_ARG);
+    }
+    try {  // without a shape the tensor is 1-D, sent densely: no factors to set
+        comm.lowrank_set_q(buf.data(), buf.size(), CC_COLL_F64, q,
+                           cc_coll::Params().method(CC_COLL_METHOD_LOWRANK).rank(2).ef_key(98));
+        ADD_FAILURE() << "no exception for set_q without a shape";
+    } catch (const cc_coll::Error &e) {
+        EXPECT_EQ(e.status(), CC_COLL_ERR_INVALID_ARG);
+        EXPECT_NE(std::string(e.what()).find("sent densely"), std::string::npos) << e.what();
     }
     try {
         (void)comm.lowrank_state(buf.data(), buf.size(), static_cast<cc_coll_dtype_t>(9));

@@ -102,6 +102,9 @@ static void print_help(void)
         "            or not: it is the reference of relerr and the speedup baseline.\n"
         "  -D X      topk density (params.density), 0 < X <= 1\n"
         "  -E 0|1    error feedback of lossy methods (params.ef)\n"
+        "            lowrank views the flat buffer near-square (params SHAPE with\n"
+        "            rows = cols = 0: rows = ceil(sqrt(count))); without a shape\n"
+        "            the library would send it densely, as a 1-D tensor\n"
         "            -D, -E unset: the communicator's CC_COLL_DENSITY / CC_COLL_EF\n"
         "            (see cc_coll_info); the header and JSON report the value used\n"
         "Output\n"
@@ -570,6 +573,13 @@ static cc_coll_params_t method_params(const options_t *o, int method)
     if (o->has_ef) {
         p.mask |= CC_COLL_PARAMS_FIELD_EF;
         p.ef = o->ef;
+    }
+    if (method == CC_COLL_METHOD_LOWRANK) {
+        /* A flat benchmark buffer has no tensor shape: the near-square view
+         * (rows = cols = 0), so that lowrank compresses it. */
+        p.mask |= CC_COLL_PARAMS_FIELD_SHAPE;
+        p.rows = 0;
+        p.cols = 0;
     }
     return p;
 }

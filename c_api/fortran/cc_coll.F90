@@ -108,7 +108,8 @@ module cc_coll
     ! LOWRANK (PowerSGD). The library views the buffer as a row-major (C
     ! order) rows x cols matrix: a Fortran array a(n, m) is the m x n matrix
     ! a^T. cc_coll_set_lowrank_shape(params, shape(a)) sets rows = m, cols = n.
-    integer(c_int64_t) :: rows          = 0  ! SHAPE: rows of the matrix, >= 1
+    ! Without SHAPE an allreduce sends the tensor densely (1-D, a bias).
+    integer(c_int64_t) :: rows          = 0  ! SHAPE: rows of the matrix, >= 1; 0 (cols 0): near-square
     integer(c_int64_t) :: cols          = 0  ! SHAPE: columns; 0 = count / rows
     integer(c_int)     :: rank          = 0  ! RANK: target rank r >= 1 (r = min(rows, cols, rank))
     integer(c_int)     :: warm_start    = 0  ! WARM_START: 1 = start from the previous Q, 0 = fresh
@@ -874,7 +875,9 @@ contains
   ! library reads the buffer in C order (row-major), so the last Fortran
   ! extent is the number of rows and the product of the others the number
   ! of columns: for a(n, m), rows = m and cols = n, the matrix is a^T. That
-  ! is torch's view(shape[0], -1) of the same memory. Pass shape(a).
+  ! is torch's view(shape[0], -1) of the same memory. Pass shape(a). A
+  ! rank-1 array b(n) gives n x 1, which the compression test never
+  ! compresses; leaving SHAPE unset sends it densely as well (1-D).
   subroutine cc_coll_set_lowrank_shape(params, extents)
     type(cc_coll_params), intent(inout) :: params
     integer, intent(in) :: extents(:)

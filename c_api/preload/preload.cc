@@ -716,6 +716,14 @@ bool intercept(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op 
         p.method = s.cfg.method;
         p.density = s.cfg.density;
         p.ef = s.cfg.ef ? 1 : 0;
+        if (p.method == CC_COLL_METHOD_LOWRANK) {
+            // An MPI_Allreduce buffer has no tensor shape (it is often a
+            // whole bucket): LOWRANK's near-square view (rows = cols = 0),
+            // not the dense sending of a tensor without a shape.
+            p.mask |= CC_COLL_PARAMS_FIELD_SHAPE;
+            p.rows = 0;
+            p.cols = 0;
+        }
         const double t0 = PMPI_Wtime();
         const cc_coll_status_t st = cc_coll_allreduce(src, recv, n, dtype, CC_COLL_SUM, &p, e->handle, nullptr);
         const double seconds = PMPI_Wtime() - t0;

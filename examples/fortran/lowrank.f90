@@ -1,5 +1,6 @@
 ! libcc_coll from Fortran: one grouped allreduce of a LOWRANK (PowerSGD)
-! weight matrix and a dense bias, then the weight's low-rank state.
+! weight matrix and a bias (LOWRANK without a shape: sent densely), then the
+! weight's low-rank state.
 !
 ! The library reads a buffer as a row-major (C order) rows x cols matrix, so
 ! the Fortran array w(n, m) is the m x n matrix w^T to it:
@@ -51,9 +52,10 @@ program lowrank_example
   pw%rank = 2
   pw%ef = 1
   call cc_coll_set_lowrank_shape(pw, shape(w))      ! rows = m, cols = n
-  ! bias: no compression.
+  ! bias: LOWRANK too, without a shape: a 1-D tensor, sent densely (as
+  ! PyTorch's powerSGD_hook sends biases).
   pb%mask = CC_COLL_PARAMS_FIELD_METHOD
-  pb%method = CC_COLL_METHOD_NONE
+  pb%method = CC_COLL_METHOD_LOWRANK
 
   ! Both in place, in one call: P and Q of w take two MPI_Allreduce, the bias a third.
   call cc_coll_allreduce_group_inplace([c_loc(w), c_loc(bias)], [size(w), size(bias)], &
@@ -67,6 +69,9 @@ program lowrank_example
   call check(ierr, 'cc_coll_lowrank_get_state')
   if (rows /= m .or. cols /= n .or. r /= 2) call fail('the state is not m x n at rank 2')
   if (any(abs(matmul(q, transpose(p)) - w) > 1e-5 * maxval(abs(w)))) call fail('w is not matmul(q, transpose(p))')
+  call cc_coll_lowrank_get_state(bias, size(bias), cc, ierr, pb, rank=r)
+  call check(ierr, 'cc_coll_lowrank_get_state of the bias')
+  if (r /= 0) call fail('the bias has factors')
 
   stats%mask = CC_COLL_STATS_FIELD_ALL
   call cc_coll_comm_get_stats(cc, stats, ierr)

@@ -331,7 +331,9 @@ class Params:
     load_factor -- SKETCH: (0, 16]
     seed        -- SKETCH's hash seed, LOWRANK's initial-Q seed; int in [0, 2**64)
     shape       -- LOWRANK: (rows, cols) of the matrix view, cols 0 meaning
-                   count / rows; a single int is (rows, 0)
+                   count / rows; a single int is (rows, 0); (0, 0) (or 0)
+                   is the near-square view. Without it an allreduce sends
+                   a 1-D array densely
     rank        -- LOWRANK: target rank >= 1 (r = min(rows, cols, rank))
     warm_start  -- LOWRANK: start from the previous step's Q (True/False)
     start_iter  -- LOWRANK: the tensor's first start_iter calls are plain
@@ -428,13 +430,15 @@ def _params(*args, **kwargs):
 
 def _lowrank_shape(count, shape, rank):
     """(rows, cols, r) as the library resolves a LOWRANK tensor of `count`
-    elements (lowrank::resolve_shape), or None where it would refuse."""
+    elements (lowrank::resolve_shape), or None where it would refuse. A shape
+    (0, 0), like no shape, is the near-square view (an allreduce sends a
+    tensor without a shape densely and resolves no view for it)."""
     if count == 0:
         return None
-    if shape is not None:
+    if shape is not None and shape[0] == 0 and shape[1] != 0:
+        return None
+    if shape is not None and shape[0] != 0:
         rows, cols = shape
-        if rows == 0:
-            return None
         if cols == 0:
             if count % rows:
                 return None
@@ -651,9 +655,11 @@ class Comm:
                    given as keywords
         dtype   -- None (from the array) or a Dtype; required for BF16
 
-        LOWRANK views the buffer as a rows x cols matrix: `shape` when given,
-        else (sendbuf.shape[0], sendbuf.size // sendbuf.shape[0]) for an
-        array of two or more dimensions, else the library's near-square view.
+        LOWRANK views the buffer as a rows x cols matrix: `shape` when given
+        (shape=(0, 0), or 0, asks for the library's near-square view), else
+        (sendbuf.shape[0], sendbuf.size // sendbuf.shape[0]) for an array of
+        two or more dimensions. A 1-D array without a shape is sent densely
+        (a plain allreduce), as torch's powerSGD_hook sends biases.
         Every rank must pass the same shape, dtype, op and parameters.
         Returns recvbuf (sendbuf when in place).
         """
@@ -690,7 +696,9 @@ class Comm:
                     tensor (as for allreduce)
 
         Each array of two or more dimensions with LOWRANK and no shape gets
-        the view (shape[0], rest), as in allreduce. Tensors that set ef_key
+        the view (shape[0], rest), as in allreduce; a 1-D array without a
+        shape joins the plain allreduce, as powerSGD_hook's uncompressed
+        tensors do. Tensors that set ef_key
         need distinct keys. Every rank must pass the same tensors, in the
         same order, with the same parameters. Returns the list of results
         (recvbufs[i], or sendbufs[i] in place).
@@ -888,13 +896,16 @@ class Comm:
         compressed call orthogonalises q and starts from it. q is cols x r
         (array-like, converted to float64) for the shape and rank the
         params resolve to, as a call with recvbuf would: an array of two or
-        more dimensions gets the view (shape[0], rest). Do it alike on every
-        rank."""
+        more dimensions gets the view (shape[0], rest); a 1-D array needs a
+        shape (without one it is sent densely and has no factors:
+        Error(Status.INVALID_ARG)). Do it alike on every rank."""
         _array(recvbuf, "recvbuf", writable=False)
         d = _dtype_of(recvbuf, dtype, "recvbuf")
         p = self._call_params(params, fields, recvbuf, lowrank=True)
         q = np.ascontiguousarray(q, dtype=np.float64)
-        resolved = _lowrank_shape(recvbuf.size, p.shape, p.rank if p.rank is not None else self._config_rank)
+        resolved = None  # no shape (a 1-D array: sent densely, no factors): the library refuses
+        if p.shape is not None:
+            resolved = _lowrank_shape(recvbuf.size, p.shape, p.rank if p.rank is not None else self._config_rank)
         q_ptr = None  # a shape the library refuses: it says why before reading q
         if resolved is not None:
             rows, cols, r = resolved

@@ -136,9 +136,16 @@ class LowRank(Errors, Base):
             self.comm.allreduce(x, np.empty_like(x), ef_key=key, shape=shape, **kw)
             s = self.comm.lowrank_state(x, ef_key=key)
             self.assertEqual((s.rows, s.cols), (12, 5) if key != 43 else (20, 3), shape)
-        # a 1-D array gets the library's near-square view: ceil(sqrt(60)) = 8
-        self.comm.allreduce(x.reshape(-1), np.empty(60, np.float32), ef_key=44, **kw)
-        self.assertEqual(self.comm.lowrank_state(x, ef_key=44)[:2], (8, 8))
+        # a 1-D array without a shape is sent densely, as powerSGD_hook sends
+        # biases: MPI_Allreduce bit for bit, no factors, the call counted
+        y = integer_valued((60,), np.float32, seed=RANK)
+        out = self.comm.allreduce(y, np.empty(60, np.float32), ef_key=44, **kw)
+        self.assertTrue(np.array_equal(bits(out), bits(mpi_reference(y, cc_coll.Op.AVG))))
+        self.assertEqual(self.comm.lowrank_state(y, ef_key=44)[:4], (0, 0, 0, 1))
+        # shape (0, 0), or 0, asks for the library's near-square view: ceil(sqrt(60)) = 8
+        for shape, key in (((0, 0), 47), (0, 48)):
+            self.comm.allreduce(x.reshape(-1), np.empty(60, np.float32), ef_key=key, shape=shape, **kw)
+            self.assertEqual(self.comm.lowrank_state(x, ef_key=key)[:3], (8, 8, 1), shape)
         # the view also applies when LOWRANK is the communicator's method (CC_COLL_METHOD)
         os.environ["CC_COLL_METHOD"] = "lowrank"
         try:
@@ -195,6 +202,15 @@ class LowRank(Errors, Base):
         # a shape the library refuses comes back from the library, whatever q is
         e = self.assertStatus(Status.INVALID_ARG, self.comm.lowrank_set_q, x, np.ones(3), shape=(7, 0), ef_key=64)
         self.assertIn("shape", e.message)
+        # a 1-D array without a shape is sent densely: it has no Q to set
+        v = np.zeros(60, dtype=np.float32)
+        e = self.assertStatus(Status.INVALID_ARG, self.comm.lowrank_set_q, v, np.ones((8, 1)), ef_key=65)
+        self.assertIn("sent densely", e.message)
+        # with shape (0, 0) it is the near-square 8 x 8
+        self.comm.lowrank_set_q(v, np.ones((8, 2)), rank=2, shape=(0, 0), ef_key=65)
+        self.assertEqual(self.comm.lowrank_state(v, ef_key=65)[:3], (8, 8, 2))
+        with self.assertRaisesRegex(ValueError, "needs Q of cols x r"):
+            self.comm.lowrank_set_q(v, np.ones((10, 2)), rank=2, shape=0, ef_key=66)
 
     def test_parameter_errors(self):
         x = np.ones((16, 8), dtype=np.float32)
@@ -202,7 +218,7 @@ class LowRank(Errors, Base):
                          ({"min_compression_rate": 0.5}, "min_compression_rate"),
                          ({"min_compression_rate": math.nan}, "min_compression_rate"),
                          ({"min_compression_rate": math.inf}, "min_compression_rate"),
-                         ({"warm_start": 2}, "warm_start"), ({"shape": (0, 8)}, "rows"),
+                         ({"warm_start": 2}, "warm_start"), ({"shape": (0, 8)}, "rows = 0 with"),
                          ({"shape": (5, 0)}, "5"), ({"shape": (4, 8)}, "count")):
             with self.subTest(**kw):
                 e = self.assertStatus(Status.INVALID_ARG, self.comm.allreduce, x, method="lowrank", **kw)
@@ -302,6 +318,50 @@ class Group(Errors, Base):
         self.check_results(tensors, r, "avg")
         for i in range(1, 6, 2):
             self.assertIs(r[i], copies[i])
+
+    def test_biases_sent_densely(self):
+        # A model's gradients with LOWRANK for all: what powerSGD_hook
+        # compresses (ndim >= 2 and (rows + cols) r 2 < rows cols) goes as
+        # factors, the 1-D tensors (biases; the 400-element one the
+        # near-square view would have compressed) and a matrix failing the
+        # test go densely: bytes on the wire, exact results, no factors.
+        grads = [
+            ("conv.weight", low_rank_terms(16, 27, 2, np.float32, seed=95).reshape(16, 3, 3, 3)),
+            ("conv.bias", integer_valued((16,), np.float32, seed=RANK)),
+            ("fc.weight", low_rank_terms(32, 64, 2, np.float32, seed=96)),
+            ("fc.bias", integer_valued((32,), np.float32, seed=RANK + 1)),
+            ("norm.weight", integer_valued((400,), np.float32, seed=RANK + 2)),
+            ("head.weight", integer_valued((4, 5), np.float32, seed=RANK + 3)),   # (4 + 5) 2 2 >= 20: dense
+        ]
+        rank = 2
+        for op in ("avg", "sum"):
+            with self.subTest(op=op):
+                params = [Params(method="lowrank", rank=rank, ef_key=900 + 10 * (op == "sum") + i)
+                          for i in range(len(grads))]
+                self.comm.reset_stats()
+                outs = self.comm.allreduce_group([g for _, g in grads], [np.empty_like(g) for _, g in grads],
+                                                 op=op, params=params)
+                wire = n_compressed = 0
+                for (name, g), out, p in zip(grads, outs, params):
+                    rows = g.shape[0]
+                    cols = g.size // rows
+                    r = min(rows, cols, rank)
+                    compress = g.ndim >= 2 and (rows + cols) * r * 2 < rows * cols
+                    s = self.comm.lowrank_state(out, params=p)
+                    self.assertEqual(s.calls, 1, name)
+                    if compress:
+                        n_compressed += 1
+                        wire += (rows + cols) * r * 4
+                        self.assertEqual(s[:3], (rows, cols, r), name)
+                        scale = SIZE if op == "sum" else 1
+                        self.assertLess(relative(out, scale * exact_average(g)), 1e-4, name)
+                    else:
+                        wire += g.nbytes
+                        self.assertEqual(s[:3], (0, 0, 0), name)
+                        self.assertTrue(np.array_equal(bits(out), bits(mpi_reference(g, cc_coll.Op[op.upper()]))),
+                                        name)
+                self.assertEqual(self.comm.stats()["bytes_wire"], wire)
+                self.assertEqual(n_compressed, 2)   # the conv and fc weights
 
     def test_single_params_and_dtypes(self):
         xs = [low_rank_terms(16, 12, 1, np.float32, seed=90 + i) for i in range(3)]

@@ -455,7 +455,11 @@ class NoMpi(unittest.TestCase):
         self.assertEqual(_lowrank_shape(17, None, 2), (5, 4, 2))      # padded: 5 x 4 = 20
         self.assertEqual(_lowrank_shape(1, None, 4), (1, 1, 1))
         self.assertEqual(_lowrank_shape((1 << 40) + 1, None, 1)[:2], ((1 << 20) + 1, (1 << 20)))
-        for bad in ((12, (5, 0)), (12, (3, 5)), (12, (0, 12)), (0, None)):
+        # (0, 0) is the near-square view on request (no shape: an allreduce
+        # sends the tensor densely; the mirror resolves it like the library)
+        self.assertEqual(_lowrank_shape(12, (0, 0), 1), (4, 3, 1))
+        self.assertEqual(_lowrank_shape(17, (0, 0), 2), (5, 4, 2))
+        for bad in ((12, (5, 0)), (12, (3, 5)), (12, (0, 12)), (12, (0, 1)), (0, None), (0, (0, 0))):
             self.assertIsNone(_lowrank_shape(bad[0], bad[1], 1), bad)
 
     def test_bfloat16(self):

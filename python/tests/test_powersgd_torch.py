@@ -16,7 +16,9 @@ compresses), to
     GradBucket, and
   - cc_coll.Comm.allreduce_group with one LOWRANK Params per tensor (shape
     (shape[0], rest), the same rank, start_iter and min_compression_rate,
-    error feedback and warm start on),
+    error feedback and warm start on; and again with no shapes at all, where
+    the package views n-d arrays as (shape[0], rest) and the library sends
+    1-D arrays densely, so that it compresses what the hook compresses),
 
 for several steps: two plain allreduces, then compressed steps with warm
 start and error feedback. Both start from the same Q: drawn here, given to
@@ -24,7 +26,9 @@ libcc_coll with lowrank_set_q and to the hook by replacing torch.randn during
 its first compressed step. After every step the test compares, per tensor,
 libcc_coll's P and Q (lowrank_state) with the hook's
 state.p_memory_dict / q_memory_dict, the results, and the error-feedback
-residuals of the compressed tensors, to a relative tolerance of 1e-4
+residuals of the compressed tensors, and the bytes on the wire (the
+factors of the tensors the hook compresses, the others whole), to a
+relative tolerance of 1e-4
 (float32) or 1e-10 (float64) of each array's largest magnitude. Ranks 1 and
 2 run Gram-Schmidt on both sides, rank 4 QR.
 """
@@ -58,9 +62,12 @@ except Exception as exc:  # a missing or broken PyTorch fails the test
 
 # The bucket: shapes of the gradient tensors, in bucket order. Two tensors
 # share a shape (the hook lays their P and Q out next to each other, not in
-# bucket order); (32,) and (10,) are biases and (3, 5) fails the compression
-# test at every rank (8 r 2 >= 15), so neither side compresses them.
-SHAPES = [(32, 16), (32,), (16, 4, 3, 3), (8, 24), (3, 5), (32, 16), (10,)]
+# bucket order); (32,), (10,) and (400,) are 1-D (biases, a norm weight),
+# which the hook never compresses, and (3, 5) fails the compression test at
+# every rank (8 r 2 >= 15), so neither side compresses them. (The
+# near-square view libcc_coll once gave 1-D tensors would have compressed
+# (32,) at rank 1 and (400,) at ranks 1 to 4.)
+SHAPES = [(32, 16), (32,), (16, 4, 3, 3), (8, 24), (3, 5), (32, 16), (10,), (400,)]
 START_ITER = 2               # PowerSGDState needs > 1 with error feedback or warm start
 MIN_COMPRESSION_RATE = 2.0
 STEPS = 7                    # 2 plain, 5 compressed
@@ -168,16 +175,20 @@ def agree_on_all_ranks(ok):
 
 
 class AgainstTorch(unittest.TestCase):
-    def run_steps(self, dtype, rank):
+    def run_steps(self, dtype, rank, shapes_given=True):
+        """shapes_given: every Params has the shape (shape[0], rest), 1-D
+        tensors (n, 1); otherwise none has one, and the package's own rule
+        applies: arrays of two or more dimensions get that view, 1-D arrays
+        none (so the library sends them densely)."""
         tol = TOLERANCE[dtype]
         comm = cc_coll.Comm(WORLD)
         self.addCleanup(comm.close)
         state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=rank,
                                        start_powerSGD_iter=START_ITER, min_compression_rate=MIN_COMPRESSION_RATE,
                                        use_error_feedback=True, warm_start=True)
-        params = [cc_coll.Params(method="lowrank", shape=matrix_shape(s), rank=rank, start_iter=START_ITER,
-                                 min_compression_rate=MIN_COMPRESSION_RATE, warm_start=True, ef=True,
-                                 ef_key=100 + i) for i, s in enumerate(SHAPES)]
+        params = [cc_coll.Params(method="lowrank", shape=matrix_shape(s) if shapes_given else None, rank=rank,
+                                 start_iter=START_ITER, min_compression_rate=MIN_COMPRESSION_RATE, warm_start=True,
+                                 ef=True, ef_key=100 + i) for i, s in enumerate(SHAPES)]
         layout = torch_layout(rank)
         self.assertTrue(layout, "nothing is compressed at rank %d" % rank)
         outs = [np.empty(s, dtype=dtype) for s in SHAPES]
@@ -194,7 +205,15 @@ class AgainstTorch(unittest.TestCase):
             if first_compressed:
                 for i in layout:
                     comm.lowrank_set_q(outs[i], q0[i].astype(np.float64), params=params[i])
+            comm.reset_stats()
             comm.allreduce_group(grads, outs, op="avg", params=params)
+            # bytes on the wire: the factors of what the hook compresses,
+            # the other tensors whole
+            itemsize = np.dtype(dtype).itemsize
+            wire = sum(outs[i].nbytes for i in range(len(SHAPES))) if step < START_ITER else sum(
+                sum(matrix_shape(SHAPES[i])) * compressed(SHAPES[i], rank)[1] * itemsize if i in layout
+                else outs[i].nbytes for i in range(len(SHAPES)))
+            self.assertEqual(comm.stats()["bytes_wire"], wire, "step %d: bytes_wire" % step)
             # PyTorch
             bucket = Bucket(grads)
             if first_compressed:
@@ -247,11 +266,13 @@ class AgainstTorch(unittest.TestCase):
                 self.assertLess(de, 10 * tol, "step %d tensor %d %s: residual" % (step, i, SHAPES[i]))
             self.assertEqual((p_off, q_off), (p_torch.size, q_torch.size))
             for i in set(range(len(SHAPES))) - set(layout):
-                self.assertEqual(comm.lowrank_state(outs[i], ef_key=100 + i).rank, 0)
+                s = comm.lowrank_state(outs[i], ef_key=100 + i)
+                self.assertEqual((s.rank, s.calls), (0, step + 1), "tensor %d %s" % (i, SHAPES[i]))
                 self.assertFalse(comm.ef_residual(outs[i], ef_key=100 + i).any())
 
         measured = {k: max(WORLD.allgather(v)) for k, v in worst.items()}
-        MEASURED[(np.dtype(dtype).name, rank)] = measured
+        if shapes_given:
+            MEASURED[(np.dtype(dtype).name, rank)] = measured
 
     def test_rank1_gram_schmidt(self):
         self.run_steps(np.float32, 1)
@@ -267,9 +288,19 @@ class AgainstTorch(unittest.TestCase):
             with self.subTest(rank=rank):
                 self.run_steps(np.float64, rank)
 
-    def test_default_view_is_the_hooks(self):
+    def test_default_views_are_the_hooks(self):
         # Without a shape, allreduce_group views an n-d LOWRANK array as
-        # (shape[0], rest), as the hook does.
+        # (shape[0], rest), as the hook does, and sends a 1-D array densely,
+        # as the hook does: the hook's choice of what to compress, step by
+        # step, at ranks 1 (where the near-square view would have compressed
+        # the (32,) bias) and 2.
+        for rank in (1, 2):
+            with self.subTest(rank=rank):
+                self.run_steps(np.float32, rank, shapes_given=False)
+
+    def test_default_view_is_the_hooks(self):
+        # The state after one call without shapes: the view of each n-d
+        # tensor the hook compresses; nothing for 1-D tensors.
         comm = cc_coll.Comm(WORLD)
         self.addCleanup(comm.close)
         grads = gradients(0, np.float32)
@@ -279,8 +310,11 @@ class AgainstTorch(unittest.TestCase):
             for i in range(len(grads))])
         for i, shape in enumerate(SHAPES):
             s = comm.lowrank_state(outs[i], ef_key=300 + i)
+            self.assertEqual(s.calls, 1, shape)
             if compressed(shape, 2)[0]:
                 self.assertEqual((s.rows, s.cols), matrix_shape(shape), shape)
+            else:
+                self.assertEqual((s.rows, s.cols, s.rank), (0, 0, 0), shape)
 
 
 def main():

@@ -69,8 +69,12 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
         }
         if (params->mask & CC_COLL_PARAMS_FIELD_SEED) p.seed = params->seed;
         if (params->mask & CC_COLL_PARAMS_FIELD_SHAPE) {
-            if (params->rows == 0)
-                return fail(CC_COLL_ERR_INVALID_ARG, "params->rows = 0: a LOWRANK shape needs rows >= 1");
+            // rows = 0 (with cols = 0) asks for LOWRANK's near-square view.
+            if (params->rows == 0 && params->cols != 0)
+                return fail(CC_COLL_ERR_INVALID_ARG,
+                            "params->rows = 0 with params->cols = %llu: rows = 0 asks for LOWRANK's near-square "
+                            "view and needs cols = 0; pass rows >= 1 for a rows x cols matrix",
+                            static_cast<unsigned long long>(params->cols));
             p.has_shape = true;
             p.rows = params->rows;
             p.cols = params->cols;

@@ -21,8 +21,10 @@ struct CallParams {
     double load_factor = 0.77;
     std::uint64_t seed = 0;
     // LOWRANK
+    // Without a shape, a LOWRANK allreduce tensor is 1-D and sent densely;
+    // point-to-point views it near-square.
     bool has_shape = false;
-    std::uint64_t rows = 0;  // with has_shape: rows >= 1
+    std::uint64_t rows = 0;  // with has_shape: >= 1, or 0 (with cols 0): near-square
     std::uint64_t cols = 0;  // with has_shape: 0 = count / rows
     int rank = 1;
     bool warm_start = true;
@@ -41,7 +43,7 @@ constexpr std::uint64_t kKnownParamsFields = CC_COLL_PARAMS_FIELD_METHOD | CC_CO
 
 // params may be NULL. Errors: CC_COLL_ERR_INVALID_PARAMS (unknown mask bits),
 // CC_COLL_ERR_INVALID_METHOD, CC_COLL_ERR_INVALID_ARG (density outside
-// (0, 1] or NaN; ef or warm_start other than 0 or 1; rows == 0; rank
+// (0, 1] or NaN; ef or warm_start other than 0 or 1; rows == 0 with cols != 0; rank
 // outside [1, 65536]; min_compression_rate below 1 or not finite).
 cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &config, CallParams *out);
 

@@ -31,18 +31,30 @@ Stores &stores(Comm &comm)
     return *static_cast<Stores *>(slot.get());
 }
 
-// A tensor is compressed this step when its call count has reached
-// start_iter and its shape passes the compression test; otherwise it joins
-// the dense batch.
+// A tensor without a shape is 1-D (a bias): it joins the dense batch, as
+// powerSGD_hook sends tensors of fewer than two dimensions uncompressed. A
+// tensor with a shape is compressed this step when its call count has
+// reached start_iter and its shape passes the compression test; otherwise
+// it joins the dense batch too. Either way its call count advances.
 cc_coll_status_t plan(Comm &comm, std::size_t position, const GroupTensor &t, TensorPlan *plan)
 {
     const CallParams &p = t.params;
+    const EfKey key = EfKey::from(p.has_ef_key, p.ef_key, t.args.recv, t.args.count, t.args.dtype);
+    if (!p.has_shape) {
+        LowRankState &st = stores(comm).tensors.get(key);
+        plan->route = Route::Dense;
+        plan->layout[0] = 0;  // no matrix view (a compressed tensor has rows >= 1)
+        plan->layout[1] = 0;
+        plan->layout[2] = 0;
+        plan->layout[3] = st.calls;
+        plan->state = &st;
+        return CC_COLL_OK;
+    }
     lowrank::Shape shape;
     std::string why;
     if (!lowrank::resolve_shape(t.args.count, p.has_shape, p.rows, p.cols, p.rank, &shape, &why))
         return fail(CC_COLL_ERR_INVALID_ARG, "LOWRANK shape of tensor %zu (params rows/cols): %s", position,
                     why.c_str());
-    const EfKey key = EfKey::from(p.has_ef_key, p.ef_key, t.args.recv, t.args.count, t.args.dtype);
     LowRankState &st = stores(comm).tensors.get(key);
     const bool warm = st.calls >= p.start_iter;
     // PyTorch's test counts elements; F16/BF16 factors travel as binary32,

@@ -869,7 +869,7 @@ static void test_large(cc_coll_comm_h hd)
 
 /* ---- groups on device buffers --------------------------------------------------- */
 
-/* One tensor of the group test. LOWRANK: SHAPE rows x cols (rows 0: none),
+/* One tensor of the group test. LOWRANK: SHAPE rows x cols (rows 0: the near-square view),
  * data of rank r_data (0: small integers, for a tensor that fails the
  * compression test and joins the dense batch), RANK k, EF, START_ITER. */
 typedef struct {

@@ -84,10 +84,11 @@ program fortran_group
                       method=CC_COLL_METHOD_LOWRANK, rank=2, min_compression_rate=1.5d0, seed=77)
   call cc_coll_set_lowrank_shape(pv, shape(v))
   pb = cc_coll_params(mask=CC_COLL_PARAMS_FIELD_METHOD, method=CC_COLL_METHOD_NONE)
-  ! 5 elements: a 3 x 2 matrix at rank 1 fails (3 + 2) x 1 x 2 < 6, so it is dense.
-  ps = cc_coll_params(mask=ior(ior(CC_COLL_PARAMS_FIELD_METHOD, CC_COLL_PARAMS_FIELD_RANK), &
-                               CC_COLL_PARAMS_FIELD_MIN_COMPRESSION_RATE), &
-                      method=CC_COLL_METHOD_LOWRANK, rank=1, min_compression_rate=2)
+  ! 5 elements in the near-square view (SHAPE with rows = cols = 0): a 3 x 2
+  ! matrix at rank 1 fails (3 + 2) x 1 x 2 < 6, so it is dense.
+  ps = cc_coll_params(mask=ior(ior(ior(CC_COLL_PARAMS_FIELD_METHOD, CC_COLL_PARAMS_FIELD_RANK), &
+                               CC_COLL_PARAMS_FIELD_MIN_COMPRESSION_RATE), CC_COLL_PARAMS_FIELD_SHAPE), &
+                      method=CC_COLL_METHOD_LOWRANK, rank=1, min_compression_rate=2, rows=0, cols=0)
 
   sends = [c_loc(w_in), c_loc(v), c_loc(bias), c_loc(small)]
   recvs = [c_loc(w_out), c_loc(v), c_loc(bias), c_loc(small)]
@@ -241,6 +242,27 @@ program fortran_group
                       method=CC_COLL_METHOD_LOWRANK, rows=3)
   call cc_coll_lowrank_set_q(one, size(one), q_saved, cc, ierr, ps)
   call expect('set_q: LOWRANK rows 3 do not divide 10 elements', ierr, CC_COLL_ERR_INVALID_ARG)
+  ! rows = 0 asks for the near-square view and needs cols = 0.
+  ps = cc_coll_params(mask=ior(CC_COLL_PARAMS_FIELD_METHOD, CC_COLL_PARAMS_FIELD_SHAPE), &
+                      method=CC_COLL_METHOD_LOWRANK, rows=0, cols=5)
+  call cc_coll_allreduce_group_inplace([c_loc(one)], [size(one)], [CC_COLL_F32], CC_COLL_SUM, cc, ierr, [ps])
+  call expect('group: LOWRANK rows 0 with cols 5', ierr, CC_COLL_ERR_INVALID_ARG)
+  call check('rows 0 with cols 5: the message says why', index(cc_coll_last_error(), 'rows = 0 with') > 0)
+  ! A rank-1 array without SHAPE is 1-D: sent densely (exact sum), no factors,
+  ! its call count advances; set_q refuses it.
+  ps = cc_coll_params(mask=ior(ior(CC_COLL_PARAMS_FIELD_METHOD, CC_COLL_PARAMS_FIELD_RANK), CC_COLL_PARAMS_FIELD_EF_KEY), &
+                      method=CC_COLL_METHOD_LOWRANK, rank=1, ef_key=4242)
+  one = [(real(i + rank, 4), i = 1, size(one))]
+  call cc_coll_allreduce_group_inplace([c_loc(one)], [size(one)], [CC_COLL_F32], CC_COLL_SUM, cc, ierr, [ps])
+  call expect('group: a 1-D LOWRANK tensor', ierr, CC_COLL_OK)
+  call check('1-D LOWRANK tensor: the exact sum', &
+             all(one == [(real(nranks * i + nranks * (nranks - 1) / 2, 4), i = 1, size(one))]))
+  call cc_coll_lowrank_get_state(one, size(one), cc, ierr, ps, rows=rows, cols=cols, rank=lr, calls=calls)
+  call check('1-D LOWRANK tensor: no factors, 1 call', ierr == CC_COLL_OK .and. rows == 0 .and. cols == 0 .and. &
+             lr == 0 .and. calls == 1)
+  call cc_coll_lowrank_set_q(one, size(one), q_saved, cc, ierr, ps)
+  call expect('set_q of a 1-D tensor (no SHAPE)', ierr, CC_COLL_ERR_INVALID_ARG)
+  call check('set_q without SHAPE: the message says why', index(cc_coll_last_error(), 'sent densely') > 0)
   if (nranks > 1) then
     ! Rank 0 passes one element fewer: every rank learns of it.
     one = 1

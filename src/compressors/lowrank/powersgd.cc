@@ -100,11 +100,12 @@ bool resolve_shape(std::size_t count, bool has_shape, std::uint64_t rows, std::u
                    std::string *why)
 {
     Shape s;
-    if (has_shape) {
-        if (rows == 0) {
-            *why = "rows = 0";
-            return false;
-        }
+    if (has_shape && rows == 0 && cols != 0) {
+        *why = "rows = 0 with cols = " + std::to_string(cols) +
+               " (rows = 0 asks for the near-square view and needs cols = 0)";
+        return false;
+    }
+    if (has_shape && rows != 0) {
         if (cols == 0) {
             if (count % rows != 0) {
                 *why = "rows = " + std::to_string(rows) + " does not divide count = " + std::to_string(count);

@@ -24,11 +24,14 @@ struct Shape {
     std::size_t factor_elements() const { return (rows + cols) * static_cast<std::size_t>(rank); }
 };
 
-// The matrix view of `count` elements. With has_shape: rows x cols, cols == 0
-// meaning count / rows; the product must equal count. Without: near-square,
+// The matrix view of `count` elements. With has_shape and rows >= 1:
+// rows x cols, cols == 0 meaning count / rows; the product must equal count.
+// With has_shape and rows = cols = 0, or without has_shape: near-square,
 // rows = ceil(sqrt(count)), cols = ceil(count / rows), rows x cols >= count
-// (the tail of the last row is zero padding). On failure returns false and
-// says why. count must be > 0.
+// (the tail of the last row is zero padding); rows = 0 with cols != 0 is
+// refused. (An allreduce sends a LOWRANK tensor without a shape densely and
+// never asks for its view; point-to-point uses the near-square view.) On
+// failure returns false and says why. count must be > 0.
 bool resolve_shape(std::size_t count, bool has_shape, std::uint64_t rows, std::uint64_t cols, int rank, Shape *out,
                    std::string *why);
 
