@@ -3,7 +3,9 @@
 // buffers live. Included only by the c_api sources.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <mutex>
 #include <exception>
 #include <memory>
 #include <new>
@@ -47,14 +49,51 @@ inline cc_coll_status_t lookup(const char *fn, cc_coll_comm_h handle, std::share
     return CC_COLL_OK;
 }
 
+// Whether MPI is up, cheaply on every call: once MPI has been seen
+// initialised, an attribute on MPI_COMM_SELF whose delete callback MPI runs
+// at the start of MPI_Finalize marks the end, so later answers are one
+// atomic load instead of MPI_Initialized and MPI_Finalized (each takes a
+// lock in Open MPI).
+namespace mpi_watch {
+enum Phase : int { Unknown = 0, Up = 1, Finalizing = 2 };
+inline std::atomic<int> &phase()
+{
+    static std::atomic<int> p{Unknown};
+    return p;
+}
+inline int on_finalize(MPI_Comm, int, void *, void *)
+{
+    phase().store(Finalizing, std::memory_order_release);
+    return MPI_SUCCESS;
+}
+// Installs the watcher (MPI initialised and not finalised); leaves Unknown
+// when MPI refuses, so every call keeps asking MPI.
+inline void install()
+{
+    static std::mutex mutex;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (phase().load(std::memory_order_acquire) != Unknown) return;
+    int keyval = MPI_KEYVAL_INVALID;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &keyval, nullptr) != MPI_SUCCESS) return;
+    if (MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr) != MPI_SUCCESS) return;
+    int expected = Unknown;
+    phase().compare_exchange_strong(expected, Up);
+}
+}  // namespace mpi_watch
+
 inline cc_coll_status_t check_mpi_alive(const char *fn)
 {
+    const int phase = mpi_watch::phase().load(std::memory_order_acquire);
+    if (phase == mpi_watch::Up) return CC_COLL_OK;
+    if (phase == mpi_watch::Finalizing)
+        return fail(CC_COLL_ERR_MPI_NOT_INITIALIZED, "%s: MPI is already finalised", fn);
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
     if (!initialized)
         return fail(CC_COLL_ERR_MPI_NOT_INITIALIZED, "%s: MPI is not initialised (call MPI_Init first)", fn);
     if (finalized) return fail(CC_COLL_ERR_MPI_NOT_INITIALIZED, "%s: MPI is already finalised", fn);
+    mpi_watch::install();
     return CC_COLL_OK;
 }
 
@@ -70,10 +109,7 @@ public:
     CallTimer &operator=(const CallTimer &) = delete;
     ~CallTimer()
     {
-        if (!comm_) return;
-        StatsSnapshot s;
-        s.time_total = now_seconds() - t0_;
-        comm_->stats().add(s);
+        if (comm_) comm_->stats().add_total(now_seconds() - t0_);
     }
     void attach(const std::shared_ptr<Comm> &comm) { comm_ = comm; }
 
@@ -105,7 +141,7 @@ inline cc_coll_status_t locate_buffers(const char *fn, const void *sendbuf, cons
     *on_device = false;
     if (!(cc_coll_build_flags() & CC_COLL_BUILD_CUDA) && stream != nullptr)
         return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: stream is not NULL but this build has no CUDA support", fn);
-    if (count > 0) {
+    if (count > 0 && gpu::device_memory_possible()) {
         gpu::Location send_at = gpu::Location::Host, recv_at = gpu::Location::Host;
         cc_coll_status_t st = gpu::locate_checked(sendbuf, &send_at, fn);
         if (st != CC_COLL_OK || (st = gpu::locate_checked(recvbuf, &recv_at, fn)) != CC_COLL_OK) return st;

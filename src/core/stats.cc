@@ -21,13 +21,16 @@ void Stats::add(const StatsSnapshot &call)
 StatsSnapshot Stats::snapshot() const
 {
     std::lock_guard<std::mutex> lock(mutex_);
-    return total_;
+    StatsSnapshot s = total_;
+    s.time_total += static_cast<double>(total_ns_.load(std::memory_order_relaxed)) * 1e-9;
+    return s;
 }
 
 void Stats::reset()
 {
     std::lock_guard<std::mutex> lock(mutex_);
     total_ = StatsSnapshot{};
+    total_ns_.store(0, std::memory_order_relaxed);
 }
 
 cc_coll_status_t fill_stats(const StatsSnapshot &s, cc_coll_stats_t *out)

@@ -1,6 +1,7 @@
 // Per-communicator counters behind cc_coll_comm_get_stats().
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -25,12 +26,18 @@ class Stats {
 public:
     // Adds one call's figures.
     void add(const StatsSnapshot &call);
+    // Adds to time_total without taking the lock (once per call).
+    void add_total(double seconds)
+    {
+        total_ns_.fetch_add(static_cast<std::uint64_t>(seconds * 1e9), std::memory_order_relaxed);
+    }
     StatsSnapshot snapshot() const;
     void reset();
 
 private:
     mutable std::mutex mutex_;
     StatsSnapshot total_;
+    std::atomic<std::uint64_t> total_ns_{0};
 };
 
 // Copies the fields `out->mask` asks for; unknown mask bits are an error.

@@ -119,6 +119,15 @@ cudaError_t find_location(const void *ptr, Location *out)
 }  // namespace
 #endif
 
+bool device_memory_possible()
+{
+#ifdef CC_COLL_HAVE_CUDA
+    return cuda_started();
+#else
+    return false;
+#endif
+}
+
 Location locate(const void *ptr)
 {
     Location where = Location::Host;

@@ -20,6 +20,11 @@ enum class Location { Host, Device };
 // never starts CUDA itself.
 Location locate(const void *ptr);
 
+// False when no buffer of this process can be device memory yet: a build
+// without CUDA, or a process that has not loaded the CUDA driver. Tens of
+// nanoseconds; never starts CUDA.
+bool device_memory_possible();
+
 // locate() for a call's buffers: Host as above where CUDA is unusable (no
 // driver or device, the runtime unloading at exit), but any other failure of
 // cudaPointerGetAttributes, such as the sticky error a faulted kernel leaves

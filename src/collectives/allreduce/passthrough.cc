@@ -17,12 +17,12 @@ cc_coll_status_t passthrough(X &x, const AllreduceArgs &a, StatsSnapshot *stats)
     const double t0 = now_seconds();
     CC_COLL_TRY(x.transport().allreduce_sum(a.send, a.recv, a.count, a.dtype, comm.mpi()));
     const double t1 = now_seconds();
-    if (a.op == CC_COLL_AVG) {
+    stats->time_communicate = t1 - t0;
+    if (a.op == CC_COLL_AVG) {  // SUM has nothing after the sum (and skips a clock read)
         CC_COLL_TRY(x.divide(a.recv, a.count, a.dtype, comm.size()));
         CC_COLL_TRY(x.sync());
+        stats->time_decompress = now_seconds() - t1;
     }
-    stats->time_communicate = t1 - t0;
-    stats->time_decompress = now_seconds() - t1;
     stats->bytes_wire = a.count * dtype_size(a.dtype);
     return CC_COLL_OK;
 }
