@@ -927,6 +927,41 @@ TEST(LowRankRegression, ResolveShapeRejectsProductThatOverflows)
     EXPECT_FALSE(ok2) << "accepted " << s.rows << " x " << s.cols << " for count 2^32";
 }
 
+// The near-square view of any size_t count ends (r * r wrapped to 0 for
+// counts above (2^32 - 1)^2 and `while (r * r < count) ++r` never did) and is
+// the smallest r with r * r >= count; one whose rows x cols would overflow
+// size_t is refused.
+TEST(LowRankRegression, NearSquareViewOfAnyCount)
+{
+    Shape s;
+    std::string why;
+    for (std::size_t count = 1; count <= 5000; ++count) {
+        ASSERT_TRUE(resolve_shape(count, false, 0, 0, 1, &s, &why)) << count << ": " << why;
+        ASSERT_GE(s.rows * s.rows, count) << count;
+        ASSERT_LT((s.rows - 1) * (s.rows - 1), count) << count;
+        ASSERT_EQ(s.cols, (count + s.rows - 1) / s.rows) << count;
+    }
+    if (sizeof(std::size_t) < 8) GTEST_SKIP() << "needs a 64-bit size_t";
+    const std::uint64_t m = (std::uint64_t{1} << 32) - 1;
+    // (2^32 - 1)^2: a perfect square, the largest that fits.
+    ASSERT_TRUE(resolve_shape(static_cast<std::size_t>(m * m), false, 0, 0, 1, &s, &why)) << why;
+    EXPECT_EQ(s.rows, m);
+    EXPECT_EQ(s.cols, m);
+    // One more: 2^32 rows of 2^32 - 1, 2^64 - 2^32 elements, still fits.
+    ASSERT_TRUE(resolve_shape(static_cast<std::size_t>(m * m + 1), false, 0, 0, 1, &s, &why)) << why;
+    EXPECT_EQ(s.rows, std::uint64_t{1} << 32);
+    EXPECT_EQ(s.cols, m);
+    // SIZE_MAX needs 2^32 x 2^32 = 2^64 elements: refused, with a reason.
+    for (const std::size_t count : {std::numeric_limits<std::size_t>::max(),
+                                    std::numeric_limits<std::size_t>::max() - 1}) {
+        why.clear();
+        EXPECT_FALSE(resolve_shape(count, false, 0, 0, 1, &s, &why)) << count;
+        EXPECT_NE(why.find("too large"), std::string::npos) << why;
+        why.clear();
+        EXPECT_FALSE(resolve_shape(count, true, 0, 0, 1, &s, &why)) << count;
+    }
+}
+
 template <typename T>
 class LowRankRegressionTyped : public ::testing::Test {};
 TYPED_TEST_SUITE(LowRankRegressionTyped, WorkTypes);

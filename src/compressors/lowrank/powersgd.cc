@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace cc_coll::detail::lowrank {
@@ -121,11 +122,25 @@ bool resolve_shape(std::size_t count, bool has_shape, std::uint64_t rows, std::u
         s.rows = rows;
         s.cols = cols;
     } else {
-        std::size_t r = static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(count))));
-        while (r > 1 && (r - 1) * (r - 1) >= count) --r;
-        while (r * r < count) ++r;
+        if (count == 0) {
+            *why = "count = 0 has no matrix view";
+            return false;
+        }
+        // r = ceil(sqrt(count)) in integers, with no product that can wrap:
+        // for r >= 1, r * r <= count exactly when r <= count / r.
+        std::size_t r = static_cast<std::size_t>(std::sqrt(static_cast<double>(count)));
+        if (r == 0) r = 1;
+        while (r > 1 && r > count / r) --r;          // now r * r <= count
+        while (r + 1 <= count / (r + 1)) ++r;        // now r = floor(sqrt(count))
+        if (!(count % r == 0 && count / r == r)) ++r;  // ceil
+        const std::size_t cols = count / r + (count % r != 0 ? 1 : 0);
+        if (cols > std::numeric_limits<std::size_t>::max() / r) {
+            *why = "count = " + std::to_string(count) + " is too large for a near-square view (" +
+                   std::to_string(r) + " x " + std::to_string(cols) + " elements overflow size_t)";
+            return false;
+        }
         s.rows = r;
-        s.cols = (count + r - 1) / r;
+        s.cols = cols;
     }
     std::size_t k = static_cast<std::size_t>(rank < 1 ? 1 : rank);
     if (k > s.rows) k = s.rows;
