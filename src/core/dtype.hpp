@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #include "cc_coll.h"
 #include "core/half.hpp"
@@ -65,6 +67,59 @@ CC_COLL_HD inline void store_element(void *buf, std::size_t i, cc_coll_dtype_t d
     case CC_COLL_F64: static_cast<double *>(buf)[i] = static_cast<double>(v); break;
     case CC_COLL_F16: static_cast<std::uint16_t *>(buf)[i] = float_to_f16(static_cast<float>(v)); break;
     case CC_COLL_BF16: static_cast<std::uint16_t *>(buf)[i] = float_to_bf16(static_cast<float>(v)); break;
+    }
+}
+
+// load_element and store_element for a buffer with no alignment beyond a
+// byte (the values of a TOPK payload start at 16 + 4k bytes), through
+// memcpy, which compiles to a plain load or store. Host code.
+template <typename W>
+inline W load_element_unaligned(const void *buf, std::size_t i, cc_coll_dtype_t dtype)
+{
+    const auto *p = static_cast<const unsigned char *>(buf);
+    switch (dtype) {
+    case CC_COLL_F32: {
+        float v;
+        std::memcpy(&v, p + i * sizeof v, sizeof v);
+        return static_cast<W>(v);
+    }
+    case CC_COLL_F64: {
+        double v;
+        std::memcpy(&v, p + i * sizeof v, sizeof v);
+        return static_cast<W>(v);
+    }
+    case CC_COLL_F16:
+    case CC_COLL_BF16: {
+        std::uint16_t v;
+        std::memcpy(&v, p + i * sizeof v, sizeof v);
+        return static_cast<W>(dtype == CC_COLL_F16 ? f16_to_float(v) : bf16_to_float(v));
+    }
+    }
+    return W(0);
+}
+
+template <typename W>
+inline void store_element_unaligned(void *buf, std::size_t i, cc_coll_dtype_t dtype, W v)
+{
+    auto *p = static_cast<unsigned char *>(buf);
+    switch (dtype) {
+    case CC_COLL_F32: {
+        const float e = static_cast<float>(v);
+        std::memcpy(p + i * sizeof e, &e, sizeof e);
+        break;
+    }
+    case CC_COLL_F64: {
+        const double e = static_cast<double>(v);
+        std::memcpy(p + i * sizeof e, &e, sizeof e);
+        break;
+    }
+    case CC_COLL_F16:
+    case CC_COLL_BF16: {
+        const std::uint16_t e =
+            dtype == CC_COLL_F16 ? float_to_f16(static_cast<float>(v)) : float_to_bf16(static_cast<float>(v));
+        std::memcpy(p + i * sizeof e, &e, sizeof e);
+        break;
+    }
     }
 }
 

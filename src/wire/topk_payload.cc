@@ -26,8 +26,8 @@ void encode(const W *x, std::size_t n, const std::uint32_t *idx, std::size_t k, 
     std::memcpy(indices, idx, k * sizeof(std::uint32_t));
     void *values = indices + k * sizeof(std::uint32_t);
     for (std::size_t j = 0; j < k; ++j) {
-        store_element<W>(values, j, dtype, x[idx[j]]);
-        sent[j] = load_element<W>(values, j, dtype);
+        store_element_unaligned<W>(values, j, dtype, x[idx[j]]);
+        sent[j] = load_element_unaligned<W>(values, j, dtype);
     }
 }
 
