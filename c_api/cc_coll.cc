@@ -8,6 +8,7 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <type_traits>
 
 #include "cc_coll.h"
 #include "entry.hpp"
@@ -67,6 +68,17 @@ cc_coll_status_t create_comm(const char *fn, MPI_Comm mpi_comm, cc_coll_comm_h *
 }
 
 thread_local std::string t_setting_value;
+
+// Whether an MPI handle is a null pointer: what MPI_Comm_f2c returns for a
+// Fortran handle that names no communicator in MPI libraries whose handles
+// are pointers (Open MPI; the standard has MPI_Comm_f2c return an invalid
+// handle rather than raise an error). Integer handles have no such value.
+template <typename Handle>
+bool null_pointer_handle(Handle h)
+{
+    if constexpr (std::is_pointer_v<Handle>) return h == nullptr;
+    else return false;
+}
 
 
 
@@ -128,7 +140,18 @@ cc_coll_status_t cc_coll_comm_create_fint_versioned(MPI_Fint mpi_comm, cc_coll_c
         if (comm != nullptr) *comm = nullptr;
         cc_coll_status_t st = cc_coll_check_version_numbers(header_major, header_minor);
         if (st != CC_COLL_OK || (st = check_mpi_alive(fn)) != CC_COLL_OK) return st;
-        return create_comm(fn, MPI_Comm_f2c(mpi_comm), comm, header_major, header_minor);
+        // Only a handle MPI knows may reach an MPI call: any error on an
+        // invalid communicator goes to MPI_COMM_WORLD's handler, fatal by
+        // default, and no error handler can be set on an invalid handle.
+        const MPI_Comm c = MPI_Comm_f2c(mpi_comm);
+        if (null_pointer_handle(c))
+            return fail(CC_COLL_ERR_INVALID_ARG,
+                        "%s: mpi_comm = %d is not the Fortran handle of a communicator (MPI_Comm_f2c finds none)",
+                        fn, static_cast<int>(mpi_comm));
+        if (c == MPI_COMM_NULL)
+            return fail(CC_COLL_ERR_INVALID_ARG, "%s: mpi_comm = %d is the Fortran handle of MPI_COMM_NULL", fn,
+                        static_cast<int>(mpi_comm));
+        return create_comm(fn, c, comm, header_major, header_minor);
     });
 }
 

@@ -118,6 +118,17 @@ int main(int argc, char **argv)
     expect_status(cc_coll_comm_create_fint(MPI_Comm_c2f(MPI_COMM_NULL), &h), CC_COLL_ERR_INVALID_ARG,
                   "create_fint(MPI_Comm_c2f(MPI_COMM_NULL))");
     check(h == NULL, "create_fint(MPI_COMM_NULL) left the output handle non-NULL");
+    /* Fortran handles that name no communicator: an error, not an abort. */
+    {
+        const MPI_Fint bogus[] = {123456, -1, 1 << 30};
+        for (size_t i = 0; i < sizeof bogus / sizeof bogus[0]; ++i) {
+            char what[96];
+            snprintf(what, sizeof what, "create_fint(%d), no such Fortran handle", (int)bogus[i]);
+            h = (cc_coll_comm_h)(uintptr_t)0x1;
+            expect_status(cc_coll_comm_create_fint(bogus[i], &h), CC_COLL_ERR_INVALID_ARG, what);
+            check(h == NULL, "create_fint(bogus handle) left the output handle non-NULL");
+        }
+    }
     expect_status(cc_coll_comm_create(MPI_COMM_WORLD, NULL), CC_COLL_ERR_INVALID_ARG, "create(WORLD, NULL)");
     expect_status(cc_coll_comm_create_versioned(MPI_COMM_WORLD, &h, CC_COLL_VERSION_MAJOR + 1, 0),
                   CC_COLL_ERR_VERSION_MISMATCH, "create with a newer header major version");

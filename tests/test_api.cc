@@ -333,6 +333,27 @@ TEST_F(Api, CreateWithMpiCommNull)
     EXPECT_EQ(h, nullptr);
 }
 
+// A Fortran handle that names no communicator is an error naming the handle,
+// not an MPI error on MPI_COMM_WORLD's (fatal) handler.
+TEST_F(Api, CreateFromUnknownFortranHandle)
+{
+    for (const MPI_Fint bogus : {MPI_Fint(123456), MPI_Fint(-1), MPI_Fint(1 << 30)}) {
+        cc_coll_comm_h h = reinterpret_cast<cc_coll_comm_h>(0x1);
+        const std::string value = std::to_string(bogus);
+        EXPECT_FAILS_NAMING(cc_coll_comm_create_fint(bogus, &h), CC_COLL_ERR_INVALID_ARG, value.c_str());
+        EXPECT_TRUE(contains(cc_coll_last_error(), "mpi_comm")) << cc_coll_last_error();
+        EXPECT_EQ(h, nullptr);
+    }
+    // A freed communicator's handle names nothing either.
+    MPI_Comm dup = MPI_COMM_NULL;
+    ASSERT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &dup), MPI_SUCCESS);
+    const MPI_Fint freed = MPI_Comm_c2f(dup);
+    ASSERT_EQ(MPI_Comm_free(&dup), MPI_SUCCESS);
+    cc_coll_comm_h h = nullptr;
+    EXPECT_FAILS_NAMING(cc_coll_comm_create_fint(freed, &h), CC_COLL_ERR_INVALID_ARG, "mpi_comm");
+    EXPECT_EQ(h, nullptr);
+}
+
 TEST_F(Api, CreateWithNewerHeaderIsAVersionMismatch)
 {
     cc_coll_comm_h h = reinterpret_cast<cc_coll_comm_h>(0x1);
