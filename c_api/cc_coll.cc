@@ -116,11 +116,15 @@ cc_coll_status_t cc_coll_check_version_numbers(int header_major, int header_mino
     return CC_COLL_OK;
 }
 
-size_t cc_coll_dtype_size(cc_coll_dtype_t dtype) { return dtype_size(dtype); }
+size_t cc_coll_dtype_size(cc_coll_dtype_t dtype)
+{
+    const int d = enum_value(dtype);
+    return dtype_valid(d) ? dtype_size(static_cast<cc_coll_dtype_t>(d)) : 0;
+}
 
 const char *cc_coll_method_name(cc_coll_method_t method)
 {
-    const Method *m = find_method(static_cast<int>(method));
+    const Method *m = find_method(enum_value(method));
     return m != nullptr ? m->name : nullptr;
 }
 
@@ -203,7 +207,9 @@ cc_coll_status_t cc_coll_allreduce(const void *sendbuf, void *recvbuf, size_t co
         cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
         timer.attach(c);
         if (st != CC_COLL_OK) return st;
-        if ((st = validate_reduction_args(fn, sendbuf, recvbuf, count, dtype, op)) != CC_COLL_OK) return st;
+        if ((st = validate_reduction_args(fn, sendbuf, recvbuf, count, enum_value(dtype), enum_value(op))) !=
+            CC_COLL_OK)
+            return st;
         bool on_device = false;
         if ((st = locate_buffers(fn, sendbuf, recvbuf, count, stream, &on_device)) != CC_COLL_OK) return st;
         return allreduce(*c, AllreduceArgs{sendbuf, recvbuf, count, dtype, op, on_device, stream}, p);
@@ -223,11 +229,12 @@ cc_coll_status_t cc_coll_reduce_scatter(const void *sendbuf, void *recvbuf, size
         timer.attach(c);
         if (st != CC_COLL_OK) return st;
         const std::size_t P = static_cast<std::size_t>(c->size());
-        if (dtype_valid(dtype) && op_valid(op) && recvcount > static_cast<std::size_t>(INT_MAX) / P)
+        const int d = enum_value(dtype), o = enum_value(op);
+        if (dtype_valid(d) && op_valid(o) && recvcount > static_cast<std::size_t>(INT_MAX) / P)
             return fail(CC_COLL_ERR_COUNT_OVERFLOW,
                         "%s: recvcount = %zu times %zu ranks exceeds MPI's count type (int, at most %d elements)", fn,
                         recvcount, P, INT_MAX);
-        if ((st = validate_reduction_args(fn, sendbuf, recvbuf, recvcount, dtype, op)) != CC_COLL_OK) return st;
+        if ((st = validate_reduction_args(fn, sendbuf, recvbuf, recvcount, d, o)) != CC_COLL_OK) return st;
         if (recvcount > 0 && sendbuf != recvbuf) {
             const std::size_t es = dtype_size(dtype);
             const auto s = reinterpret_cast<std::uintptr_t>(sendbuf);

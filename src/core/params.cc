@@ -33,10 +33,10 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
                         static_cast<unsigned long long>(unknown),
                         static_cast<unsigned long long>(kKnownParamsFields));
         if (params->mask & CC_COLL_PARAMS_FIELD_METHOD) {
-            const int m = static_cast<int>(params->method);
+            const int m = enum_value(params->method);
             if (find_method(m) == nullptr)
                 return fail(CC_COLL_ERR_INVALID_METHOD, "params->method = %d is not a cc_coll_method_t value", m);
-            p.method = params->method;
+            p.method = static_cast<cc_coll_method_t>(m);
         }
         if (params->mask & CC_COLL_PARAMS_FIELD_DENSITY) {
             if (!density_valid(params->density))
@@ -49,11 +49,11 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
             p.ef = params->ef == 1;
         }
         if (params->mask & CC_COLL_PARAMS_FIELD_SPARSIFIER) {
-            const int s = static_cast<int>(params->sparsifier);
+            const int s = enum_value(params->sparsifier);
             if (s != CC_COLL_SPARSIFY_TOPK && s != CC_COLL_SPARSIFY_THRESHOLD)
                 return fail(CC_COLL_ERR_INVALID_ARG,
                             "params->sparsifier = %d is not a cc_coll_sparsifier_t value (TOPK, THRESHOLD)", s);
-            p.sparsifier = params->sparsifier;
+            p.sparsifier = static_cast<cc_coll_sparsifier_t>(s);
         }
         if (params->mask & CC_COLL_PARAMS_FIELD_ZERO_FRACTION) {
             if (!zero_fraction_valid(params->zero_fraction))

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
+#include <type_traits>
 
 #include "cc_coll.h"
 #include "core/config.hpp"
@@ -31,6 +33,19 @@ struct CallParams {
     std::uint64_t start_iter = 0;
     double min_compression_rate = 2.0;
 };
+
+// The int a caller stored in an enum-typed argument or params field. A C
+// caller may put any int there, and loading a value outside the enum's range
+// through the C++ enum type is undefined behaviour, so entry points read the
+// bytes as an int and validate that before they use the enum.
+template <typename E>
+inline int enum_value(const E &e)
+{
+    static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int), "a C enum of int size");
+    int v;
+    std::memcpy(&v, &e, sizeof v);
+    return v;
+}
 
 // Fields a caller may set in cc_coll_params_t.mask.
 constexpr std::uint64_t kKnownParamsFields = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_DENSITY |
