@@ -19,6 +19,11 @@ using namespace cc_coll::detail;
 
 namespace {
 
+// The most tensors one cc_coll_allreduce_group call takes, the bound a
+// tensor's count has too (INT_MAX); the per-tensor tables of a larger group
+// would not fit in memory anyway.
+constexpr std::size_t kMaxGroupTensors = static_cast<std::size_t>(INT_MAX);
+
 // The LOWRANK shape a call with these params would use for `count`.
 cc_coll_status_t shape_of(const char *fn, const CallParams &p, std::size_t count, lowrank::Shape *s)
 {
@@ -112,12 +117,14 @@ cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void *const *sen
         timer.attach(c);
         if (st != CC_COLL_OK) return st;
         if (ntensors == 0) return CC_COLL_OK;
+        if (ntensors > kMaxGroupTensors)
+            return fail(CC_COLL_ERR_INVALID_ARG, "%s: ntensors = %zu exceeds the limit of %zu tensors per group", fn,
+                        ntensors, kMaxGroupTensors);
         if (recvbufs == nullptr) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: recvbufs is NULL with ntensors = %zu", fn, ntensors);
         if (counts == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "%s: counts is NULL with ntensors = %zu", fn, ntensors);
         if (dtypes == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "%s: dtypes is NULL with ntensors = %zu", fn, ntensors);
-        if (!op_valid(op))
-            return fail(CC_COLL_ERR_INVALID_OP, "%s: op = %d is not a cc_coll_op_t value (SUM, AVG)", fn,
-                        static_cast<int>(op));
+        const int o = enum_value(op);
+        if (!op_valid(o)) return fail(CC_COLL_ERR_INVALID_OP, "%s: op = %d is not a cc_coll_op_t value (SUM, AVG)", fn, o);
         std::vector<GroupTensor> tensors(ntensors);
         bool on_device = false, located = false;
         for (std::size_t i = 0; i < ntensors; ++i) {
@@ -128,12 +135,13 @@ cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void *const *sen
             }
             const void *send = sendbufs == nullptr ? recvbufs[i] : sendbufs[i];
             bool dev = false;
-            if (validate_reduction_args(fn, send, recvbufs[i], counts[i], dtypes[i], op) != CC_COLL_OK ||
+            const int d = enum_value(dtypes[i]);
+            if (validate_reduction_args(fn, send, recvbufs[i], counts[i], d, o) != CC_COLL_OK ||
                 locate_buffers(fn, send, recvbufs[i], counts[i], stream, &dev) != CC_COLL_OK) {
                 // Only on failure: the same checks again, naming the tensor.
                 char what[96];
                 std::snprintf(what, sizeof what, "%s (tensor %zu)", fn, i);
-                if ((st = validate_reduction_args(what, send, recvbufs[i], counts[i], dtypes[i], op)) != CC_COLL_OK)
+                if ((st = validate_reduction_args(what, send, recvbufs[i], counts[i], d, o)) != CC_COLL_OK)
                     return st;
                 return locate_buffers(what, send, recvbufs[i], counts[i], stream, &dev);
             }

@@ -46,11 +46,12 @@ cc_coll_status_t check_tag(const char *fn, int tag, Comm &c)
 }
 
 // dtype, count against the largest message, and the buffer.
-cc_coll_status_t check_elements(const char *fn, const void *buf, std::size_t count, cc_coll_dtype_t dtype)
+cc_coll_status_t check_elements(const char *fn, const void *buf, std::size_t count, int d)
 {
-    if (!dtype_valid(dtype))
+    if (!dtype_valid(d))
         return fail(CC_COLL_ERR_INVALID_DTYPE, "%s: dtype = %d is not a cc_coll_dtype_t value (F32, F64, F16, BF16)",
-                    fn, static_cast<int>(dtype));
+                    fn, d);
+    const auto dtype = static_cast<cc_coll_dtype_t>(d);
     const std::size_t max = p2p_max_count(dtype);
     if (count > max)
         return fail(CC_COLL_ERR_COUNT_OVERFLOW,
@@ -65,7 +66,7 @@ cc_coll_status_t check_elements(const char *fn, const void *buf, std::size_t cou
 // The preamble of send and receive: the call's params, the buffer's
 // elements, the peer and the tag.
 cc_coll_status_t begin_p2p(const char *fn, cc_coll_comm_h comm, const cc_coll_params_t *params, const void *buf,
-                           std::size_t count, cc_coll_dtype_t dtype, const char *peer_name, int peer, int tag,
+                           std::size_t count, int dtype, const char *peer_name, int peer, int tag,
                            std::shared_ptr<Comm> *c, CallParams *p)
 {
     cc_coll_status_t st = begin_call(fn, comm, params, c, p);
@@ -87,7 +88,7 @@ cc_coll_status_t cc_coll_send(const void *buf, size_t count, cc_coll_dtype_t dty
         const char *fn = "cc_coll_send";
         std::shared_ptr<Comm> c;
         CallParams p;
-        cc_coll_status_t st = begin_p2p(fn, comm, params, buf, count, dtype, "dest", dest, tag, &c, &p);
+        cc_coll_status_t st = begin_p2p(fn, comm, params, buf, count, enum_value(dtype), "dest", dest, tag, &c, &p);
         timer.attach(c);
         if (st != CC_COLL_OK) return st;
         if (compress != 0 && compress != 1)
@@ -110,7 +111,7 @@ cc_coll_status_t cc_coll_recv(void *buf, size_t count, cc_coll_dtype_t dtype, in
         const char *fn = "cc_coll_recv";
         std::shared_ptr<Comm> c;
         CallParams p;
-        cc_coll_status_t st = begin_p2p(fn, comm, params, buf, count, dtype, "source", source, tag, &c, &p);
+        cc_coll_status_t st = begin_p2p(fn, comm, params, buf, count, enum_value(dtype), "source", source, tag, &c, &p);
         timer.attach(c);
         bool on_device = false;
         if (st != CC_COLL_OK || (st = locate_buffers(fn, nullptr, buf, count, stream, &on_device)) != CC_COLL_OK)
@@ -145,9 +146,15 @@ cc_coll_status_t cc_coll_lep_get_residual(cc_coll_comm_h comm, int dest, int tag
         if (st != CC_COLL_OK || (st = check_peer(fn, "dest", dest, *c)) != CC_COLL_OK ||
             (st = check_tag(fn, tag, *c)) != CC_COLL_OK)
             return st;
-        if (!dtype_valid(dtype))
-            return fail(CC_COLL_ERR_INVALID_DTYPE, "%s: dtype = %d is not a cc_coll_dtype_t value", fn,
-                        static_cast<int>(dtype));
+        const int d = enum_value(dtype);
+        if (!dtype_valid(d)) return fail(CC_COLL_ERR_INVALID_DTYPE, "%s: dtype = %d is not a cc_coll_dtype_t value", fn, d);
+        // No message carries more (check_elements), so no channel has a
+        // larger residual: refuse before writing count elements of out.
+        const std::size_t max = p2p_max_count(dtype);
+        if (count > max)
+            return fail(CC_COLL_ERR_COUNT_OVERFLOW,
+                        "%s: count = %zu exceeds the %zu %s elements one message can carry", fn, count, max,
+                        dtype_name(dtype));
         if (out == nullptr && count > 0)
             return fail(CC_COLL_ERR_NULL_BUFFER, "%s: out is NULL with count = %zu", fn, count);
         const Residual *r = c->lep().find(p2p_channel(dest, tag, p));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <climits>
 #include <cstddef>
 #include <mutex>
 #include <exception>
@@ -169,15 +170,23 @@ inline cc_coll_status_t locate_buffers(const char *fn, const void *sendbuf, cons
     return stream != nullptr ? gpu::synchronize(stream, fn) : CC_COLL_OK;
 }
 
-// The residual key a call with these arguments would use.
+// The residual key a call with these arguments would use. A count no
+// collective accepts (above INT_MAX, MPI's count type) is
+// CC_COLL_ERR_COUNT_OVERFLOW, before any caller memory is touched.
 inline cc_coll_status_t ef_key_of(const char *fn, const Comm &c, const cc_coll_params_t *params, const void *recvbuf,
                            size_t count, cc_coll_dtype_t dtype, EfKey *key)
 {
     CallParams p;
     cc_coll_status_t st = resolve_params(params, c.config(), &p);
     if (st != CC_COLL_OK) return st;
-    if (!dtype_valid(dtype))
-        return fail(CC_COLL_ERR_INVALID_DTYPE, "%s: dtype = %d is not a cc_coll_dtype_t value", fn, static_cast<int>(dtype));
+    const int d = enum_value(dtype);
+    if (!dtype_valid(d))
+        return fail(CC_COLL_ERR_INVALID_DTYPE, "%s: dtype = %d is not a cc_coll_dtype_t value", fn, d);
+    if (count > static_cast<std::size_t>(INT_MAX))
+        return fail(CC_COLL_ERR_COUNT_OVERFLOW,
+                    "%s: count = %zu exceeds MPI's count type (int, at most %d elements per call), so no "
+                    "collective has such a tensor",
+                    fn, count, INT_MAX);
     *key = EfKey::from(p.has_ef_key, p.ef_key, recvbuf, count, dtype);
     return CC_COLL_OK;
 }

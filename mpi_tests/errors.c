@@ -13,6 +13,7 @@
  *    library's calls reach, and forwards them to PMPI_Comm_dup / PMPI_Comm_free.
  *  - argument errors on a live communicator give their documented codes.
  */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,6 +271,23 @@ int main(int argc, char **argv)
         expect_status(cc_coll_comm_rank(h3, &r), CC_COLL_OK, "rank on the new comm");
         check(r == g_rank, "rank on the new comm differs from MPI_COMM_WORLD's");
         expect_status(cc_coll_comm_destroy(h3), CC_COLL_OK, "destroy(h3)");
+    }
+
+    /* 5. Counts no message carries: refused before out is written. */
+    {
+        cc_coll_comm_h c = NULL;
+        expect_status(cc_coll_comm_create(MPI_COMM_WORLD, &c), CC_COLL_OK, "create for the count checks");
+        const int peer = (g_rank + 1) % size;
+        double out[4] = {7, 7, 7, 7};
+        expect_status(cc_coll_lep_get_residual(c, peer, 0, NULL, (size_t)INT_MAX + 1, CC_COLL_F64, out),
+                      CC_COLL_ERR_COUNT_OVERFLOW, "lep_get_residual(count INT_MAX + 1)");
+        expect_status(cc_coll_lep_get_residual(c, peer, 0, NULL, SIZE_MAX, CC_COLL_F32, out),
+                      CC_COLL_ERR_COUNT_OVERFLOW, "lep_get_residual(count SIZE_MAX)");
+        check(out[0] == 7 && out[3] == 7, "lep_get_residual with a refused count wrote out");
+        expect_status(cc_coll_lep_get_residual(c, peer, 0, NULL, 4, CC_COLL_F64, out), CC_COLL_OK,
+                      "lep_get_residual(count 4) with no residual");
+        check(out[0] == 0 && out[3] == 0, "lep_get_residual with no residual did not write zeros");
+        expect_status(cc_coll_comm_destroy(c), CC_COLL_OK, "destroy after the count checks");
     }
 
     int failures = 0;

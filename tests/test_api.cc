@@ -399,6 +399,66 @@ TEST_F(Api, CommIsADuplicateWithErrorsReturn)
 
 // ---------------------------------------------------------------- settings and last error
 
+// ---------------------------------------------------------------- counts no collective accepts
+
+// Residual and LOWRANK state calls refuse a count above INT_MAX (what every
+// collective refuses) before they touch count elements of caller memory.
+TEST_F(Api, ResidualAndStateCallsRefuseCountsNoCollectiveAccepts)
+{
+    double out[4] = {7, 7, 7, 7};
+    const std::size_t over = static_cast<std::size_t>(INT_MAX) + 1;
+    for (const std::size_t count : {over, SIZE_MAX}) {
+        EXPECT_FAILS_NAMING(cc_coll_ef_get_residual(comm_, nullptr, out, count, CC_COLL_F64, out),
+                            CC_COLL_ERR_COUNT_OVERFLOW, "count");
+        EXPECT_FAILS_NAMING(cc_coll_ef_reset(comm_, nullptr, out, count, CC_COLL_F64), CC_COLL_ERR_COUNT_OVERFLOW,
+                            "count");
+    }
+    EXPECT_EQ(out[0], 7.0);
+    EXPECT_EQ(out[3], 7.0);
+    // The limit itself is accepted (no residual: zeros, here for 4 elements).
+    ASSERT_EQ(cc_coll_ef_get_residual(comm_, nullptr, out, 4, CC_COLL_F64, out), CC_COLL_OK) << cc_coll_last_error();
+    EXPECT_EQ(out[0], 0.0);
+}
+
+// cc_coll_lowrank_set_q with a huge count: CC_COLL_ERR_COUNT_OVERFLOW (it
+// used to loop for ever computing the near-square view), q untouched.
+TEST_F(Api, LowrankSetQRefusesCountsNoCollectiveAccepts)
+{
+    cc_coll_params_t params;
+    std::memset(&params, 0, sizeof params);
+    params.mask = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_SHAPE;
+    params.method = CC_COLL_METHOD_LOWRANK;
+    params.rows = params.cols = 0;  // the near-square view
+    const double q[4] = {1, 2, 3, 4};
+    float buf[4] = {0, 0, 0, 0};
+    for (const std::size_t count : {static_cast<std::size_t>(INT_MAX) + 1, SIZE_MAX / 2, SIZE_MAX})
+        EXPECT_FAILS_NAMING(cc_coll_lowrank_set_q(comm_, &params, buf, count, CC_COLL_F32, q),
+                            CC_COLL_ERR_COUNT_OVERFLOW, "count");
+    std::uint64_t rows = 0, cols = 0, calls = 0;
+    int rank = 0;
+    EXPECT_FAILS_NAMING(cc_coll_lowrank_get_state(comm_, &params, buf, SIZE_MAX, CC_COLL_F32, &rows, &cols, &rank,
+                                                  &calls, nullptr, nullptr),
+                        CC_COLL_ERR_COUNT_OVERFLOW, "count");
+}
+
+// A group of more tensors than a call accepts is CC_COLL_ERR_INVALID_ARG
+// naming ntensors and the limit, before the arrays are read.
+TEST_F(Api, AllreduceGroupRefusesHugeNtensors)
+{
+    float x[1] = {1};
+    const void *send[1] = {x};
+    void *recv[1] = {x};
+    const std::size_t counts[1] = {1};
+    const cc_coll_dtype_t dtypes[1] = {CC_COLL_F32};
+    const std::string limit = std::to_string(INT_MAX);
+    for (const std::size_t n : {SIZE_MAX, static_cast<std::size_t>(INT_MAX) + 1}) {
+        EXPECT_FAILS_NAMING(cc_coll_allreduce_group(n, send, recv, counts, dtypes, CC_COLL_SUM, nullptr, comm_,
+                                                    nullptr),
+                            CC_COLL_ERR_INVALID_ARG, "ntensors");
+        EXPECT_TRUE(contains(cc_coll_last_error(), limit.c_str())) << cc_coll_last_error();
+    }
+}
+
 TEST_F(Api, SettingIndexOutOfRange)
 {
     cc_coll_setting_t out{};
