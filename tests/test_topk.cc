@@ -573,7 +573,7 @@ void payload_round_trip(cc_coll_dtype_t d)
             for (std::size_t j = 0; j < k; ++j) {
                 const W want = round_to<W>(x[idx[j]], d);
                 ASSERT_EQ(sent[j], want) << dtype_name(d) << " j=" << j;
-                ASSERT_EQ(load_element<W>(payload.data() + 16 + 4 * k, j, d), want);
+                ASSERT_EQ(load_element_unaligned<W>(payload.data() + 16 + 4 * k, j, d), want);
             }
 
             // scatter_add into zeros reproduces the kept values, zero elsewhere.
