@@ -31,7 +31,7 @@ struct Shape {
 // (the tail of the last row is zero padding); rows = 0 with cols != 0 is
 // refused. (An allreduce sends a LOWRANK tensor without a shape densely and
 // never asks for its view; point-to-point uses the near-square view.) On
-// failure returns false and says why. count must be > 0.
+// failure returns false and says why (count 0 is a failure: no view).
 bool resolve_shape(std::size_t count, bool has_shape, std::uint64_t rows, std::uint64_t cols, int rank, Shape *out,
                    std::string *why);
 
