@@ -91,16 +91,23 @@ inline std::vector<unsigned char> topk_message(cc_coll_dtype_t dtype, std::size_
         idx.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k));
         std::sort(idx.begin(), idx.end());
     }
-    std::vector<unsigned char> payload(topk::payload_bytes(k, dtype), 0);
+    const std::size_t bytes = topk::payload_bytes(k, dtype);
+    // topk::encode stores values with typed stores: F64 values of an odd k
+    // start 4 bytes off an 8-byte boundary, so the builder encodes 4 bytes
+    // into its scratch to keep them aligned (a sanitizer run then reports
+    // the receiver, not the encoder).
+    std::vector<unsigned char> scratch(bytes + 8, 0);
+    unsigned char *at = scratch.data() + (dtype == CC_COLL_F64 && k % 2 == 1 ? 4 : 0);
     if (dtype == CC_COLL_F64) {
         std::vector<double> x(count, 0.0), sent(k + 1);
         for (double &v : x) v = rng.value();
-        topk::encode<double>(x.data(), count, idx.data(), k, 0, dtype, payload.data(), sent.data());
+        topk::encode<double>(x.data(), count, idx.data(), k, 0, dtype, at, sent.data());
     } else {
         std::vector<float> x(count, 0.0f), sent(k + 1);
         for (float &v : x) v = static_cast<float>(rng.value());
-        topk::encode<float>(x.data(), count, idx.data(), k, 0, dtype, payload.data(), sent.data());
+        topk::encode<float>(x.data(), count, idx.data(), k, 0, dtype, at, sent.data());
     }
+    std::vector<unsigned char> payload(at, at + bytes);
     WireHeader h = header(p2p_wire::kTopk, dtype, count);
     h.rank_or_k = k;
     h.payload_bytes = payload.size();
