@@ -16,10 +16,14 @@
 //     only the rounding to the dtype for RAW); LOWRANK keeps Q for the warm
 //     start. Rejected: CC_COLL_ERR_MISMATCH, residual and state as before.
 //
-// Receiver: MPI_Mprobe / MPI_Mrecv of the whole message, checks it against
-// its own count, dtype and params (method, shape and rank, or k from the
-// density), decodes only when everything agrees, and always answers.
+// Receiver: MPI_Mprobe / MPI_Mrecv of the whole message, checks every field
+// against the received size and its own count, dtype and params (method,
+// shape and rank, or k from the density; every TOPK index) before using it,
+// decodes only when everything agrees, and always answers
+// (p2p_receive_message, p2p_receive.hpp). A malformed answer is
+// CC_COLL_ERR_MISMATCH on the sender (p2p_read_ack).
 #include "collectives/p2p/p2p.hpp"
+#include "collectives/p2p/p2p_receive.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -161,21 +165,21 @@ cc_coll_status_t await_ack(Comm &comm, const SendArgs &a, const CallParams &p, c
     Workspace &ws = workspace_of(comm);
     cc_coll_status_t st = recv_message(a.dest, 2 * a.tag + 1, comm.mpi(), &ws.recv_bytes);
     if (st != CC_COLL_OK) return st;
-    WireAck ack;
-    if (ws.recv_bytes.size() != sizeof ack)
-        return fail(CC_COLL_ERR_INTERNAL, "cc_coll_send (%s): the receiver's answer has %zu bytes, not %zu",
-                    channel_name("dest", a.dest, a.tag, p).c_str(), ws.recv_bytes.size(), sizeof ack);
-    std::memcpy(&ack, ws.recv_bytes.data(), sizeof ack);
-    if (ack.magic != kAckMagic)
-        return fail(CC_COLL_ERR_INTERNAL, "cc_coll_send (%s): the receiver's answer is not a cc_coll_recv answer",
-                    channel_name("dest", a.dest, a.tag, p).c_str());
-    if (ack.status == kAccepted) return CC_COLL_OK;
-    ack.reason[kReasonBytes - 1] = '\0';
+    std::string why;
+    switch (p2p_read_ack(ws.recv_bytes.data(), ws.recv_bytes.size(), &why)) {
+    case AckVerdict::Accepted: return CC_COLL_OK;
+    case AckVerdict::Malformed:
+        return fail(CC_COLL_ERR_MISMATCH,
+                    "cc_coll_send (%s): malformed answer: %s; the message may or may not have been delivered and "
+                    "this channel's residual is as before the call",
+                    channel_name("dest", a.dest, a.tag, p).c_str(), why.c_str());
+    case AckVerdict::Rejected: break;
+    }
     return fail(CC_COLL_ERR_MISMATCH,
                 "cc_coll_send (%s): the receiver rejected this %s message of %llu %s elements: %s; nothing was "
                 "delivered and this channel's residual is as before the call",
                 channel_name("dest", a.dest, a.tag, p).c_str(), kind_name(h.kind),
-                static_cast<unsigned long long>(h.count), dtype_name(a.dtype), ack.reason);
+                static_cast<unsigned long long>(h.count), dtype_name(a.dtype), why.c_str());
 }
 
 template <typename W>
@@ -342,11 +346,120 @@ bool reject(WireAck *ack, const char *fmt, ...)
     return false;
 }
 
-// Checks the message in `msg` against the receiver's arguments; fills the
-// ack (expectation, and the reason of a rejection). True when it can be
-// decoded into the receiver's buffer.
-bool check_message(const std::vector<unsigned char> &msg, const RecvArgs &a, const CallParams &p, WireHeader *h,
-                   WireAck *ack)
+unsigned long long ull(std::uint64_t v) { return static_cast<unsigned long long>(v); }
+
+// a * b, false when it does not fit.
+bool mul_fits(std::uint64_t a, std::uint64_t b, std::uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+
+// The largest r a call accepts (core/params.hpp).
+constexpr std::uint64_t kMaxRank = 65536;
+
+bool check_raw(const WireHeader &h, const RecvArgs &a, WireAck *ack)
+{
+    if (h.rows != 0 || h.cols != 0 || h.rank_or_k != 0)
+        return reject(ack, "uncompressed message with rows %llu, cols %llu, rank_or_k %llu (all must be 0)",
+                      ull(h.rows), ull(h.cols), ull(h.rank_or_k));
+    std::uint64_t expect = 0;
+    if (!mul_fits(a.count, dtype_size(a.dtype), &expect) || h.payload_bytes != expect)
+        return reject(ack, "uncompressed message: payload_bytes %llu for %zu %s elements", ull(h.payload_bytes),
+                      a.count, dtype_name(a.dtype));
+    return true;
+}
+
+bool check_topk(const WireHeader &h, const unsigned char *payload, const RecvArgs &a, const CallParams &p,
+                WireAck *ack)
+{
+    const std::size_t n = a.count;
+    const std::size_t k = topk::k_for(p.density, n);
+    ack->rank_or_k = k;
+    if (p.method != CC_COLL_METHOD_TOPK)
+        return reject(ack, "method differs: the sender sent TOPK (k = %llu), this receiver's method is %s",
+                      ull(h.rank_or_k), method_name(p.method));
+    if (n == 0) return reject(ack, "TOPK message of count 0 (a sender sends count 0 uncompressed)");
+    if (h.rows != 0 || h.cols != 0)
+        return reject(ack, "TOPK message with rows %llu, cols %llu (both must be 0)", ull(h.rows), ull(h.cols));
+    if (h.rank_or_k != k)
+        return reject(ack,
+                      "density differs: the sender sent TOPK k = %llu of %zu, this receiver's density %g gives "
+                      "k = %zu",
+                      ull(h.rank_or_k), n, p.density, k);
+    // Sizes before any byte of the payload is read.
+    const std::size_t bytes = topk::payload_bytes(k, a.dtype);
+    if (h.payload_bytes != bytes)
+        return reject(ack, "TOPK payload_bytes %llu, %zu expected for k = %zu of %s", ull(h.payload_bytes), bytes,
+                      k, dtype_name(a.dtype));
+    const topk::PayloadHeader ph = topk::header_of(payload);
+    if (ph.n != n) return reject(ack, "TOPK payload n %llu differs from count %zu", ull(ph.n), n);
+    if (ph.k != k) return reject(ack, "TOPK payload k %u differs from k %zu", static_cast<unsigned>(ph.k), k);
+    if (ph.flags != 0)
+        return reject(ack, "TOPK payload flags 0x%x (a point-to-point message has none)",
+                      static_cast<unsigned>(ph.flags));
+    const unsigned char *indices = payload + sizeof ph;
+    std::uint32_t previous = 0;
+    for (std::size_t j = 0; j < k; ++j) {
+        std::uint32_t idx;
+        std::memcpy(&idx, indices + j * sizeof idx, sizeof idx);
+        if (idx >= n)
+            return reject(ack, "TOPK index %u at position %zu is not below count %zu", static_cast<unsigned>(idx),
+                          j, n);
+        if (j > 0 && idx <= previous)
+            return reject(ack, "TOPK index %u at position %zu does not follow %u (indices strictly ascending)",
+                          static_cast<unsigned>(idx), j, static_cast<unsigned>(previous));
+        previous = idx;
+    }
+    const std::size_t used = sizeof ph + k * (sizeof(std::uint32_t) + dtype_size(a.dtype));
+    for (std::size_t b = used; b < bytes; ++b)
+        if (payload[b] != 0)
+            return reject(ack, "TOPK padding byte %zu of the payload is 0x%02x, not 0", b,
+                          static_cast<unsigned>(payload[b]));
+    return true;
+}
+
+bool check_lowrank(const WireHeader &h, const RecvArgs &a, const CallParams &p, WireAck *ack)
+{
+    const std::size_t n = a.count;
+    if (p.method != CC_COLL_METHOD_LOWRANK)
+        return reject(ack,
+                      "method differs: the sender sent LOWRANK (%llu x %llu, rank %llu), this receiver's method "
+                      "is %s",
+                      ull(h.rows), ull(h.cols), ull(h.rank_or_k), method_name(p.method));
+    // The sender's shape on its own, before any arithmetic on it.
+    if (n == 0) return reject(ack, "LOWRANK message of count 0 (a sender sends count 0 uncompressed)");
+    std::uint64_t elements = 0;
+    if (h.rows == 0 || h.cols == 0)
+        return reject(ack, "LOWRANK shape %llu x %llu has no elements", ull(h.rows), ull(h.cols));
+    if (!mul_fits(h.rows, h.cols, &elements))
+        return reject(ack, "LOWRANK shape %llu x %llu overflows", ull(h.rows), ull(h.cols));
+    if (elements < n)
+        return reject(ack, "LOWRANK shape %llu x %llu holds fewer than count %zu elements", ull(h.rows),
+                      ull(h.cols), n);
+    if (h.rank_or_k < 1 || h.rank_or_k > std::min<std::uint64_t>({h.rows, h.cols, kMaxRank}))
+        return reject(ack, "LOWRANK rank %llu outside [1, min(rows %llu, cols %llu, %llu)]", ull(h.rank_or_k),
+                      ull(h.rows), ull(h.cols), ull(kMaxRank));
+    lowrank::Shape s;
+    std::string why;
+    if (!lowrank::resolve_shape(n, p.has_shape, p.rows, p.cols, p.rank, &s, &why))
+        return reject(ack, "the sender sent LOWRANK %llu x %llu, rank %llu, but this receiver's shape is invalid: %s",
+                      ull(h.rows), ull(h.cols), ull(h.rank_or_k), why.c_str());
+    ack->rows = s.rows;
+    ack->cols = s.cols;
+    ack->rank_or_k = static_cast<std::uint64_t>(s.rank);
+    if (h.rows != s.rows || h.cols != s.cols || h.rank_or_k != static_cast<std::uint64_t>(s.rank))
+        return reject(ack,
+                      "shape or rank differs: the sender sent LOWRANK %llu x %llu, rank %llu; this receiver "
+                      "expects %zu x %zu, rank %d",
+                      ull(h.rows), ull(h.cols), ull(h.rank_or_k), s.rows, s.cols, s.rank);
+    if (h.payload_bytes != factor_bytes(s, a.dtype))
+        return reject(ack, "LOWRANK payload_bytes %llu, %zu expected", ull(h.payload_bytes), factor_bytes(s, a.dtype));
+    return true;
+}
+
+// Checks the message of `bytes` bytes at `msg` against the receiver's
+// arguments; fills the ack (expectation, and the reason of a rejection).
+// True when it can be decoded into the receiver's buffer. Each field is
+// checked before it is used (docs/wire.md, "What the receiver checks").
+bool check_message(const unsigned char *msg, std::size_t bytes, const RecvArgs &a, const CallParams &p,
+                   WireHeader *h, WireAck *ack)
 {
     *ack = WireAck{};
     ack->magic = kAckMagic;
@@ -354,83 +467,33 @@ bool check_message(const std::vector<unsigned char> &msg, const RecvArgs &a, con
     ack->method = static_cast<std::uint32_t>(p.method);
     ack->dtype = static_cast<std::uint32_t>(a.dtype);
     ack->count = a.count;
-    const char *dname = dtype_name(a.dtype);
-    if (msg.size() < sizeof *h)
+    if (bytes < sizeof *h)
         return reject(ack, "a message of %zu bytes is shorter than the %zu-byte header (not from cc_coll_send)",
-                      msg.size(), sizeof *h);
-    std::memcpy(h, msg.data(), sizeof *h);
-    if (h->magic != kMagic) return reject(ack, "the message is not from cc_coll_send (bad magic)");
+                      bytes, sizeof *h);
+    std::memcpy(h, msg, sizeof *h);
+    if (h->magic != kMagic)
+        return reject(ack, "magic 0x%08x is not 0x%08x (the message is not from cc_coll_send)",
+                      static_cast<unsigned>(h->magic), static_cast<unsigned>(kMagic));
     if (h->version != kVersion)
         return reject(ack, "the sender's wire format is version %u, this receiver's is %u (mixed library versions)",
                       static_cast<unsigned>(h->version), static_cast<unsigned>(kVersion));
-    if (h->kind > kLowRank || !dtype_valid(h->dtype) || h->payload_bytes != msg.size() - sizeof *h)
-        return reject(ack, "malformed message header (kind %u, dtype %u, payload %llu of %zu bytes)",
-                      static_cast<unsigned>(h->kind), static_cast<unsigned>(h->dtype),
-                      static_cast<unsigned long long>(h->payload_bytes), msg.size() - sizeof *h);
+    if (h->kind > kLowRank)
+        return reject(ack, "kind %u is not 0 (RAW), 1 (TOPK) or 2 (LOWRANK)", static_cast<unsigned>(h->kind));
+    if (!dtype_valid(h->dtype))
+        return reject(ack, "dtype %u is not a cc_coll_dtype_t (0 to 3)", static_cast<unsigned>(h->dtype));
+    if (h->payload_bytes != bytes - sizeof *h)
+        return reject(ack, "payload_bytes %llu differs from the %zu bytes received after the header",
+                      ull(h->payload_bytes), bytes - sizeof *h);
     const auto sdtype = static_cast<cc_coll_dtype_t>(h->dtype);
     if (h->count != a.count || sdtype != a.dtype)
         return reject(ack, "count/dtype differ: the sender sent %llu %s elements, this receiver expects %zu %s",
-                      static_cast<unsigned long long>(h->count), dtype_name(sdtype), a.count, dname);
-    const std::size_t n = a.count;
-    const std::size_t es = dtype_size(a.dtype);
+                      ull(h->count), dtype_name(sdtype), a.count, dtype_name(a.dtype));
     switch (h->kind) {
-    case kRaw:
-        if (h->payload_bytes != n * es)
-            return reject(ack, "malformed uncompressed message: %llu payload bytes for %zu %s elements",
-                          static_cast<unsigned long long>(h->payload_bytes), n, dname);
-        return true;
-    case kTopk: {
-        const std::size_t k = topk::k_for(p.density, n);
-        ack->rank_or_k = k;
-        if (p.method != CC_COLL_METHOD_TOPK)
-            return reject(ack, "method differs: the sender sent TOPK (k = %llu), this receiver's method is %s",
-                          static_cast<unsigned long long>(h->rank_or_k), method_name(p.method));
-        if (h->rank_or_k != k)
-            return reject(ack,
-                          "density differs: the sender sent TOPK k = %llu of %zu, this receiver's density %g gives "
-                          "k = %zu",
-                          static_cast<unsigned long long>(h->rank_or_k), n, p.density, k);
-        const unsigned char *payload = msg.data() + sizeof *h;
-        const topk::PayloadHeader ph = topk::header_of(payload);
-        bool ok = h->payload_bytes == topk::payload_bytes(k, a.dtype) && ph.n == n && ph.k == k;
-        for (std::size_t j = 0; ok && j < k; ++j) {
-            std::uint32_t idx;
-            std::memcpy(&idx, payload + sizeof ph + j * sizeof idx, sizeof idx);
-            ok = idx < n;
-        }
-        if (!ok) return reject(ack, "malformed TOPK payload (sizes or indices out of range)");
-        return true;
+    case kRaw: return check_raw(*h, a, ack);
+    case kTopk: return check_topk(*h, msg + sizeof *h, a, p, ack);
+    case kLowRank: return check_lowrank(*h, a, p, ack);
     }
-    case kLowRank: {
-        lowrank::Shape s;
-        std::string why;
-        if (p.method != CC_COLL_METHOD_LOWRANK)
-            return reject(ack,
-                          "method differs: the sender sent LOWRANK (%llu x %llu, rank %llu), this receiver's method "
-                          "is %s",
-                          static_cast<unsigned long long>(h->rows), static_cast<unsigned long long>(h->cols),
-                          static_cast<unsigned long long>(h->rank_or_k), method_name(p.method));
-        if (!lowrank::resolve_shape(n, p.has_shape, p.rows, p.cols, p.rank, &s, &why))
-            return reject(ack,
-                          "the sender sent LOWRANK %llu x %llu, rank %llu, but this receiver's shape is invalid: %s",
-                          static_cast<unsigned long long>(h->rows), static_cast<unsigned long long>(h->cols),
-                          static_cast<unsigned long long>(h->rank_or_k), why.c_str());
-        ack->rows = s.rows;
-        ack->cols = s.cols;
-        ack->rank_or_k = static_cast<std::uint64_t>(s.rank);
-        if (h->rows != s.rows || h->cols != s.cols || h->rank_or_k != static_cast<std::uint64_t>(s.rank))
-            return reject(ack,
-                          "shape or rank differs: the sender sent LOWRANK %llu x %llu, rank %llu; this receiver "
-                          "expects %zu x %zu, rank %d",
-                          static_cast<unsigned long long>(h->rows), static_cast<unsigned long long>(h->cols),
-                          static_cast<unsigned long long>(h->rank_or_k), s.rows, s.cols, s.rank);
-        if (h->payload_bytes != factor_bytes(s, a.dtype))
-            return reject(ack, "malformed LOWRANK payload: %llu bytes, %zu expected",
-                          static_cast<unsigned long long>(h->payload_bytes), factor_bytes(s, a.dtype));
-        return true;
-    }
-    }
-    return reject(ack, "unknown message kind %u", static_cast<unsigned>(h->kind));
+    return reject(ack, "kind %u is not 0 (RAW), 1 (TOPK) or 2 (LOWRANK)", static_cast<unsigned>(h->kind));
 }
 
 // Writes a checked message into the receiver's buffer.
@@ -468,6 +531,55 @@ void decode(Workspace &ws, const WireHeader &h, const unsigned char *payload, co
 }
 
 }  // namespace
+
+bool p2p_receive_message(Workspace &ws, const unsigned char *msg, std::size_t bytes, const RecvArgs &a,
+                         const CallParams &p, WireAck *ack)
+{
+    WireHeader h{};
+    if (!check_message(msg, bytes, a, p, &h, ack)) return false;
+    with_work_type(a.dtype, [&](auto w) {
+        decode<decltype(w)>(ws, h, msg + sizeof h, a);
+        return CC_COLL_OK;
+    });
+    return true;
+}
+
+AckVerdict p2p_read_ack(const unsigned char *bytes, std::size_t size, std::string *why)
+{
+    char text[128];
+    WireAck ack;
+    if (size != sizeof ack) {
+        std::snprintf(text, sizeof text, "the receiver's answer has %zu bytes, not %zu", size, sizeof ack);
+        *why = text;
+        return AckVerdict::Malformed;
+    }
+    std::memcpy(&ack, bytes, sizeof ack);
+    if (ack.magic != kAckMagic) {
+        std::snprintf(text, sizeof text, "the receiver's answer has magic 0x%08x, not 0x%08x (not a cc_coll_recv answer)",
+                      static_cast<unsigned>(ack.magic), static_cast<unsigned>(kAckMagic));
+        *why = text;
+        return AckVerdict::Malformed;
+    }
+    if (ack.status != kAccepted && ack.status != kRejected) {
+        std::snprintf(text, sizeof text, "the receiver's answer has status %u, neither 0 (accepted) nor 1 (rejected)",
+                      static_cast<unsigned>(ack.status));
+        *why = text;
+        return AckVerdict::Malformed;
+    }
+    const void *nul = std::memchr(ack.reason, '\0', sizeof ack.reason);
+    if (nul == nullptr) {
+        *why = "the receiver's answer has a reason without a terminating NUL";
+        return AckVerdict::Malformed;
+    }
+    if (ack.status == kAccepted) {
+        why->clear();
+        return AckVerdict::Accepted;
+    }
+    why->assign(ack.reason, static_cast<const char *>(nul) - ack.reason);
+    for (char &c : *why)
+        if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+    return AckVerdict::Rejected;
+}
 
 int p2p_tag_ub(Comm &comm) { return (mpi_tag_ub(comm.mpi()) - 1) / 2; }
 
@@ -540,14 +652,8 @@ cc_coll_status_t recv_host(Comm &comm, const RecvArgs &a, const CallParams &p)
     const double t1 = now_seconds();
     stats.time_communicate += t1 - t0;
 
-    WireHeader h{};
     WireAck ack;
-    const bool ok = check_message(ws.recv_bytes, a, p, &h, &ack);
-    if (ok)
-        with_work_type(a.dtype, [&](auto w) {
-            decode<decltype(w)>(ws, h, ws.recv_bytes.data() + sizeof h, a);
-            return CC_COLL_OK;
-        });
+    const bool ok = p2p_receive_message(ws, ws.recv_bytes.data(), ws.recv_bytes.size(), a, p, &ack);
     const double t2 = now_seconds();
     stats.time_decompress += t2 - t1;
     st = send_bytes(&ack, sizeof ack, a.source, 2 * a.tag + 1, comm.mpi());

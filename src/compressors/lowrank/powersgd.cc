@@ -101,6 +101,10 @@ bool resolve_shape(std::size_t count, bool has_shape, std::uint64_t rows, std::u
                    std::string *why)
 {
     Shape s;
+    if (count == 0) {
+        *why = "count 0 has no matrix view";
+        return false;
+    }
     if (has_shape && rows == 0 && cols != 0) {
         *why = "rows = 0 with cols = " + std::to_string(cols) +
                " (rows = 0 asks for the near-square view and needs cols = 0)";

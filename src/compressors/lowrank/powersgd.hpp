@@ -31,9 +31,9 @@ struct Shape {
 // (the tail of the last row is zero padding); rows = 0 with cols != 0 is
 // refused. (An allreduce sends a LOWRANK tensor without a shape densely and
 // never asks for its view; point-to-point uses the near-square view.) On
-// failure returns false and says why. count must be > 0; any size_t count
-// is answered without overflow, a near-square view whose rows x cols would
-// not fit in size_t being refused.
+// failure returns false and says why: count 0 has no view; any other size_t
+// count is answered without overflow, a near-square view whose rows x cols
+// would not fit in size_t being refused.
 bool resolve_shape(std::size_t count, bool has_shape, std::uint64_t rows, std::uint64_t cols, int rank, Shape *out,
                    std::string *why);
 
