@@ -77,8 +77,10 @@ cc_coll_status_t lowrank_batch(X &x, const std::vector<GroupTensor> &tensors, co
             const EfKey key = EfKey::from(p.has_ef_key, p.ef_key, t.args.recv, n, t.args.dtype);
             CC_COLL_TRY(x.residual(key, n, t.args.dtype, true, &it.res));
         }
+        // The tensor's matrix buffer only where it is used: g' without a
+        // residual, or the zero-padded view.
         W *mat = nullptr;
-        CC_COLL_TRY(x.template matrix<W>(j, mn, &mat));
+        if (it.res == nullptr || mn > n) CC_COLL_TRY(x.template matrix<W>(j, mn, &mat));
         W *g = it.res != nullptr ? it.res->template data<W>() : mat;
         CC_COLL_TRY(x.template load_input<W>(t.args.send, t.args.dtype, n, g, it.res != nullptr));
         guard.add(g, it.res, t.args.send, n, t.args.dtype);
