@@ -11,15 +11,14 @@ namespace cc_coll::detail {
 
 LogLevel log_level()
 {
-    static LogLevel level = LogLevel::None;
-    static std::once_flag once;
-    std::call_once(once, [] {
+    static const LogLevel level = [] {
         // Only this setting matters here: a bad value elsewhere must still be
         // reported at the level asked for.
         std::string text;
         LogLevel parsed = LogLevel::None;
-        if (process_env()("CC_COLL_LOG_LEVEL", &text) && parse_log_level(text, &parsed)) level = parsed;
-    });
+        if (process_env()("CC_COLL_LOG_LEVEL", &text) && parse_log_level(text, &parsed)) return parsed;
+        return LogLevel::None;
+    }();
     return level;
 }
 

@@ -9,6 +9,13 @@ enum class LogLevel { None = 0, Error = 1, Info = 2, Debug = 3 };
 // invalid value means the default, "none").
 LogLevel log_level();
 
+// Whether `level` is enabled: callers on every call's path test it before
+// formatting a message's arguments.
+inline bool log_enabled(LogLevel level)
+{
+    return level != LogLevel::None && static_cast<int>(level) <= static_cast<int>(log_level());
+}
+
 // Prints "[cc_coll <level>] <message>" to stderr when `level` is enabled.
 void log_message(LogLevel level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

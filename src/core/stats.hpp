@@ -43,10 +43,32 @@ private:
 // Copies the fields `out->mask` asks for; unknown mask bits are an error.
 cc_coll_status_t fill_stats(const StatsSnapshot &s, cc_coll_stats_t *out);
 
+// The clock of the statistics: the x86 time-stamp counter where the kernel
+// itself keeps time with it (its clocksource is "tsc": invariant and
+// synchronised across cores), calibrated once against the monotonic clock,
+// else the monotonic clock. A read costs about half a clock_gettime, and a
+// call reads it a few times.
+struct StatsClock {
+    bool tsc = false;
+    double seconds_per_tick = 0;
+    std::uint64_t tsc0 = 0;
+    double t0 = 0;
+};
+const StatsClock &stats_clock();  // calibrated on first use (a few ms, once)
+
+inline double monotonic_seconds()
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 // Seconds on a monotonic clock, for phase timings.
 inline double now_seconds()
 {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+#if defined(__x86_64__) || defined(__i386__)
+    const StatsClock &c = stats_clock();
+    if (c.tsc) return c.t0 + static_cast<double>(__builtin_ia32_rdtsc() - c.tsc0) * c.seconds_per_tick;
+#endif
+    return monotonic_seconds();
 }
 
 }  // namespace cc_coll::detail

@@ -13,10 +13,11 @@ cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallPara
     if (m == nullptr)
         return fail(CC_COLL_ERR_INVALID_METHOD, "cc_coll_allreduce: method %d is not a registered method",
                     static_cast<int>(params.method));
-    log_message(LogLevel::Debug, "allreduce rank %d/%d: count=%zu dtype=%s op=%s method=%s in_place=%d device=%d",
-                comm.rank(), comm.size(), args.count, dtype_name(args.dtype),
-                args.op == CC_COLL_SUM ? "sum" : "avg", m->name, args.send == args.recv ? 1 : 0,
-                args.on_device ? 1 : 0);
+    if (log_enabled(LogLevel::Debug))
+        log_message(LogLevel::Debug, "allreduce rank %d/%d: count=%zu dtype=%s op=%s method=%s in_place=%d device=%d",
+                    comm.rank(), comm.size(), args.count, dtype_name(args.dtype),
+                    args.op == CC_COLL_SUM ? "sum" : "avg", m->name, args.send == args.recv ? 1 : 0,
+                    args.on_device ? 1 : 0);
     // A method without a single-tensor algorithm runs the call as a group of
     // one (its batch algorithm, its planning and state).
     if (m->allreduce == nullptr) return allreduce_group(comm, {GroupTensor{args, params}});

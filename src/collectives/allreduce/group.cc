@@ -70,7 +70,8 @@ cc_coll_status_t make_plan(Comm &comm, const std::vector<GroupTensor> &tensors, 
 
 cc_coll_status_t allreduce_group(Comm &comm, const std::vector<GroupTensor> &tensors)
 {
-    log_message(LogLevel::Debug, "allreduce_group rank %d/%d: %zu tensors", comm.rank(), comm.size(), tensors.size());
+    if (log_enabled(LogLevel::Debug))
+        log_message(LogLevel::Debug, "allreduce_group rank %d/%d: %zu tensors", comm.rank(), comm.size(), tensors.size());
     if (tensors.empty()) return CC_COLL_OK;
     std::vector<TensorPlan> plans;
     std::uint64_t signature = 0;

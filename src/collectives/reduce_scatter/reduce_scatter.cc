@@ -49,9 +49,10 @@ cc_coll_status_t reduce_scatter(Comm &comm, const ReduceScatterArgs &args, const
     if (m == nullptr)
         return fail(CC_COLL_ERR_INVALID_METHOD, "cc_coll_reduce_scatter: method %d is not a registered method",
                     static_cast<int>(params.method));
-    log_message(LogLevel::Debug, "reduce_scatter rank %d/%d: recvcount=%zu dtype=%s op=%s method=%s in_place=%d",
-                comm.rank(), comm.size(), args.recvcount, dtype_name(args.dtype),
-                args.op == CC_COLL_SUM ? "sum" : "avg", m->name, args.send == args.recv ? 1 : 0);
+    if (log_enabled(LogLevel::Debug))
+        log_message(LogLevel::Debug, "reduce_scatter rank %d/%d: recvcount=%zu dtype=%s op=%s method=%s in_place=%d",
+                    comm.rank(), comm.size(), args.recvcount, dtype_name(args.dtype),
+                    args.op == CC_COLL_SUM ? "sum" : "avg", m->name, args.send == args.recv ? 1 : 0);
     if (m->reduce_scatter == nullptr)
         return fail(CC_COLL_ERR_NOT_SUPPORTED, "cc_coll_reduce_scatter: %s", m->why_no_reduce_scatter);
     StatsSnapshot call;
