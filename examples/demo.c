@@ -123,7 +123,12 @@ int main(int argc, char **argv)
         printf("%-16s %12.2f %14zu %8.2f %12.3e\n", "MPI_Allreduce", t_mpi * 1e3, n * sizeof(float), 1.0, 0.0);
 
     for (int m = 0; cc_coll_method_name((cc_coll_method_t)m) != NULL; ++m) {
-        cc_coll_params_t params = {.mask = CC_COLL_PARAMS_FIELD_METHOD, .method = (cc_coll_method_t)m};
+        /* The buffer has no tensor shape: LOWRANK's near-square view is
+         * asked for explicitly (rows = cols = 0), since a LOWRANK tensor
+         * without a shape is sent densely, as a 1-D tensor; the other
+         * methods ignore the shape. */
+        cc_coll_params_t params = {.mask = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_SHAPE,
+                                   .method = (cc_coll_method_t)m, .rows = 0, .cols = 0};
         cc_coll_comm_reset_stats(comm);
         for (int it = 0; it < iters; ++it) {
             memcpy(out, input, n * sizeof *out);
