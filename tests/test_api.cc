@@ -757,4 +757,67 @@ TEST_F(Api, StatsWithUnknownMaskBits)
     EXPECT_FAILS_NAMING(cc_coll_comm_get_stats(comm_, &s), CC_COLL_ERR_INVALID_PARAMS, "mask");
 }
 
+// LOWRANK's per-tensor state (call count, P and Q) counts against
+// CC_COLL_EF_MAX_BYTES with EF off too: cc_coll_ef_bytes reports it, a new
+// key past the cap is CC_COLL_ERR_EF_LIMIT, and resets give it back.
+TEST(LowRankStateCap, CountsAgainstEfMaxBytes)
+{
+    ScopedEnv cap("CC_COLL_EF_MAX_BYTES", "16K");
+    cc_coll_comm_h h = nullptr;
+    ASSERT_EQ(cc_coll_comm_create(MPI_COMM_WORLD, &h), CC_COLL_OK) << cc_coll_last_error();
+    int size = 0;
+    ASSERT_EQ(cc_coll_comm_size(h, &size), CC_COLL_OK);
+    const std::size_t rows = 64, cols = 64, n = rows * cols;
+    std::vector<float> x(n, 1.0f), y(n);
+    cc_coll_params_t p;
+    std::memset(&p, 0, sizeof p);
+    p.mask = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_EF | CC_COLL_PARAMS_FIELD_SHAPE |
+             CC_COLL_PARAMS_FIELD_RANK | CC_COLL_PARAMS_FIELD_EF_KEY;
+    p.method = CC_COLL_METHOD_LOWRANK;
+    p.ef = 0;
+    p.rows = rows;
+    p.cols = cols;
+    p.rank = 1;
+    std::uint64_t bytes = 0, previous = 0, step = 0;
+    int accepted = 0;
+    cc_coll_status_t st = CC_COLL_OK;
+    for (std::uint64_t key = 1; key <= 1000; ++key) {
+        p.ef_key = key;
+        st = cc_coll_allreduce(x.data(), y.data(), n, CC_COLL_F32, CC_COLL_SUM, &p, h, nullptr);
+        if (st != CC_COLL_OK) break;
+        ++accepted;
+        ASSERT_EQ(cc_coll_ef_bytes(h, &bytes), CC_COLL_OK);
+        // Each new key adds the same amount: at least its factors P and Q.
+        if (step == 0) step = bytes - previous;
+        EXPECT_EQ(bytes - previous, step) << "key " << key;
+        previous = bytes;
+    }
+    EXPECT_GE(step, (rows + cols) * sizeof(float));
+    ASSERT_EQ(st, CC_COLL_ERR_EF_LIMIT) << cc_coll_last_error();
+    EXPECT_TRUE(contains(cc_coll_last_error(), "LOWRANK state")) << cc_coll_last_error();
+    EXPECT_TRUE(contains(cc_coll_last_error(), "CC_COLL_EF_MAX_BYTES")) << cc_coll_last_error();
+    EXPECT_GT(accepted, 1);
+    EXPECT_LE(bytes, 16u * 1024u);
+    EXPECT_GT(bytes + step, 16u * 1024u);
+    // An existing key still runs; so does a new one after a reset.
+    p.ef_key = 1;
+    EXPECT_EQ(cc_coll_allreduce(x.data(), y.data(), n, CC_COLL_F32, CC_COLL_SUM, &p, h, nullptr), CC_COLL_OK)
+        << cc_coll_last_error();
+    ASSERT_EQ(cc_coll_ef_reset(h, &p, y.data(), n, CC_COLL_F32), CC_COLL_OK);
+    ASSERT_EQ(cc_coll_ef_bytes(h, &bytes), CC_COLL_OK);
+    EXPECT_EQ(bytes, previous - step);
+    p.ef_key = 5000;
+    EXPECT_EQ(cc_coll_allreduce(x.data(), y.data(), n, CC_COLL_F32, CC_COLL_SUM, &p, h, nullptr), CC_COLL_OK)
+        << cc_coll_last_error();
+    // cc_coll_lowrank_set_q on a new key past the cap is refused too.
+    std::vector<double> q(cols, 1.0);
+    p.ef_key = 6000;
+    EXPECT_EQ(cc_coll_lowrank_set_q(h, &p, y.data(), n, CC_COLL_F32, q.data()), CC_COLL_ERR_EF_LIMIT);
+    ASSERT_EQ(cc_coll_ef_reset_all(h), CC_COLL_OK);
+    ASSERT_EQ(cc_coll_ef_bytes(h, &bytes), CC_COLL_OK);
+    EXPECT_EQ(bytes, 0u);
+    EXPECT_EQ(cc_coll_lowrank_set_q(h, &p, y.data(), n, CC_COLL_F32, q.data()), CC_COLL_OK) << cc_coll_last_error();
+    ASSERT_EQ(cc_coll_comm_destroy(h), CC_COLL_OK);
+}
+
 }  // namespace
