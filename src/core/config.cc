@@ -226,10 +226,9 @@ const SettingDef kSettings[] = {
      "that tensor's next input. 1 = on, 0 = off.",
      apply_ef},
     {"EF_MAX_BYTES", "CC_COLL_EF_MAX_BYTES", "0",
-     "Cap on the residual memory of one communicator on one rank, LOWRANK's per-tensor state (call "
-     "count, factors) included (K/M/G suffixes, powers of 1024); 0 = no cap. A call that would need a "
-     "new residual or LOWRANK key beyond the cap fails with CC_COLL_ERR_EF_LIMIT; nothing is evicted. "
-     "Use the same value on every rank.",
+     "Cap on the residual memory of one communicator on one rank (K/M/G suffixes, powers of 1024); "
+     "0 = no cap. A call that would need a new residual beyond the cap fails with "
+     "CC_COLL_ERR_EF_LIMIT; nothing is evicted. Use the same value on every rank.",
      apply_ef_max_bytes},
     {"LOG_LEVEL", "CC_COLL_LOG_LEVEL", "none",
      "Diagnostics printed to stderr: none; error (every failed call's message); info (also "

@@ -75,13 +75,13 @@ cc_coll_status_t EfStore::acquire(const EfKey &key, std::size_t count, cc_coll_d
     cc_coll_status_t st = find_matching(key, count, dtype, out, device != nullptr);
     if (st != CC_COLL_OK || *out != nullptr) return st;
     const std::uint64_t need = count * (dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float));
-    if (max_bytes_ != 0 && bytes() + need > max_bytes_)
+    if (max_bytes_ != 0 && bytes_ + need > max_bytes_)
         return fail(CC_COLL_ERR_EF_LIMIT,
                     "a new error-feedback residual of %llu bytes (%zu %s elements) would raise this "
                     "communicator's residual memory from %llu to %llu bytes, over CC_COLL_EF_MAX_BYTES = %llu; "
                     "raise the cap, reset residuals, or turn EF off for this call",
                     static_cast<unsigned long long>(need), count, dtype_name(dtype),
-                    static_cast<unsigned long long>(bytes()), static_cast<unsigned long long>(bytes() + need),
+                    static_cast<unsigned long long>(bytes_), static_cast<unsigned long long>(bytes_ + need),
                     static_cast<unsigned long long>(max_bytes_));
     Residual r;
     r.dtype = dtype;
@@ -112,19 +112,6 @@ void EfStore::reset(const EfKey &key)
     if (it == residuals_.end()) return;
     bytes_ -= it->second.bytes();
     residuals_.erase(it);
-}
-
-cc_coll_status_t EfStore::reserve(std::uint64_t need, const char *what)
-{
-    if (max_bytes_ != 0 && bytes() + need > max_bytes_)
-        return fail(CC_COLL_ERR_EF_LIMIT,
-                    "%s of %llu bytes would raise this communicator's residual and method-state memory from %llu "
-                    "to %llu bytes, over CC_COLL_EF_MAX_BYTES = %llu; raise the cap, or reset state "
-                    "(cc_coll_ef_reset, cc_coll_ef_reset_all, cc_coll_lep_reset)",
-                    what, static_cast<unsigned long long>(need), static_cast<unsigned long long>(bytes()),
-                    static_cast<unsigned long long>(bytes() + need), static_cast<unsigned long long>(max_bytes_));
-    reserved_ += need;
-    return CC_COLL_OK;
 }
 
 void EfStore::reset_all()

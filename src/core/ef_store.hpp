@@ -1,7 +1,5 @@
 // The error-feedback store of a communicator: one residual per tensor key,
-// with its memory accounted and an optional cap (CC_COLL_EF_MAX_BYTES). The
-// methods' per-tensor state (LOWRANK's factors) is counted against the same
-// cap through reserve() and release().
+// with its memory accounted and an optional cap (CC_COLL_EF_MAX_BYTES).
 #pragma once
 
 #include <cstddef>
@@ -93,25 +91,13 @@ public:
                                    bool on_device = false);
 
     void reset(const EfKey &key);
-    // Drops every residual (reservations stay: their owners release them).
     void reset_all();
-
-    // Counts `bytes` of other per-tensor state (`what` names it in the
-    // message) against the cap: CC_COLL_ERR_EF_LIMIT, nothing counted, when
-    // they would pass it.
-    cc_coll_status_t reserve(std::uint64_t bytes, const char *what);
-    // Counts `bytes` without the cap's check (state that already exists).
-    void reserve_unchecked(std::uint64_t bytes) { reserved_ += bytes; }
-    void release(std::uint64_t bytes) { reserved_ -= bytes < reserved_ ? bytes : reserved_; }
-
-    // Residuals and reservations.
-    std::uint64_t bytes() const { return bytes_ + reserved_; }
+    std::uint64_t bytes() const { return bytes_; }
     std::uint64_t max_bytes() const { return max_bytes_; }
 
 private:
     std::uint64_t max_bytes_;  // 0: no cap
-    std::uint64_t bytes_ = 0;     // residuals
-    std::uint64_t reserved_ = 0;  // reserve()
+    std::uint64_t bytes_ = 0;
     std::unordered_map<EfKey, Residual, EfKeyHash> residuals_;
 };
 

@@ -20,19 +20,10 @@ namespace cc_coll::detail {
 
 namespace {
 
-// Tensors count against the residual store's cap, channels against the
-// LEP store's (the same CC_COLL_EF_MAX_BYTES).
 struct Stores {
-    explicit Stores(Comm &comm) : tensors(comm.ef()), channels(comm.lep()) {}
     LowRankStore tensors;
     LowRankStore channels;
 };
-
-// Bytes of P and Q of `shape` in the work type of `dtype`.
-std::uint64_t factor_bytes(const lowrank::Shape &shape, cc_coll_dtype_t dtype)
-{
-    return shape.factor_elements() * (dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float));
-}
 
 // The callers hold the lock of the store they use (Comm::collective_mutex
 // for tensors, Comm::p2p_mutex for channels); the slot's creation has its own.
@@ -40,7 +31,7 @@ Stores &stores(Comm &comm)
 {
     std::lock_guard<std::mutex> lock(comm.slot_mutex());
     std::shared_ptr<void> &slot = comm.method_slot(CC_COLL_METHOD_LOWRANK);
-    if (!slot) slot = std::make_shared<Stores>(comm);
+    if (!slot) slot = std::make_shared<Stores>();
     return *static_cast<Stores *>(slot.get());
 }
 
@@ -53,11 +44,8 @@ cc_coll_status_t plan(Comm &comm, std::size_t position, const GroupTensor &t, Te
 {
     const CallParams &p = t.params;
     const EfKey key = EfKey::from(p.has_ef_key, p.ef_key, t.args.recv, t.args.count, t.args.dtype);
-    LowRankState *state = nullptr;
-    cc_coll_status_t status = CC_COLL_OK;
     if (!p.has_shape) {
-        if ((status = stores(comm).tensors.acquire(key, 0, &state)) != CC_COLL_OK) return status;
-        LowRankState &st = *state;
+        LowRankState &st = stores(comm).tensors.get(key);
         plan->route = Route::Dense;
         plan->layout[0] = 0;  // no matrix view (a compressed tensor has rows >= 1)
         plan->layout[1] = 0;
@@ -71,9 +59,7 @@ cc_coll_status_t plan(Comm &comm, std::size_t position, const GroupTensor &t, Te
     if (!lowrank::resolve_shape(t.args.count, p.has_shape, p.rows, p.cols, p.rank, &shape, &why))
         return fail(CC_COLL_ERR_INVALID_ARG, "LOWRANK shape of tensor %zu (params rows/cols): %s", position,
                     why.c_str());
-    if ((status = stores(comm).tensors.acquire(key, factor_bytes(shape, t.args.dtype), &state)) != CC_COLL_OK)
-        return status;
-    LowRankState &st = *state;
+    LowRankState &st = stores(comm).tensors.get(key);
     const bool warm = st.calls >= p.start_iter;
     // PyTorch's test counts elements; F16/BF16 factors travel as binary32,
     // so they must also take fewer bytes than the tensor.
@@ -165,14 +151,7 @@ cc_coll_status_t lowrank_set_q(Comm &comm, const EfKey &key, cc_coll_dtype_t dty
                                std::size_t cols, int rank, bool on_device, const double *q, const char *fn)
 {
     const std::size_t n = cols * static_cast<std::size_t>(rank);
-    lowrank::Shape shape;
-    shape.rows = rows;
-    shape.cols = cols;
-    shape.rank = rank;
-    LowRankState *found = nullptr;
-    cc_coll_status_t status = stores(comm).tensors.acquire(key, factor_bytes(shape, dtype), &found);
-    if (status != CC_COLL_OK) return status;
-    LowRankState &state = *found;
+    LowRankState &state = stores(comm).tensors.get(key);
     state.rows = rows;
     state.cols = cols;
     state.rank = rank;

@@ -17,7 +17,6 @@
 namespace cc_coll::detail {
 
 struct LowRankState {
-    std::uint64_t charged = 0;  // bytes reserved in the store's budget
     std::uint64_t calls = 0;  // calls seen on this tensor, compressed or not
     std::size_t rows = 0;     // shape of the stored factors; rank 0: none yet
     std::size_t cols = 0;
@@ -85,63 +84,20 @@ inline std::vector<float> &LowRankState::q<float>() { return q_f32; }
 template <>
 inline std::vector<double> &LowRankState::q<double>() { return q_f64; }
 
-// Bytes a state is charged: a fixed part for its entry, plus its factors
-// P and Q ((rows + cols) rank elements of the work type).
-constexpr std::uint64_t kLowRankStateBytes = sizeof(LowRankState) + sizeof(EfKey) + 4 * sizeof(void *);
-
-// The states of one kind of key (allreduce tensors or point-to-point
-// channels), counted against an EfStore's cap (CC_COLL_EF_MAX_BYTES): a
-// communicator's residuals and LOWRANK state share it, and cc_coll_ef_bytes
-// reports both.
 class LowRankStore {
 public:
-    explicit LowRankStore(EfStore &budget) : budget_(budget) {}
-    LowRankStore(const LowRankStore &) = delete;
-    LowRankStore &operator=(const LowRankStore &) = delete;
-    ~LowRankStore() { reset_all(); }
-
-    // The state of `key` with room for factors of `factor_bytes`: a new key
-    // reserves kLowRankStateBytes + factor_bytes from the budget, an existing
-    // one whose factors grow reserves the difference. CC_COLL_ERR_EF_LIMIT
-    // (nothing created) when that would pass the cap.
-    cc_coll_status_t acquire(const EfKey &key, std::uint64_t factor_bytes, LowRankState **out)
-    {
-        *out = nullptr;
-        const std::uint64_t need = kLowRankStateBytes + factor_bytes;
-        auto it = states_.find(key);
-        if (it != states_.end() && it->second.charged >= need) {
-            *out = &it->second;
-            return CC_COLL_OK;
-        }
-        const std::uint64_t have = it != states_.end() ? it->second.charged : 0;
-        const cc_coll_status_t st = budget_.reserve(need - have, "LOWRANK state (call count and factors P, Q)");
-        if (st != CC_COLL_OK) return st;
-        LowRankState &s = it != states_.end() ? it->second : states_[key];
-        s.charged = need;
-        *out = &s;
-        return CC_COLL_OK;
-    }
+    // The state of `key`, created empty when absent.
+    LowRankState &get(const EfKey &key) { return states_[key]; }
     // The state of `key`, or nullptr.
     LowRankState *find(const EfKey &key)
     {
         auto it = states_.find(key);
         return it == states_.end() ? nullptr : &it->second;
     }
-    void reset(const EfKey &key)
-    {
-        auto it = states_.find(key);
-        if (it == states_.end()) return;
-        budget_.release(it->second.charged);
-        states_.erase(it);
-    }
-    void reset_all()
-    {
-        for (const auto &kv : states_) budget_.release(kv.second.charged);
-        states_.clear();
-    }
+    void reset(const EfKey &key) { states_.erase(key); }
+    void reset_all() { states_.clear(); }
 
 private:
-    EfStore &budget_;
     std::unordered_map<EfKey, LowRankState, EfKeyHash> states_;
 };
 

@@ -222,16 +222,6 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
             if ((st = comm.lep().acquire(key, n, a.dtype, &res)) != CC_COLL_OK) return st;
     }
     const bool had_residual = res != nullptr;
-    // LOWRANK's channel state (call count, Q for the warm start), counted
-    // against the same cap: room for this message's factors.
-    LowRankState *state = nullptr;
-    if (p.method == CC_COLL_METHOD_LOWRANK) {
-        const std::uint64_t fb = m.kind == kLowRank ? factor_bytes(m.shape, a.dtype) : 0;
-        if ((st = lowrank_channel_states(comm).acquire(key, fb, &state)) != CC_COLL_OK) {
-            if (created) comm.lep().reset(key);
-            return st;
-        }
-    }
 
     // 1. g' = g + e in workspace memory, zero padded to the matrix for LOWRANK.
     const std::size_t mn = m.kind == kLowRank ? m.shape.elements() : n;
@@ -245,6 +235,7 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
     std::fill(g + n, g + mn, W(0));
 
     // 2. The message.
+    LowRankState *state = lowrank_channel_states(comm).find(key);
     W *sent = nullptr;  // TOPK: the values the receiver adds
     if (m.kind == kLowRank &&
         (host::any_nonfinite(g, n) || !lowrank_factors<W>(comm, ws, g, m.shape, p, a.dtype, state)))
@@ -342,16 +333,15 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
         }
         }
     }
-    // The LOWRANK state, found again: a cc_coll_lep_reset meanwhile has
-    // dropped it, and then there is nothing to update.
-    if (p.method == CC_COLL_METHOD_LOWRANK && (state = lowrank_channel_states(comm).find(key)) != nullptr) {
-        ++state->calls;
+    if (p.method == CC_COLL_METHOD_LOWRANK) {
+        LowRankState &s = lowrank_channel_states(comm).get(key);
+        ++s.calls;
         if (m.kind == kLowRank) {
-            state->rows = m.shape.rows;
-            state->cols = m.shape.cols;
-            state->rank = m.shape.rank;
-            state->p<W>() = ws.p_buffer<W>();
-            state->q<W>() = ws.q_buffer<W>();
+            s.rows = m.shape.rows;
+            s.cols = m.shape.cols;
+            s.rank = m.shape.rank;
+            s.p<W>() = ws.p_buffer<W>();
+            s.q<W>() = ws.q_buffer<W>();
         }
     }
     stats.time_decompress += now_seconds() - t2;
