@@ -212,6 +212,8 @@ cc_coll_status_t cc_coll_allreduce(const void *sendbuf, void *recvbuf, size_t co
             return st;
         bool on_device = false;
         if ((st = locate_buffers(fn, sendbuf, recvbuf, count, stream, &on_device)) != CC_COLL_OK) return st;
+        CollectiveHold hold;
+        if ((st = hold.enter(fn, *c)) != CC_COLL_OK) return st;
         return allreduce(*c, AllreduceArgs{sendbuf, recvbuf, count, dtype, op, on_device, stream}, p);
     });
 }
@@ -250,6 +252,8 @@ cc_coll_status_t cc_coll_reduce_scatter(const void *sendbuf, void *recvbuf, size
         ReduceScatterArgs args{sendbuf, recvbuf, recvcount, dtype, op};
         args.on_device = on_device;
         args.stream = stream;
+        CollectiveHold hold;
+        if ((st = hold.enter(fn, *c)) != CC_COLL_OK) return st;
         return reduce_scatter(*c, args, p);
     });
 }
@@ -283,6 +287,8 @@ cc_coll_status_t cc_coll_ef_bytes(cc_coll_comm_h comm, uint64_t *bytes)
         cc_coll_status_t st = lookup("cc_coll_ef_bytes", comm, &c);
         if (st != CC_COLL_OK) return st;
         if (bytes == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_ef_bytes: bytes is NULL");
+        std::lock_guard<std::mutex> collective(c->collective_mutex());
+        std::lock_guard<std::mutex> p2p(c->p2p_mutex());
         *bytes = c->ef().bytes() + c->lep().bytes();
         return CC_COLL_OK;
     });
@@ -299,6 +305,7 @@ cc_coll_status_t cc_coll_ef_get_residual(cc_coll_comm_h comm, const cc_coll_para
         if (st != CC_COLL_OK || (st = ef_key_of(fn, *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
             return st;
         if (out == nullptr && count > 0) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: out is NULL with count = %zu", fn, count);
+        std::lock_guard<std::mutex> lock(c->collective_mutex());
         const Residual *r = c->ef().find(key);
         if (r == nullptr) {
             for (std::size_t i = 0; i < count; ++i) out[i] = 0.0;
@@ -321,6 +328,7 @@ cc_coll_status_t cc_coll_ef_reset(cc_coll_comm_h comm, const cc_coll_params_t *p
         if (st != CC_COLL_OK ||
             (st = ef_key_of("cc_coll_ef_reset", *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
             return st;
+        std::lock_guard<std::mutex> lock(c->collective_mutex());
         c->ef().reset(key);
         reset_method_states(*c, &key);
         return CC_COLL_OK;
@@ -333,6 +341,8 @@ cc_coll_status_t cc_coll_ef_reset_all(cc_coll_comm_h comm)
         std::shared_ptr<Comm> c;
         cc_coll_status_t st = lookup("cc_coll_ef_reset_all", comm, &c);
         if (st != CC_COLL_OK) return st;
+        std::lock_guard<std::mutex> collective(c->collective_mutex());
+        std::lock_guard<std::mutex> p2p(c->p2p_mutex());
         c->ef().reset_all();
         c->lep().reset_all();
         reset_method_states(*c, nullptr);

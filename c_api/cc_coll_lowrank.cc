@@ -160,6 +160,8 @@ cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void *const *sen
         // A tensor writing memory another tensor reads or writes would make
         // the result depend on the order in which the group runs them.
         if (any_overlap(tensors)) return report_overlap(fn, tensors);
+        CollectiveHold hold;
+        if ((st = hold.enter(fn, *c)) != CC_COLL_OK) return st;
         return allreduce_group(*c, tensors);
     });
 }
@@ -175,6 +177,7 @@ cc_coll_status_t cc_coll_lowrank_get_state(cc_coll_comm_h comm, const cc_coll_pa
         cc_coll_status_t st = lookup(fn, comm, &c);
         if (st != CC_COLL_OK || (st = ef_key_of(fn, *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
             return st;
+        std::lock_guard<std::mutex> lock(c->collective_mutex());
         return lowrank_get_state(*c, key, dtype, rows, cols, rank, calls, p, q);
     });
 }
@@ -194,6 +197,7 @@ cc_coll_status_t cc_coll_lowrank_set_q(cc_coll_comm_h comm, const cc_coll_params
         lowrank::Shape s;
         if ((st = shape_of(fn, p, count, &s)) != CC_COLL_OK) return st;
         if (q == nullptr) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: q is NULL", fn);
+        std::lock_guard<std::mutex> lock(c->collective_mutex());
         return lowrank_set_q(*c, key, dtype, s.rows, s.cols, s.rank,
                              count > 0 && gpu::locate(recvbuf) == gpu::Location::Device, q, fn);
     });

@@ -157,6 +157,7 @@ cc_coll_status_t cc_coll_lep_get_residual(cc_coll_comm_h comm, int dest, int tag
                         dtype_name(dtype));
         if (out == nullptr && count > 0)
             return fail(CC_COLL_ERR_NULL_BUFFER, "%s: out is NULL with count = %zu", fn, count);
+        std::lock_guard<std::mutex> lock(c->p2p_mutex());
         const Residual *r = c->lep().find(p2p_channel(dest, tag, p));
         if (r == nullptr) {
             std::fill(out, out + count, 0.0);
@@ -180,6 +181,7 @@ cc_coll_status_t cc_coll_lep_reset(cc_coll_comm_h comm, int dest, int tag, const
             (st = check_tag(fn, tag, *c)) != CC_COLL_OK)
             return st;
         const EfKey key = p2p_channel(dest, tag, p);
+        std::lock_guard<std::mutex> lock(c->p2p_mutex());
         c->lep().reset(key);
         reset_method_states(*c, &key);
         return CC_COLL_OK;

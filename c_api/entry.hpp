@@ -129,6 +129,40 @@ inline cc_coll_status_t begin_call(const char *fn, cc_coll_comm_h comm, const cc
     return resolve_params(params, (*c)->config(), p);
 }
 
+// A collective's hold on its communicator (docs/api.md, "Threads"): at
+// most one collective runs on a communicator at a time (MPI orders the
+// collectives of a communicator, and they share its scratch), so a second
+// one meanwhile is CC_COLL_ERR_INVALID_ARG, never a wait that could hang;
+// the collective then holds Comm::collective_mutex, which the local calls
+// on residuals and LOWRANK state take too.
+class CollectiveHold {
+public:
+    CollectiveHold() = default;
+    CollectiveHold(const CollectiveHold &) = delete;
+    CollectiveHold &operator=(const CollectiveHold &) = delete;
+    ~CollectiveHold()
+    {
+        if (comm_ == nullptr) return;
+        lock_.unlock();
+        comm_->in_collective().store(false, std::memory_order_release);
+    }
+    cc_coll_status_t enter(const char *fn, Comm &c)
+    {
+        if (c.in_collective().exchange(true, std::memory_order_acq_rel))
+            return fail(CC_COLL_ERR_INVALID_ARG,
+                        "%s: another thread is in a collective on this communicator; collectives on one "
+                        "communicator must be issued one at a time (use one communicator per thread)",
+                        fn);
+        comm_ = &c;
+        lock_ = std::unique_lock<std::mutex>(c.collective_mutex());
+        return CC_COLL_OK;
+    }
+
+private:
+    Comm *comm_ = nullptr;
+    std::unique_lock<std::mutex> lock_;
+};
+
 // Where a call's buffers live (see "Device buffers and streams" in
 // cc_coll.h): *on_device when they are device memory. Buffers in different
 // kinds of memory, or on another device than the current one, are

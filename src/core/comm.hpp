@@ -3,6 +3,7 @@
 // destroyed or forged handle is detected instead of dereferenced.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -46,6 +47,29 @@ public:
     // The device-side counterpart (handles, transport, device scratch) for
     // calls on device buffers; see exec/cuda_exec.cc.
     std::shared_ptr<void> &device_slot() { return device_; }
+    // Point-to-point scratch (a pool of workspaces, one leased per call);
+    // see collectives/common/workspace.hpp.
+    std::shared_ptr<void> &p2p_scratch_slot() { return p2p_scratch_; }
+
+    // Threads (docs/api.md, "Threads"). Three locks, never held across
+    // calls:
+    //  - collective_mutex: the collectives' state: ef(), the method states of
+    //    tensors, the workspace and device slots. A collective holds it for
+    //    its whole run; the local calls on residuals and LOWRANK state take
+    //    it briefly (so they wait for a running collective).
+    //  - p2p_mutex: the point-to-point state: lep(), the method states of
+    //    channels. cc_coll_send holds it while it reads or updates its
+    //    channel, never while it waits for MPI; the local calls on channels
+    //    take it briefly.
+    //  - slot_mutex: the lazy creation of the type-erased slots (method
+    //    state, point-to-point scratch) and the scratch pool's list.
+    // Order: collective_mutex before p2p_mutex before slot_mutex.
+    std::mutex &collective_mutex() { return collective_mutex_; }
+    std::mutex &p2p_mutex() { return p2p_mutex_; }
+    std::mutex &slot_mutex() { return slot_mutex_; }
+    // Set while a collective runs: collectives on one communicator are
+    // issued one at a time (a second one meanwhile is an error).
+    std::atomic<bool> &in_collective() { return in_collective_; }
 
 private:
     MPI_Comm mpi_;
@@ -58,6 +82,11 @@ private:
     std::shared_ptr<void> method_state_[kMaxMethods];
     std::shared_ptr<void> workspace_;
     std::shared_ptr<void> device_;
+    std::shared_ptr<void> p2p_scratch_;
+    std::mutex collective_mutex_;
+    std::mutex p2p_mutex_;
+    std::mutex slot_mutex_;
+    std::atomic<bool> in_collective_{false};
 };
 
 // Registers a communicator and returns its new handle.

@@ -43,6 +43,8 @@ class HostExec {
 public:
     static constexpr bool kDevice = false;
     explicit HostExec(Comm &comm) : comm_(comm), ws_(workspace_of(comm)) {}
+    // Over the given scratch (a point-to-point call's own workspace).
+    HostExec(Comm &comm, Workspace &ws) : comm_(comm), ws_(ws) {}
 
     Comm &comm() { return comm_; }
     Transport &transport() { return transport_; }

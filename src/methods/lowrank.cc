@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,11 @@ struct Stores {
     LowRankStore channels;
 };
 
+// The callers hold the lock of the store they use (Comm::collective_mutex
+// for tensors, Comm::p2p_mutex for channels); the slot's creation has its own.
 Stores &stores(Comm &comm)
 {
+    std::lock_guard<std::mutex> lock(comm.slot_mutex());
     std::shared_ptr<void> &slot = comm.method_slot(CC_COLL_METHOD_LOWRANK);
     if (!slot) slot = std::make_shared<Stores>();
     return *static_cast<Stores *>(slot.get());

@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "compressors/sketch/count_sketch.hpp"
@@ -94,12 +96,52 @@ inline std::vector<float> &Workspace::q_buffer<float>() { return q_f32; }
 template <>
 inline std::vector<double> &Workspace::q_buffer<double>() { return q_f64; }
 
-// The communicator's workspace, created on first use.
+// The collectives' workspace of the communicator, created on first use.
+// Only collectives use it, under Comm::collective_mutex.
 inline Workspace &workspace_of(Comm &comm)
 {
     std::shared_ptr<void> &slot = comm.workspace_slot();
     if (!slot) slot = std::make_shared<Workspace>();
     return *static_cast<Workspace *>(slot.get());
 }
+
+// A workspace of its own for one point-to-point call, from the
+// communicator's pool: sends and receives on several threads never share
+// scratch, and a steady stream of calls reuses the same few workspaces.
+class WorkspaceLease {
+public:
+    explicit WorkspaceLease(Comm &comm) : comm_(comm)
+    {
+        std::lock_guard<std::mutex> lock(comm.slot_mutex());
+        Pool &pool = pool_of(comm);
+        if (!pool.free.empty()) {
+            ws_ = std::move(pool.free.back());
+            pool.free.pop_back();
+        }
+        if (!ws_) ws_ = std::make_unique<Workspace>();
+    }
+    ~WorkspaceLease()
+    {
+        std::lock_guard<std::mutex> lock(comm_.slot_mutex());
+        pool_of(comm_).free.push_back(std::move(ws_));
+    }
+    WorkspaceLease(const WorkspaceLease &) = delete;
+    WorkspaceLease &operator=(const WorkspaceLease &) = delete;
+    Workspace &operator*() { return *ws_; }
+
+private:
+    struct Pool {
+        std::vector<std::unique_ptr<Workspace>> free;
+    };
+    // Under slot_mutex.
+    static Pool &pool_of(Comm &comm)
+    {
+        std::shared_ptr<void> &slot = comm.p2p_scratch_slot();
+        if (!slot) slot = std::make_shared<Pool>();
+        return *static_cast<Pool *>(slot.get());
+    }
+    Comm &comm_;
+    std::unique_ptr<Workspace> ws_;
+};
 
 }  // namespace cc_coll::detail

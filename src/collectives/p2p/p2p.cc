@@ -30,6 +30,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "collectives/common/powersgd_step.hpp"
@@ -139,17 +140,16 @@ cc_coll_status_t plan_message(const SendArgs &a, const CallParams &p, Message *m
 // One LOWRANK step on M (rows x cols of W, zero padded): P and Q into the
 // workspace's factor buffers. Returns false when they are not finite.
 template <typename W>
-bool lowrank_factors(Comm &comm, const W *m, const lowrank::Shape &s, const CallParams &p, cc_coll_dtype_t dtype,
-                     LowRankState *state)
+bool lowrank_factors(Comm &comm, Workspace &ws, const W *m, const lowrank::Shape &s, const CallParams &p,
+                     cc_coll_dtype_t dtype, LowRankState *state)
 {
-    Workspace &ws = workspace_of(comm);
     const std::size_t pn = s.rows * static_cast<std::size_t>(s.rank);
     const std::size_t qn = s.cols * static_cast<std::size_t>(s.rank);
     std::vector<W> &pbuf = ws.p_buffer<W>();
     std::vector<W> &qbuf = ws.q_buffer<W>();
     pbuf.resize(pn);
     qbuf.resize(qn);
-    HostExec x(comm);
+    HostExec x(comm, ws);
     const W *previous = p.warm_start && state != nullptr ? x.lr_stored_q<W>(*state, s) : nullptr;
     const bool half = is_half(dtype);
     // Host steps cannot fail.
@@ -160,9 +160,8 @@ bool lowrank_factors(Comm &comm, const W *m, const lowrank::Shape &s, const Call
 }
 
 // The receiver's answer: CC_COLL_OK when it took the message.
-cc_coll_status_t await_ack(Comm &comm, const SendArgs &a, const CallParams &p, const WireHeader &h)
+cc_coll_status_t await_ack(Comm &comm, Workspace &ws, const SendArgs &a, const CallParams &p, const WireHeader &h)
 {
-    Workspace &ws = workspace_of(comm);
     cc_coll_status_t st = recv_message(a.dest, 2 * a.tag + 1, comm.mpi(), &ws.recv_bytes);
     if (st != CC_COLL_OK) return st;
     std::string why;
@@ -187,13 +186,22 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
 {
     const std::size_t n = a.count;
     const std::size_t es = dtype_size(a.dtype);
-    Workspace &ws = workspace_of(comm);
+    WorkspaceLease lease(comm);
+    Workspace &ws = *lease;
     StatsSnapshot stats;
     const double t0 = now_seconds();
 
     Message m;
     cc_coll_status_t st = plan_message(a, p, &m);
     if (st != CC_COLL_OK) return st;
+
+    // The channel's residual and LOWRANK state are read and updated under
+    // the communicator's point-to-point lock, released while MPI moves the
+    // message (a concurrent cc_coll_recv or cc_coll_send on another thread
+    // proceeds meanwhile; a concurrent cc_coll_lep_reset takes effect before
+    // or after this call's update, and no pointer into the stores is kept
+    // across the wait).
+    std::unique_lock<std::mutex> lock(comm.p2p_mutex());
 
     // The channel's residual: an existing one is used; a compressed send
     // creates one (an uncompressed send has nothing to keep but rounding,
@@ -213,6 +221,7 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
         if (existing != nullptr || m.kind != kRaw)
             if ((st = comm.lep().acquire(key, n, a.dtype, &res)) != CC_COLL_OK) return st;
     }
+    const bool had_residual = res != nullptr;
 
     // 1. g' = g + e in workspace memory, zero padded to the matrix for LOWRANK.
     const std::size_t mn = m.kind == kLowRank ? m.shape.elements() : n;
@@ -228,7 +237,8 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
     // 2. The message.
     LowRankState *state = lowrank_channel_states(comm).find(key);
     W *sent = nullptr;  // TOPK: the values the receiver adds
-    if (m.kind == kLowRank && (host::any_nonfinite(g, n) || !lowrank_factors<W>(comm, g, m.shape, p, a.dtype, state)))
+    if (m.kind == kLowRank &&
+        (host::any_nonfinite(g, n) || !lowrank_factors<W>(comm, ws, g, m.shape, p, a.dtype, state)))
         m.kind = kRaw;
     if (m.kind == kTopk) {
         ws.indices.resize(m.k);
@@ -275,17 +285,29 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
     const double t1 = now_seconds();
     stats.time_compress += t1 - t0;
 
-    // 3. Send; the receiver answers.
+    // 3. Send; the receiver answers. Without the lock: `res` and `state`
+    // are not used after this point (a concurrent reset may free them).
+    res = nullptr;
+    state = nullptr;
+    lock.unlock();
     st = send_bytes(ws.send_bytes.data(), bytes, a.dest, 2 * a.tag, comm.mpi());
-    if (st == CC_COLL_OK) st = await_ack(comm, a, p, h);
+    if (st == CC_COLL_OK) st = await_ack(comm, ws, a, p, h);
     const double t2 = now_seconds();
     stats.time_communicate += t2 - t1;
+    lock.lock();
     if (st != CC_COLL_OK) {
         if (created) comm.lep().reset(key);  // the channel is as before the call
         return st;
     }
 
-    // 4. The receiver has it: e = g' - what it stores.
+    // 4. The receiver has it: e = g' - what it stores. The residual is found
+    // again: a cc_coll_lep_reset meanwhile has dropped it, and then there is
+    // nothing to update.
+    if (had_residual) {
+        const Residual *r = comm.lep().find(key);
+        if (r != nullptr && r->count == n && r->dtype == a.dtype && !r->on_device())
+            res = const_cast<Residual *>(r);
+    }
     if (res != nullptr) {
         W *e = res->data<W>();
         switch (m.kind) {
@@ -644,7 +666,10 @@ namespace {
 
 cc_coll_status_t recv_host(Comm &comm, const RecvArgs &a, const CallParams &p)
 {
-    Workspace &ws = workspace_of(comm);
+    // A receive touches no state of the communicator but its statistics
+    // (locked): its own scratch, and no lock while it waits.
+    WorkspaceLease lease(comm);
+    Workspace &ws = *lease;
     StatsSnapshot stats;
     const double t0 = now_seconds();
     cc_coll_status_t st = recv_message(a.source, 2 * a.tag, comm.mpi(), &ws.recv_bytes);
