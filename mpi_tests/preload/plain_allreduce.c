@@ -29,28 +29,11 @@
 
 #include <mpi.h>
 
+#include "preload_test.h"
+
+static const char *const test_name = "plain_allreduce";
 static int rank, size, failures, compressed;
 
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "plain_allreduce: rank %d: FAIL: ", rank);       \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fputc('\n', stderr);                                             \
-            ++failures;                                                      \
-        }                                                                    \
-    } while (0)
-
-/* Deterministic inputs every rank can compute for every rank. */
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
 
 /* A non-integer value in (-1, 1). */
 static double gval(int r, long i, int salt)

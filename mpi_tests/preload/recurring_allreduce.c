@@ -42,28 +42,12 @@
 
 #include <mpi.h>
 
+#include "preload_test.h"
+
+static const char *const test_name = "recurring_allreduce";
 static int rank, size, failures, repeats;
 static const char *mode;
 
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "recurring_allreduce: rank %d: FAIL: ", rank);     \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-            ++failures;                                                        \
-        }                                                                      \
-    } while (0)
-
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
 
 /* A non-integer value in (-1, 1), different on every rank. */
 static double gval(long i, int salt)

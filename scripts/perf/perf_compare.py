@@ -27,8 +27,10 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import perf_driver as drv  # noqa: E402  (scripts/perf/perf_driver.py)
 
 PROG = "perf_compare.py"
 
@@ -72,36 +74,13 @@ def read_runs(folder):
 
 
 def machine():
-    def first_line(cmd):
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.splitlines()[0].strip()
-        except (OSError, IndexError):
-            return None
-
-    cpu = None
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    os_name = None
-    try:
-        with open("/etc/os-release") as f:
-            for line in f:
-                if line.startswith("PRETTY_NAME="):
-                    os_name = line.split("=", 1)[1].strip().strip('"')
-    except OSError:
-        pass
     return {
-        "cpu": cpu,
+        "cpu": drv.cpu_model(),
         "cores": os.cpu_count(),
-        "os": os_name,
+        "os": drv.os_name(),
         "kernel": platform.release(),
-        "compiler": first_line(["c++", "--version"]),
-        "mpirun": first_line(["mpirun", "--version"]),
+        "compiler": drv.first_line(["c++", "--version"]),
+        "mpirun": drv.first_line(["mpirun", "--version"]),
     }
 
 

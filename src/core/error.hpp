@@ -3,6 +3,14 @@
 
 #include "cc_coll.h"
 
+// Returns the status of `expr` from the enclosing function unless it is
+// CC_COLL_OK: the one way the library's steps pass a failure up.
+#define CC_COLL_TRY(expr)                            \
+    do {                                             \
+        const cc_coll_status_t cc_st_ = (expr);      \
+        if (cc_st_ != CC_COLL_OK) return cc_st_;     \
+    } while (0)
+
 namespace cc_coll::detail {
 
 // Records the calling thread's last-error message (printf-style) and returns

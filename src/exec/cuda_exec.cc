@@ -68,11 +68,6 @@ cc_coll_status_t room(gpu::DeviceArray<T> &a, std::size_t n, T **out)
     return st;
 }
 
-#define CC_EXEC_TRY(expr)                            \
-    do {                                             \
-        const cc_coll_status_t cc_st_ = (expr);      \
-        if (cc_st_ != CC_COLL_OK) return cc_st_;     \
-    } while (0)
 
 }  // namespace
 
@@ -85,8 +80,8 @@ cc_coll_status_t CudaExec::create(Comm &comm, void *stream, CudaExec *out)
         auto fresh = std::make_shared<DeviceContext>();
         fresh->device = dev;
         DeviceTransportMode mode = DeviceTransportMode::Staged;
-        CC_EXEC_TRY(resolve_device_transport(comm.config().cuda_transport, &mode));
-        CC_EXEC_TRY(DeviceTransport::create(mode, comm.config().cuda_chunk_bytes, &fresh->transport));
+        CC_COLL_TRY(resolve_device_transport(comm.config().cuda_transport, &mode));
+        CC_COLL_TRY(DeviceTransport::create(mode, comm.config().cuda_chunk_bytes, &fresh->transport));
         slot = fresh;
         ctx = fresh.get();
     }
@@ -135,11 +130,11 @@ cc_coll_status_t CudaExec::read_records(const unsigned char *src, std::size_t co
                                         std::size_t record, const unsigned char **host, std::size_t *host_stride)
 {
     const cudaStream_t s = as_stream(stream_);
-    CC_EXEC_TRY(check(ctx_->host_bytes.reserve(record * count)));
-    CC_EXEC_TRY(check_cuda(
+    CC_COLL_TRY(check(ctx_->host_bytes.reserve(record * count)));
+    CC_COLL_TRY(check_cuda(
         cudaMemcpy2DAsync(ctx_->host_bytes.data(), record, src, stride, record, count, cudaMemcpyDeviceToHost, s),
         "cudaMemcpy2DAsync"));
-    CC_EXEC_TRY(sync());
+    CC_COLL_TRY(sync());
     *host = ctx_->host_bytes.data();
     *host_stride = record;
     return CC_COLL_OK;
@@ -210,13 +205,13 @@ cc_coll_status_t CudaExec::nonfinite(const std::vector<const W *> &bufs, const s
     flags->assign(count, 0);
     if (count == 0) return CC_COLL_OK;
     std::uint32_t *dev = nullptr;
-    CC_EXEC_TRY(room(ctx_->flags, count, &dev));
-    CC_EXEC_TRY(zero(dev, count * sizeof(std::uint32_t)));
-    for (std::size_t j = 0; j < count; ++j) CC_EXEC_TRY(check(gpu::flag_nonfinite<W>(bufs[j], ns[j], dev + j, s)));
+    CC_COLL_TRY(room(ctx_->flags, count, &dev));
+    CC_COLL_TRY(zero(dev, count * sizeof(std::uint32_t)));
+    for (std::size_t j = 0; j < count; ++j) CC_COLL_TRY(check(gpu::flag_nonfinite<W>(bufs[j], ns[j], dev + j, s)));
     std::vector<std::uint32_t> host(count);
-    CC_EXEC_TRY(check_cuda(cudaMemcpyAsync(host.data(), dev, count * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s),
+    CC_COLL_TRY(check_cuda(cudaMemcpyAsync(host.data(), dev, count * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, s),
                            "cudaMemcpyAsync"));
-    CC_EXEC_TRY(sync());
+    CC_COLL_TRY(sync());
     for (std::size_t j = 0; j < count; ++j) (*flags)[j] = host[j] != 0 ? 1 : 0;
     return CC_COLL_OK;
 }
@@ -247,12 +242,12 @@ cc_coll_status_t CudaExec::sparsify(const W *g, std::size_t n, const CallParams 
     const cudaStream_t s = as_stream(stream_);
     if (p.sparsifier == CC_COLL_SPARSIFY_THRESHOLD) {
         double tau = 0;
-        CC_EXEC_TRY(room(ctx_->indices, n, idx));
-        CC_EXEC_TRY(check(threshold::cuda::pick<W>(g, n, p.zero_fraction, &tau, &ctx_->threshold, s)));
+        CC_COLL_TRY(room(ctx_->indices, n, idx));
+        CC_COLL_TRY(check(threshold::cuda::pick<W>(g, n, p.zero_fraction, &tau, &ctx_->threshold, s)));
         return check(threshold::cuda::collect<W>(g, n, tau, *idx, kept, &ctx_->threshold, s));
     }
     *kept = topk::k_for(p.density, n);
-    CC_EXEC_TRY(room(ctx_->indices, *kept, idx));
+    CC_COLL_TRY(room(ctx_->indices, *kept, idx));
     return check(topk::cuda::select<W>(g, n, *kept, *idx, &ctx_->select, s));
 }
 
@@ -262,11 +257,11 @@ cc_coll_status_t CudaExec::support_message(const W *g, std::size_t n, const std:
 {
     const cudaStream_t s = as_stream(stream_);
     std::uint32_t *flag = nullptr;
-    CC_EXEC_TRY(room(ctx_->flags, 1, &flag));
-    CC_EXEC_TRY(zero(msg, sketch_support::buffer_bytes(n)));
-    CC_EXEC_TRY(zero(flag, sizeof(std::uint32_t)));
-    CC_EXEC_TRY(check(sketch::cuda::bitmap_set(msg, idx, kept, s)));
-    CC_EXEC_TRY(check(gpu::flag_nonfinite<W>(g, n, flag, s)));
+    CC_COLL_TRY(room(ctx_->flags, 1, &flag));
+    CC_COLL_TRY(zero(msg, sketch_support::buffer_bytes(n)));
+    CC_COLL_TRY(zero(flag, sizeof(std::uint32_t)));
+    CC_COLL_TRY(check(sketch::cuda::bitmap_set(msg, idx, kept, s)));
+    CC_COLL_TRY(check(gpu::flag_nonfinite<W>(g, n, flag, s)));
     // The flag's low byte (little-endian) is the message's flag byte.
     return check_cuda(cudaMemcpyAsync(msg + sketch_support::flag_offset(n), flag, 1, cudaMemcpyDeviceToDevice, s),
                       "cudaMemcpyAsync");
@@ -277,16 +272,16 @@ cc_coll_status_t CudaExec::sketch_rows(const unsigned char *msg, std::size_t n, 
 {
     const cudaStream_t s = as_stream(stream_);
     std::uint32_t *loads = nullptr;
-    CC_EXEC_TRY(room(ctx_->loads, sketch::kBlock, &loads));
-    CC_EXEC_TRY(check(sketch::cuda::column_loads(msg, n, loads, s)));
+    CC_COLL_TRY(room(ctx_->loads, sketch::kBlock, &loads));
+    CC_COLL_TRY(check(sketch::cuda::column_loads(msg, n, loads, s)));
     const std::size_t lb = sketch::kBlock * sizeof(std::uint32_t);
-    CC_EXEC_TRY(check(ctx_->host_bytes.reserve(lb + 1)));
+    CC_COLL_TRY(check(ctx_->host_bytes.reserve(lb + 1)));
     unsigned char *host = ctx_->host_bytes.data();
-    CC_EXEC_TRY(check_cuda(cudaMemcpyAsync(host, loads, lb, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync"));
-    CC_EXEC_TRY(check_cuda(
+    CC_COLL_TRY(check_cuda(cudaMemcpyAsync(host, loads, lb, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync"));
+    CC_COLL_TRY(check_cuda(
         cudaMemcpyAsync(host + lb, msg + sketch_support::flag_offset(n), 1, cudaMemcpyDeviceToHost, s),
         "cudaMemcpyAsync"));
-    CC_EXEC_TRY(sync());
+    CC_COLL_TRY(sync());
     std::vector<std::uint32_t> column(sketch::kBlock);
     std::memcpy(column.data(), host, lb);
     *m = sketch::rows_for_loads(column.data(), load_factor);
@@ -311,7 +306,7 @@ cc_coll_status_t CudaExec::sketch_decode(const sketch::Layout &layout, const uns
 namespace {
 cc_coll_status_t blas_of(DeviceContext &ctx, lowrank::cuda::Context **out)
 {
-    if (!ctx.blas) CC_EXEC_TRY(gpu::check(lowrank::cuda::Context::create(&ctx.blas), "LOWRANK (device)"));
+    if (!ctx.blas) CC_COLL_TRY(gpu::check(lowrank::cuda::Context::create(&ctx.blas), "LOWRANK (device)"));
     *out = ctx.blas.get();
     return CC_COLL_OK;
 }
@@ -322,7 +317,7 @@ cc_coll_status_t CudaExec::lr_start_q(const W *previous, std::uint64_t seed, std
                                       const lowrank::Shape &s, bool half, W *q)
 {
     lowrank::cuda::Context *blas = nullptr;
-    CC_EXEC_TRY(blas_of(*ctx_, &blas));
+    CC_COLL_TRY(blas_of(*ctx_, &blas));
     return check(lowrank::cuda::start_q<W>(*blas, previous, seed, stream, s, half, q, as_stream(stream_)));
 }
 
@@ -330,7 +325,7 @@ template <typename W>
 cc_coll_status_t CudaExec::lr_multiply_mq(const W *m, const lowrank::Shape &s, const W *q, W *p)
 {
     lowrank::cuda::Context *blas = nullptr;
-    CC_EXEC_TRY(blas_of(*ctx_, &blas));
+    CC_COLL_TRY(blas_of(*ctx_, &blas));
     return check(lowrank::cuda::multiply_mq<W>(*blas, m, s, q, p, as_stream(stream_)));
 }
 
@@ -338,7 +333,7 @@ template <typename W>
 cc_coll_status_t CudaExec::lr_orthogonalize(W *a, std::size_t rows, int r, bool half)
 {
     lowrank::cuda::Context *blas = nullptr;
-    CC_EXEC_TRY(blas_of(*ctx_, &blas));
+    CC_COLL_TRY(blas_of(*ctx_, &blas));
     return check(lowrank::cuda::orthogonalize<W>(*blas, a, rows, r, half, as_stream(stream_)));
 }
 
@@ -346,7 +341,7 @@ template <typename W>
 cc_coll_status_t CudaExec::lr_multiply_mtp(const W *m, const lowrank::Shape &s, const W *p, W *q)
 {
     lowrank::cuda::Context *blas = nullptr;
-    CC_EXEC_TRY(blas_of(*ctx_, &blas));
+    CC_COLL_TRY(blas_of(*ctx_, &blas));
     return check(lowrank::cuda::multiply_mtp<W>(*blas, m, s, p, q, as_stream(stream_)));
 }
 
@@ -354,7 +349,7 @@ template <typename W>
 cc_coll_status_t CudaExec::lr_scale(W *x, std::size_t n, W alpha)
 {
     lowrank::cuda::Context *blas = nullptr;
-    CC_EXEC_TRY(blas_of(*ctx_, &blas));
+    CC_COLL_TRY(blas_of(*ctx_, &blas));
     return check(lowrank::cuda::scale<W>(*blas, x, n, alpha, as_stream(stream_)));
 }
 
@@ -362,7 +357,7 @@ template <typename W>
 cc_coll_status_t CudaExec::lr_reconstruct(const W *p, const W *q, const lowrank::Shape &s, W *out)
 {
     lowrank::cuda::Context *blas = nullptr;
-    CC_EXEC_TRY(blas_of(*ctx_, &blas));
+    CC_COLL_TRY(blas_of(*ctx_, &blas));
     return check(lowrank::cuda::reconstruct<W>(*blas, p, q, s, W(1), out, as_stream(stream_)));
 }
 
@@ -384,8 +379,8 @@ cc_coll_status_t CudaExec::lr_keep_factors(LowRankState &state, const lowrank::S
         if (state.device == nullptr) return st;
     }
     W *factors = static_cast<W *>(state.device.get());
-    CC_EXEC_TRY(copy(factors, p, pn * sizeof(W)));
-    CC_EXEC_TRY(copy(factors + pn, q, qn * sizeof(W)));
+    CC_COLL_TRY(copy(factors, p, pn * sizeof(W)));
+    CC_COLL_TRY(copy(factors + pn, q, qn * sizeof(W)));
     state.rows = s.rows;
     state.cols = s.cols;
     state.rank = s.rank;

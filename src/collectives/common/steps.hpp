@@ -75,12 +75,6 @@ private:
     bool armed_ = true;
 };
 
-#define CC_COLL_TRY(expr)                            \
-    do {                                             \
-        const cc_coll_status_t cc_st_ = (expr);      \
-        if (cc_st_ != CC_COLL_OK) return cc_st_;     \
-    } while (0)
-
 // Dense allreduce of g' (n = a.count): recv = sum over ranks of g' rounded
 // to the dtype; the residual (ef) keeps the rounding.
 template <typename X, typename W>
