@@ -116,7 +116,13 @@ cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void *const *sen
         cc_coll_status_t st = begin_call(fn, comm, nullptr, &c, &defaults);
         timer.attach(c);
         if (st != CC_COLL_OK) return st;
-        if (ntensors == 0) return CC_COLL_OK;
+        if (ntensors == 0) {
+            // Nothing to move, but the other ranks may have tensors: the
+            // agreement tells them (CC_COLL_ERR_MISMATCH) instead of a hang.
+            CollectiveHold hold;
+            if ((st = hold.enter(fn, *c)) != CC_COLL_OK) return st;
+            return allreduce_group(*c, {});
+        }
         if (ntensors > kMaxGroupTensors)
             return fail(CC_COLL_ERR_INVALID_ARG, "%s: ntensors = %zu exceeds the limit of %zu tensors per group", fn,
                         ntensors, kMaxGroupTensors);

@@ -307,8 +307,8 @@ typedef struct cc_coll_params {
  *    of host buffers, so TOPK results equal the host path's and SKETCH's
  *    agree up to the rounding of its atomically summed cells, and LOWRANK's
  *    Gaussian start comes from cuRAND (same seed rule, other numbers). Every
- *    rank should pass the same kind of memory (a LOWRANK group whose ranks
- *    disagree is CC_COLL_ERR_MISMATCH). Residuals and LOWRANK state of device
+ *    rank must pass the same kind of memory (ranks that disagree get
+ *    CC_COLL_ERR_MISMATCH from the agreement). Residuals and LOWRANK state of device
  *    calls stay on the device; a residual is used only from the kind of
  *    memory that created it (else CC_COLL_ERR_MISMATCH).
  *  - cc_coll_reduce_scatter and cc_coll_send/recv accept device buffers by
@@ -322,7 +322,19 @@ typedef struct cc_coll_params {
  * MPI_Allreduce. In place when sendbuf == recvbuf; partially overlapping
  * buffers are an error. Buffers may be NULL when count == 0. `params` may be
  * NULL (all defaults). Every rank must pass the same count, dtype, op and
- * params. Buffers may be device memory and `stream` a cudaStream_t (see
+ * params (ef and ef_key excepted).
+ *
+ * Agreement (every collective: this one, cc_coll_allreduce_group and
+ * cc_coll_reduce_scatter): on two or more ranks a call first exchanges a
+ * fixed-size signature (one 160-byte MPI_Allreduce) of the collective, the
+ * method, count, dtype, op, memory kind and the params that shape the
+ * exchange; ranks that disagree, or a rank that cannot start the call after
+ * its argument checks (a residual over the cap, say), make every rank
+ * return an error (CC_COLL_ERR_MISMATCH, or that rank's own) before any data
+ * moves, never a hang or wrong data. Argument errors found by the entry
+ * point itself return without communicating, as in MPI.
+ *
+ * Buffers may be device memory and `stream` a cudaStream_t (see
  * "Device buffers and streams" above; NULL for host-only code). count must
  * fit MPI's count type (INT_MAX elements). */
 CC_COLL_API cc_coll_status_t cc_coll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -360,10 +372,12 @@ CC_COLL_API cc_coll_status_t cc_coll_reduce_scatter(const void *sendbuf, void *r
  *    their start_iter, or failing the min_compression_rate test) are packed
  *    into one plain MPI_Allreduce per dtype;
  *  - TOPK and SKETCH tensors run one after another, as cc_coll_allreduce.
- * Before moving data the ranks check, with one 16-byte MPI_Allreduce, that
- * they agree on the group's layout (counts, dtypes, methods, shapes, ranks);
- * a disagreement is CC_COLL_ERR_MISMATCH on every rank. ntensors == 0 is a
- * no-op. cc_coll_allreduce(LOWRANK) is a group of one. */
+ * Before moving data the ranks check (the agreement exchange, as every
+ * collective) that they agree on the group's layout (counts, dtypes,
+ * methods, their params, shapes, ranks, call counts); a disagreement is
+ * CC_COLL_ERR_MISMATCH on every rank. ntensors == 0 moves no data but takes
+ * part in the agreement (another rank's non-empty group is a mismatch).
+ * cc_coll_allreduce(LOWRANK) is a group of one. */
 CC_COLL_API cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void *const *sendbufs,
                                                      void *const *recvbufs, const size_t *counts,
                                                      const cc_coll_dtype_t *dtypes, cc_coll_op_t op,

@@ -9,7 +9,7 @@
  *     set on both with cc_coll_lowrank_set_q): bit for bit when every
  *     element is summed in the same order, and the same residuals, factors
  *     and statistics;
- *   - the messages: one 16-byte layout check, one plain MPI_Allreduce per
+ *   - the messages: the agreement (on 2 or more ranks), one plain MPI_Allreduce per
  *     dtype for the NONE tensors and the LOWRANK tensors not compressed this
  *     step (before start_iter, or failing min_compression_rate), and one P
  *     and one Q allreduce per work type (binary64 for F64, binary32 for the
@@ -300,6 +300,10 @@ static void set_same_q(Group *a, Group *b, cc_coll_comm_h ha, cc_coll_comm_h hb,
     }
 }
 
+/* The agreement exchange every collective starts with: one MPI_Allreduce on
+ * two or more ranks, none on one. */
+static long agreement_calls(void) { return g_size > 1 ? 1 : 0; }
+
 /* The MPI_Allreduce calls a group makes when every LOWRANK tensor with
  * count > 0 and a shape is compressed (or, with `dense_lowrank`, none is);
  * 1-D LOWRANK tensors are dense. */
@@ -311,17 +315,17 @@ static long expected_group_calls(const Spec *spec, size_t nt, int dense_lowrank)
         if (spec[i].method == CC_COLL_METHOD_NONE || dense_lowrank || spec[i].rows == ONE_D) dense[spec[i].d] = 1;
         else work[spec[i].d == CC_COLL_F64] = 1;
     }
-    return 1 + dense[0] + dense[1] + dense[2] + dense[3] + 2 * (work[0] + work[1]);
+    return agreement_calls() + dense[0] + dense[1] + dense[2] + dense[3] + 2 * (work[0] + work[1]);
 }
 
 static long expected_single_calls(const Spec *spec, size_t nt)
 {
     long c = 0;
-    /* A LOWRANK call is a group of one: the layout check, then P and Q, or
-     * one dense allreduce for a 1-D tensor. */
+    /* Every call: the agreement, then (count > 0) one allreduce, or P and Q
+     * for a compressed LOWRANK tensor. */
     for (size_t i = 0; i < nt; ++i)
-        c += spec[i].n == 0 ? (spec[i].method == CC_COLL_METHOD_LOWRANK ? 1 : 0)
-                            : (spec[i].method != CC_COLL_METHOD_LOWRANK ? 1 : spec[i].rows == ONE_D ? 2 : 3);
+        c += agreement_calls() + (spec[i].n == 0 ? 0
+                                  : spec[i].method != CC_COLL_METHOD_LOWRANK || spec[i].rows == ONE_D ? 1 : 2);
     return c;
 }
 
@@ -433,7 +437,7 @@ static void group_vs_singles(const Spec *spec, size_t nt, cc_coll_op_t op, int s
 
 /* Three LOWRANK f32 tensors (a given shape with ef_key; cols = 0 keyed by
  * address; the padded near-square view, rank 3 through QR) and two small
- * NONE f32 tensors: 1 layout check + 1 dense batch + 1 P + 1 Q = 4 calls. */
+ * NONE f32 tensors: the agreement + 1 dense batch + 1 P + 1 Q. */
 static const Spec kF32Group[] = {
     {CC_COLL_METHOD_LOWRANK, CC_COLL_F32, 48 * 40, 48, 40, 2, 1, 0},
     {CC_COLL_METHOD_NONE, CC_COLL_F32, 7, 0, 0, 0, 0, 0},
@@ -494,7 +498,8 @@ static void test_group_vs_singles(cc_coll_comm_h h)
 }
 
 /* The call counts on their own, for the record: the group of 3 compressed
- * LOWRANK f32 tensors + 2 small f32 tensors is exactly 4 MPI_Allreduce calls,
+ * LOWRANK f32 tensors + 2 small f32 tensors is exactly 3 MPI_Allreduce calls
+ * after the agreement,
  * and the mixed f32 + f64 group one P/Q pair per work type. */
 static void test_group_calls(cc_coll_comm_h h)
 {
@@ -503,9 +508,10 @@ static void test_group_calls(cc_coll_comm_h h)
     group_inputs(&g, 0, 0);
     for (int t = 0; t < 3; ++t) {
         const long c = run_group(&g, CC_COLL_AVG, h, 0u, 0, "3 LOWRANK + 2 NONE f32");
-        if (c != 4) {
-            fprintf(stderr, "[rank %d] step %d: %ld MPI_Allreduce calls, expected 4\n", g_rank, t + 1, c);
-            die("%s", "3 LOWRANK f32 + 2 NONE f32 must be 1 layout + 1 dense + 1 P + 1 Q", 0);
+        if (c != agreement_calls() + 3) {
+            fprintf(stderr, "[rank %d] step %d: %ld MPI_Allreduce calls, expected %ld\n", g_rank, t + 1, c,
+                    agreement_calls() + 3);
+            die("%s", "3 LOWRANK f32 + 2 NONE f32 must be the agreement + 1 dense + 1 P + 1 Q", 0);
         }
     }
     group_free(&g);
@@ -518,15 +524,15 @@ static void test_group_calls(cc_coll_comm_h h)
     group_init(&g, two_types, NT(two_types), 0x7100);
     group_inputs(&g, 0, 0);
     const long c = run_group(&g, CC_COLL_AVG, h, 0u, 0, "f32 + f64 LOWRANK");
-    if (c != 5) {
-        fprintf(stderr, "[rank %d] %ld MPI_Allreduce calls, expected 5\n", g_rank, c);
-        die("%s", "2 f32 + 2 f64 LOWRANK must be 1 layout + one P/Q pair per work type", 0);
+    if (c != agreement_calls() + 4) {
+        fprintf(stderr, "[rank %d] %ld MPI_Allreduce calls, expected %ld\n", g_rank, c, agreement_calls() + 4);
+        die("%s", "2 f32 + 2 f64 LOWRANK must be the agreement + one P/Q pair per work type", 0);
     }
     group_free(&g);
-    /* ntensors == 0 is a no-op: no MPI call at all. */
+    /* ntensors == 0 moves no data: the agreement only. */
     const long c0 = g_allreduce_calls;
     CHECK_CC(cc_coll_allreduce_group(0, NULL, NULL, NULL, NULL, CC_COLL_AVG, NULL, h, NULL));
-    CHECK(g_allreduce_calls == c0, "ntensors 0 made an MPI call");
+    CHECK(g_allreduce_calls == c0 + agreement_calls(), "ntensors 0 made an MPI call besides the agreement");
     CHECK_CC(cc_coll_ef_reset_all(h));
 }
 
@@ -563,7 +569,7 @@ static void test_group_dense_routes(cc_coll_comm_h h)
         }
         const uint64_t efb = ef_bytes(hc);
         const long c = run_group(&g, CC_COLL_AVG, hc, 0u, 0, desc);
-        const long want = t < 2 ? 2 : 4;
+        const long want = agreement_calls() + (t < 2 ? 1 : 3);
         if (c != want) {
             fprintf(stderr, "[rank %d] %s: %ld MPI_Allreduce calls, expected %ld\n", g_rank, desc, c, want);
             die("%s: MPI_Allreduce calls", desc, 0);
@@ -660,9 +666,10 @@ static void test_group_torch_rule(cc_coll_comm_h h)
         const uint64_t w0 = get_stats(hc).bytes_wire;
         const long c = run_group(&g, op, hc, 0x5u, 0, desc);
         const uint64_t wire = get_stats(hc).bytes_wire - w0;
-        if (c != 4) {
-            fprintf(stderr, "[rank %d] %s: %ld MPI_Allreduce calls, expected 4\n", g_rank, desc, c);
-            die("%s: 1 layout + 1 dense + 1 P + 1 Q", desc, 0);
+        if (c != agreement_calls() + 3) {
+            fprintf(stderr, "[rank %d] %s: %ld MPI_Allreduce calls, expected %ld\n", g_rank, desc, c,
+                    agreement_calls() + 3);
+            die("%s: the agreement + 1 dense + 1 P + 1 Q", desc, 0);
         }
         if (wire != want_wire) {
             fprintf(stderr, "[rank %d] %s: bytes_wire %llu, expected %llu\n", g_rank, desc, (unsigned long long)wire,
@@ -891,7 +898,7 @@ static void test_group_bad_args(cc_coll_comm_h h)
                      CC_COLL_ERR_INVALID_PARAMS, "params[2]", "params[2] unknown mask bit");
         /* The argument errors above are found before any message moves. */
         if (g_allreduce_calls != c0) die("%s", "a group with bad arguments made MPI calls", 0);
-        /* A shape that does not fit the count: at most the layout check
+        /* A shape that does not fit the count: at most the agreement
          * (which keeps ranks that disagree from waiting), no data. */
         q[2] = p[2];
         q[1] = keyed(lowrank_params(7, 0, 1), 0x9001);
@@ -914,7 +921,7 @@ static void test_group_bad_args(cc_coll_comm_h h)
 
 /* Rank 0 passes a shape that is invalid for the count (rows 7, count 100),
  * the others a valid one (rows 10). Rank 0 finds that while planning; it
- * still takes part in the layout check, so rank 0 gets its own error (or
+ * still takes part in the agreement, so rank 0 gets its own error (or
  * MISMATCH), every other rank CC_COLL_ERR_MISMATCH, and nobody hangs (the
  * watchdog aborts after 20 s). */
 static void invalid_shape_on_one_rank(cc_coll_comm_h h)
@@ -961,7 +968,8 @@ static void setup(void)
     cc_coll_params_t p = method_params(CC_COLL_METHOD_NONE);
     const long c0 = g_allreduce_calls;
     CHECK_CC(cc_coll_allreduce(&x, &x, 1, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL));
-    CHECK(g_allreduce_calls == c0 + 1, "libcc_coll's MPI_Allreduce does not reach this program's definition");
+    CHECK(g_allreduce_calls == c0 + 1 + agreement_calls(),
+          "libcc_coll's MPI_Allreduce does not reach this program's definition");
     CHECK_CC(cc_coll_comm_destroy(h));
 }
 

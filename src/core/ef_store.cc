@@ -69,11 +69,8 @@ cc_coll_status_t EfStore::find_matching(const EfKey &key, std::size_t count, cc_
     return CC_COLL_OK;
 }
 
-cc_coll_status_t EfStore::acquire(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out,
-                                  DeviceAllocator device)
+cc_coll_status_t EfStore::check_room(std::size_t count, cc_coll_dtype_t dtype) const
 {
-    cc_coll_status_t st = find_matching(key, count, dtype, out, device != nullptr);
-    if (st != CC_COLL_OK || *out != nullptr) return st;
     const std::uint64_t need = count * (dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float));
     if (max_bytes_ != 0 && bytes_ + need > max_bytes_)
         return fail(CC_COLL_ERR_EF_LIMIT,
@@ -83,6 +80,16 @@ cc_coll_status_t EfStore::acquire(const EfKey &key, std::size_t count, cc_coll_d
                     static_cast<unsigned long long>(need), count, dtype_name(dtype),
                     static_cast<unsigned long long>(bytes_), static_cast<unsigned long long>(bytes_ + need),
                     static_cast<unsigned long long>(max_bytes_));
+    return CC_COLL_OK;
+}
+
+cc_coll_status_t EfStore::acquire(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out,
+                                  DeviceAllocator device)
+{
+    cc_coll_status_t st = find_matching(key, count, dtype, out, device != nullptr);
+    if (st != CC_COLL_OK || *out != nullptr) return st;
+    if ((st = check_room(count, dtype)) != CC_COLL_OK) return st;
+    const std::uint64_t need = count * (dtype == CC_COLL_F64 ? sizeof(double) : sizeof(float));
     Residual r;
     r.dtype = dtype;
     r.count = count;

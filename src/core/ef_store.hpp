@@ -82,6 +82,10 @@ public:
     cc_coll_status_t acquire(const EfKey &key, std::size_t count, cc_coll_dtype_t dtype, Residual **out,
                              DeviceAllocator device = nullptr);
 
+    // CC_COLL_ERR_EF_LIMIT when a new residual of `count` elements of
+    // `dtype` would pass the cap (the message acquire() gives), else OK.
+    cc_coll_status_t check_room(std::size_t count, cc_coll_dtype_t dtype) const;
+
     // The residual for `key`, or nullptr.
     const Residual *find(const EfKey &key) const;
 

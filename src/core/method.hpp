@@ -75,6 +75,16 @@ struct Method {
     // Forgets the method's per-tensor state of `key` (null key: all of it),
     // collectives and point-to-point channels alike. May be null.
     void (*reset_state)(Comm &comm, const EfKey *key);
+
+    // Agreement (collectives/common/agreement.hpp). A hash of the params
+    // that shape this method's exchange (every rank must pass the same);
+    // null: none do.
+    std::uint64_t (*agreement_params)(const CallParams &p);
+    // Whether a single-tensor call (allreduce, or reduce-scatter when
+    // `reduce_scatter`) with EF on creates a residual for a tensor that has
+    // none, as its algorithm would; null: never.
+    bool (*creates_residual)(bool reduce_scatter, std::size_t count, cc_coll_dtype_t dtype, const CallParams &p,
+                             int ranks);
 };
 
 // Every registered method, in id order. Ids are dense from 0 and below

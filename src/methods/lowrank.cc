@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collectives/allreduce/allreduce.hpp"
+#include "collectives/common/agreement.hpp"
 #include "core/comm.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -74,6 +75,23 @@ cc_coll_status_t plan(Comm &comm, std::size_t position, const GroupTensor &t, Te
     plan->state = &st;
     return CC_COLL_OK;
 }
+
+// The shape, the factors' rank and where Q comes from (the layout words of
+// the plan add the resolved shape and the call count).
+std::uint64_t agreement_params(const CallParams &p)
+{
+    std::uint64_t h = signature_mix(0x6c6f7772616e6bull, static_cast<std::uint64_t>(p.rank));
+    h = signature_mix(h, p.has_shape ? 1 : 0);
+    h = signature_mix(h, p.rows);
+    h = signature_mix(h, p.cols);
+    h = signature_mix(h, p.seed);
+    h = signature_mix(h, p.warm_start ? 1 : 0);
+    h = signature_mix(h, p.start_iter);
+    return signature_mix(h, double_bits(p.min_compression_rate));
+}
+
+// A compressed tensor keeps what its factors missed.
+bool creates_residual(bool, std::size_t, cc_coll_dtype_t, const CallParams &, int) { return true; }
 
 void done(TensorPlan &plan) { ++static_cast<LowRankState *>(plan.state)->calls; }
 
@@ -211,6 +229,8 @@ const Method &lowrank_method()
         P2pCompression::LowRank,
         nullptr,
         reset,
+        agreement_params,
+        creates_residual,
     };
     return m;
 }

@@ -33,6 +33,8 @@ const Method &none_method()
         P2pCompression::None,
         nullptr,
         nullptr,
+        nullptr,  // no params shape a dense exchange
+        nullptr,  // keeps no residual
     };
     return m;
 }

@@ -2,9 +2,26 @@
 // pairs, with error feedback (docs/algorithms.md section 2).
 #include "collectives/allreduce/allreduce.hpp"
 #include "collectives/reduce_scatter/reduce_scatter.hpp"
+#include "collectives/common/agreement.hpp"
 #include "core/method.hpp"
 
 namespace cc_coll::detail {
+
+namespace {
+
+// k (and so every payload's size) follows from the density.
+std::uint64_t agreement_params(const CallParams &p) { return signature_mix(0x746f706bull, double_bits(p.density)); }
+
+// A dense F32/F64 call transmits g' exactly and keeps no residual.
+bool creates_residual(bool reduce_scatter, std::size_t count, cc_coll_dtype_t dtype, const CallParams &p, int ranks)
+{
+    const bool dense = reduce_scatter ? topk_reduce_scatter_dense(count / static_cast<std::size_t>(ranks), dtype,
+                                                                  p.density, ranks)
+                                      : topk_allreduce_dense(count, dtype, p.density, ranks);
+    return !(dense && (dtype == CC_COLL_F32 || dtype == CC_COLL_F64));
+}
+
+}  // namespace
 
 const Method &topk_method()
 {
@@ -23,6 +40,8 @@ const Method &topk_method()
         P2pCompression::Topk,
         nullptr,
         nullptr,
+        agreement_params,
+        creates_residual,
     };
     return m;
 }

@@ -137,19 +137,10 @@ cc_coll_status_t reduce_scatter_bor(const void *send, void *recv, std::size_t by
                      "MPI_Reduce_scatter_block (MPI_BOR)");
 }
 
-cc_coll_status_t allreduce_max_u64(std::uint64_t *value, MPI_Comm comm)
+cc_coll_status_t allreduce_max_u64(std::uint64_t *values, MPI_Comm comm, int count)
 {
-    return check_mpi(MPI_Allreduce(MPI_IN_PLACE, value, 1, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce (MPI_MAX)");
-}
-
-cc_coll_status_t signatures_agree(std::uint64_t signature, MPI_Comm comm, bool *agree)
-{
-    std::uint64_t v[2] = {signature, ~signature};
-    const cc_coll_status_t st =
-        check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce (MPI_MAX)");
-    if (st != CC_COLL_OK) return st;
-    *agree = v[0] == signature && v[1] == ~signature;
-    return CC_COLL_OK;
+    return check_mpi(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_UINT64_T, MPI_MAX, comm),
+                     "MPI_Allreduce (MPI_MAX)");
 }
 
 cc_coll_status_t alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv, MPI_Comm comm)

@@ -35,12 +35,9 @@ cc_coll_status_t allreduce_bor(void *buf, std::size_t bytes, MPI_Comm comm);
 // Reduce-scatter of bytes_per_rank x P bytes with MPI_BOR on MPI_UINT8_T.
 cc_coll_status_t reduce_scatter_bor(const void *send, void *recv, std::size_t bytes_per_rank, MPI_Comm comm);
 
-// The maximum of one unsigned 64-bit value over the ranks, in place.
-cc_coll_status_t allreduce_max_u64(std::uint64_t *value, MPI_Comm comm);
-
-// True on every rank when every rank passed the same `signature`, false on
-// every rank otherwise (one MPI_Allreduce(MAX) of {signature, ~signature}).
-cc_coll_status_t signatures_agree(std::uint64_t signature, MPI_Comm comm, bool *agree);
+// The element-wise maximum of `count` unsigned 64-bit values over the
+// ranks, in place (MPI_Allreduce, MPI_UINT64_T, MPI_MAX).
+cc_coll_status_t allreduce_max_u64(std::uint64_t *values, MPI_Comm comm, int count = 1);
 
 // Every rank sends block r (bytes_per_rank bytes) of `send` to rank r and
 // receives rank r's block for it at block r of `recv` (MPI_Alltoall).

@@ -1,5 +1,7 @@
 #include "collectives/allreduce/allreduce.hpp"
 
+#include "collectives/common/agreement.hpp"
+
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -20,7 +22,18 @@ cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallPara
                     args.on_device ? 1 : 0);
     // A method without a single-tensor algorithm runs the call as a group of
     // one (its batch algorithm, its planning and state).
-    if (m->allreduce == nullptr) return allreduce_group(comm, {GroupTensor{args, params}});
+    if (m->allreduce == nullptr)
+        return allreduce_group(comm, {GroupTensor{args, params}}, Collective::Allreduce);
+    const bool create = m->creates_residual != nullptr &&
+                        m->creates_residual(false, args.count, args.dtype, params, comm.size());
+    const cc_coll_status_t ready =
+        m->creates_residual == nullptr
+            ? CC_COLL_OK
+            : residual_preflight(comm, params, args.recv, args.count, args.dtype, args.on_device, create);
+    CC_COLL_TRY(agree(comm, "cc_coll_allreduce",
+                      CallSignature::single(Collective::Allreduce, *m, args.count, args.dtype, args.op,
+                                            args.on_device, params),
+                      ready));
     StatsSnapshot call;
     const cc_coll_status_t st = m->allreduce(comm, args, params, &call);
     if (st != CC_COLL_OK) return st;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cc_coll.h"
+#include "collectives/common/agreement.hpp"
 #include "compressors/lowrank/powersgd.hpp"
 #include "core/comm.hpp"
 #include "core/params.hpp"
@@ -42,6 +43,10 @@ cc_coll_status_t allreduce_passthrough(Comm &comm, const AllreduceArgs &args, co
 cc_coll_status_t allreduce_sparse_allgather(Comm &comm, const AllreduceArgs &args, const CallParams &params,
                                             StatsSnapshot *stats);
 
+// Whether a TOPK allreduce of n elements sends g' densely (the pairs would
+// outweigh the buffer): identical on every rank that agrees on the call.
+bool topk_allreduce_dense(std::size_t n, cc_coll_dtype_t dtype, double density, int ranks);
+
 // Method SKETCH: error feedback, sparsification, global support by bitwise
 // OR, one MPI_Allreduce(SUM) of a count sketch, peeling decode.
 cc_coll_status_t allreduce_sketch(Comm &comm, const AllreduceArgs &args, const CallParams &params,
@@ -55,10 +60,14 @@ struct GroupTensor {
 
 // cc_coll_allreduce_group (group.cc): each method plans its tensors
 // (core/method.hpp: dense this step, in the method's batch, or one by
-// one); the ranks check that they agree on the plan; then the dense tensors
+// one); the ranks check that they agree on the plan (one agreement
+// exchange); then the dense tensors
 // go in one MPI_Allreduce per dtype, each method's batch runs together, and
 // the other tensors one by one. Adds the tensors to comm's stats.
-cc_coll_status_t allreduce_group(Comm &comm, const std::vector<GroupTensor> &tensors);
+// `kind` is the collective the caller made (a single LOWRANK allreduce runs
+// as a group of one), for the agreement (collectives/common/agreement.hpp).
+cc_coll_status_t allreduce_group(Comm &comm, const std::vector<GroupTensor> &tensors,
+                                 Collective kind = Collective::AllreduceGroup);
 
 // The dense batch of one dtype (dense_batch.cc): tensors idx packed, one
 // MPI_Allreduce(SUM), unpacked. A tensor with a residual (a LOWRANK tensor

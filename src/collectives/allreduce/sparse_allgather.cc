@@ -41,7 +41,7 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
 
     const std::size_t k = topk::k_for(p.density, n);
     const std::size_t bytes = topk::payload_bytes(k, a.dtype);
-    const bool dense_only = bytes * P > n * es || bytes * P > static_cast<std::size_t>(INT_MAX);
+    const bool dense_only = topk_allreduce_dense(n, a.dtype, p.density, comm.size());
 
     // 1. g' = g + e. A dense F32/F64 call leaves nothing behind, so it uses
     //    an existing residual but never creates one (no memory, nothing
@@ -111,6 +111,13 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
 }
 
 }  // namespace
+
+bool topk_allreduce_dense(std::size_t n, cc_coll_dtype_t dtype, double density, int ranks)
+{
+    const std::size_t bytes = topk::payload_bytes(topk::k_for(density, n), dtype);
+    const std::size_t P = static_cast<std::size_t>(ranks);
+    return bytes * P > n * dtype_size(dtype) || bytes * P > static_cast<std::size_t>(INT_MAX);
+}
 
 cc_coll_status_t allreduce_sparse_allgather(Comm &comm, const AllreduceArgs &args, const CallParams &params,
                                             StatsSnapshot *stats)

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "collectives/common/agreement.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -53,8 +54,20 @@ cc_coll_status_t reduce_scatter(Comm &comm, const ReduceScatterArgs &args, const
         log_message(LogLevel::Debug, "reduce_scatter rank %d/%d: recvcount=%zu dtype=%s op=%s method=%s in_place=%d",
                     comm.rank(), comm.size(), args.recvcount, dtype_name(args.dtype),
                     args.op == CC_COLL_SUM ? "sum" : "avg", m->name, args.send == args.recv ? 1 : 0);
+    // A method without reduce-scatter still takes part in the agreement, so
+    // that ranks calling it with another method get an error, not a hang.
+    const std::size_t n = args.recvcount * static_cast<std::size_t>(comm.size());
+    cc_coll_status_t ready = CC_COLL_OK;
     if (m->reduce_scatter == nullptr)
-        return fail(CC_COLL_ERR_NOT_SUPPORTED, "cc_coll_reduce_scatter: %s", m->why_no_reduce_scatter);
+        ready = fail(CC_COLL_ERR_NOT_SUPPORTED, "cc_coll_reduce_scatter: %s", m->why_no_reduce_scatter);
+    else if (m->creates_residual != nullptr)
+        // The algorithms keep host residuals, device buffers included.
+        ready = residual_preflight(comm, params, args.key(), n, args.dtype, false,
+                                   m->creates_residual(true, n, args.dtype, params, comm.size()));
+    CC_COLL_TRY(agree(comm, "cc_coll_reduce_scatter",
+                      CallSignature::single(Collective::ReduceScatter, *m, args.recvcount, args.dtype, args.op,
+                                            args.on_device, params),
+                      ready));
     StatsSnapshot call;
     const cc_coll_status_t st = run(comm, *m, args, params, &call);
     if (st != CC_COLL_OK) return st;

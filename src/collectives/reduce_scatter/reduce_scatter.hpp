@@ -38,6 +38,8 @@ cc_coll_status_t reduce_scatter_passthrough(Comm &comm, const ReduceScatterArgs 
 
 // TOPK: the top k of each shard as fixed-size (index, value) payloads, one
 // MPI_Alltoall, scatter-add of the P payloads for this rank's shard.
+// Whether a TOPK reduce-scatter of recvcount x P elements sends g' densely.
+bool topk_reduce_scatter_dense(std::size_t recvcount, cc_coll_dtype_t dtype, double density, int ranks);
 cc_coll_status_t reduce_scatter_sparse_alltoall(Comm &comm, const ReduceScatterArgs &args, const CallParams &params,
                                                 StatsSnapshot *stats);
 

@@ -39,7 +39,7 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
 
     const std::size_t k = topk::k_for(p.density, rc);
     const std::size_t bytes = topk::payload_bytes(k, a.dtype);
-    const bool dense_only = bytes > rc * es || bytes * P > static_cast<std::size_t>(INT_MAX);
+    const bool dense_only = topk_reduce_scatter_dense(rc, a.dtype, p.density, comm.size());
     const bool lossless_dense = dense_only && (a.dtype == CC_COLL_F32 || a.dtype == CC_COLL_F64);
     HostExec x(comm);
     W *g = nullptr;
@@ -100,6 +100,13 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
 }
 
 }  // namespace
+
+bool topk_reduce_scatter_dense(std::size_t recvcount, cc_coll_dtype_t dtype, double density, int ranks)
+{
+    const std::size_t bytes = topk::payload_bytes(topk::k_for(density, recvcount), dtype);
+    return bytes > recvcount * dtype_size(dtype) ||
+           bytes * static_cast<std::size_t>(ranks) > static_cast<std::size_t>(INT_MAX);
+}
 
 cc_coll_status_t reduce_scatter_sparse_alltoall(Comm &comm, const ReduceScatterArgs &args, const CallParams &params,
                                                 StatsSnapshot *stats)
