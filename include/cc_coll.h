@@ -73,7 +73,7 @@ typedef enum cc_coll_status {
     CC_COLL_ERR_NO_MEMORY          = -14, /* an allocation failed                    */
     CC_COLL_ERR_INTERNAL           = -15, /* a bug in libcc_coll: please report it   */
     CC_COLL_ERR_EF_LIMIT           = -16, /* a new residual would pass EF_MAX_BYTES,
-                                             or new method state STATE_MAX_BYTES    */
+                                             or new method state STATE_MAX_BYTES     */
     CC_COLL_ERR_MISMATCH           = -17, /* ranks disagree on a call's arguments,
                                              or a residual's key is reused with
                                              another count or dtype              */
