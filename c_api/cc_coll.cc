@@ -294,6 +294,21 @@ cc_coll_status_t cc_coll_ef_bytes(cc_coll_comm_h comm, uint64_t *bytes)
     });
 }
 
+cc_coll_status_t cc_coll_state_bytes(cc_coll_comm_h comm, uint64_t *bytes)
+{
+    return guarded("cc_coll_state_bytes", [&] {
+        std::shared_ptr<Comm> c;
+        cc_coll_status_t st = lookup("cc_coll_state_bytes", comm, &c);
+        if (st != CC_COLL_OK) return st;
+        if (bytes == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_state_bytes: bytes is NULL");
+        // As cc_coll_ef_bytes: not in the middle of a collective's update.
+        std::lock_guard<std::mutex> collective(c->collective_mutex());
+        std::lock_guard<std::mutex> p2p(c->p2p_mutex());
+        *bytes = c->state_budget().bytes();
+        return CC_COLL_OK;
+    });
+}
+
 cc_coll_status_t cc_coll_ef_get_residual(cc_coll_comm_h comm, const cc_coll_params_t *params, const void *recvbuf,
                                          size_t count, cc_coll_dtype_t dtype, double *out)
 {

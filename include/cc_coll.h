@@ -72,7 +72,8 @@ typedef enum cc_coll_status {
     CC_COLL_ERR_NOT_SUPPORTED      = -13, /* valid request this build cannot serve   */
     CC_COLL_ERR_NO_MEMORY          = -14, /* an allocation failed                    */
     CC_COLL_ERR_INTERNAL           = -15, /* a bug in libcc_coll: please report it   */
-    CC_COLL_ERR_EF_LIMIT           = -16, /* a new residual would pass EF_MAX_BYTES  */
+    CC_COLL_ERR_EF_LIMIT           = -16, /* a new residual would pass EF_MAX_BYTES,
+                                             or new method state STATE_MAX_BYTES     */
     CC_COLL_ERR_MISMATCH           = -17, /* ranks disagree on a call's arguments,
                                              or a residual's key is reused with
                                              another count or dtype              */
@@ -463,7 +464,9 @@ CC_COLL_API cc_coll_status_t cc_coll_lowrank_get_state(cc_coll_comm_h comm, cons
  * compressed call orthogonalises it and uses it in place of the seeded
  * Gaussian. Must be done alike on every rank. params must set
  * CC_COLL_PARAMS_FIELD_SHAPE: a tensor without a shape is sent densely and
- * has no factors (CC_COLL_ERR_INVALID_ARG). */
+ * has no factors (CC_COLL_ERR_INVALID_ARG). The state counts against
+ * CC_COLL_STATE_MAX_BYTES (see cc_coll_state_bytes): a new key, or larger
+ * factors, past it is CC_COLL_ERR_EF_LIMIT, nothing changed. */
 CC_COLL_API cc_coll_status_t cc_coll_lowrank_set_q(cc_coll_comm_h comm, const cc_coll_params_t *params,
                                                    const void *recvbuf, size_t count, cc_coll_dtype_t dtype,
                                                    const double *q);
@@ -479,7 +482,8 @@ CC_COLL_API cc_coll_status_t cc_coll_lowrank_set_q(cc_coll_comm_h comm, const cc
  * CC_COLL_PARAMS_FIELD_EF_KEY is set, else (recvbuf address, count, dtype).
  * Residuals are kept in binary64 for F64 and binary32 for the other dtypes. */
 
-/* Bytes held by all residuals of the communicator on this rank. */
+/* Bytes held by all residuals of the communicator on this rank (the
+ * methods' other per-tensor state: cc_coll_state_bytes). */
 CC_COLL_API cc_coll_status_t cc_coll_ef_bytes(cc_coll_comm_h comm, uint64_t *bytes);
 
 /* Copies the residual named by (params, recvbuf, count, dtype) into `out`,
@@ -497,6 +501,16 @@ CC_COLL_API cc_coll_status_t cc_coll_ef_reset(cc_coll_comm_h comm, const cc_coll
 /* Drops every residual and low-rank state of the communicator, and every
  * LEP residual of its point-to-point channels. */
 CC_COLL_API cc_coll_status_t cc_coll_ef_reset_all(cc_coll_comm_h comm);
+
+/* Bytes held by the methods' per-tensor state other than residuals on this
+ * rank: LOWRANK's call count and factors P and Q of each tensor and each
+ * point-to-point channel, kept with error feedback off too (each key is
+ * charged a fixed entry size plus the largest P and Q it was charged for,
+ * host or device memory). Bounded by CC_COLL_STATE_MAX_BYTES: creating
+ * state for a new key past it is CC_COLL_ERR_EF_LIMIT. cc_coll_ef_reset,
+ * cc_coll_ef_reset_all and cc_coll_lep_reset give the bytes back.
+ * cc_coll_ef_bytes does not count this state. */
+CC_COLL_API cc_coll_status_t cc_coll_state_bytes(cc_coll_comm_h comm, uint64_t *bytes);
 
 /* ------------------------------------------------------------------------ */
 /* Statistics                                                                */

@@ -1130,7 +1130,7 @@ static void setup(void)
     /* The settings these tests rely on come from params, never from the
      * environment the test happens to run in. */
     static const char *const vars[] = {"CC_COLL_METHOD", "CC_COLL_EF", "CC_COLL_EF_MAX_BYTES", "CC_COLL_SEED",
-                                       "CC_COLL_LOWRANK_RANK", "CC_COLL_LOWRANK_WARM_START",
+                                       "CC_COLL_STATE_MAX_BYTES", "CC_COLL_LOWRANK_RANK", "CC_COLL_LOWRANK_WARM_START",
                                        "CC_COLL_LOWRANK_START_ITER", "CC_COLL_LOWRANK_MIN_COMPRESSION_RATE"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i) unsetenv(vars[i]);
 }

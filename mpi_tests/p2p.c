@@ -917,7 +917,11 @@ static void warm_start_pair(cc_coll_comm_h h, int peer, int sender)
 
 static void test_warm_start(cc_coll_comm_h h) { each_pair(h, warm_start_pair); }
 
-static void setup(void) { unsetenv("CC_COLL_EF_MAX_BYTES"); }
+static void setup(void)
+{
+    unsetenv("CC_COLL_EF_MAX_BYTES");
+    unsetenv("CC_COLL_STATE_MAX_BYTES");
+}
 
 static const NamedTest kTests[] = {
     {"bad_args", test_bad_args},

@@ -144,7 +144,7 @@ module cc_coll
   public :: cc_coll_reduce_scatter, cc_coll_reduce_scatter_inplace, cc_coll_reduce_scatter_raw
   public :: cc_coll_status_string, cc_coll_last_error, cc_coll_version_string, cc_coll_check_version
   public :: cc_coll_method_name
-  public :: cc_coll_ef_bytes, cc_coll_ef_reset_all
+  public :: cc_coll_ef_bytes, cc_coll_ef_reset_all, cc_coll_state_bytes
   public :: cc_coll_comm_get_stats, cc_coll_comm_reset_stats, cc_coll_build_flags
   public :: cc_coll_allreduce_group, cc_coll_allreduce_group_inplace
   public :: cc_coll_set_lowrank_shape
@@ -371,6 +371,13 @@ module cc_coll
       integer(c_int64_t), intent(out) :: bytes
       integer(c_int) :: status
     end function c_ef_bytes
+
+    function c_state_bytes(comm, bytes) bind(C, name="cc_coll_state_bytes") result(status)
+      import :: c_int, c_int64_t, c_ptr
+      type(c_ptr), value :: comm
+      integer(c_int64_t), intent(out) :: bytes
+      integer(c_int) :: status
+    end function c_state_bytes
 
     function c_ef_reset_all(comm) bind(C, name="cc_coll_ef_reset_all") result(status)
       import :: c_int, c_ptr
@@ -1296,6 +1303,17 @@ contains
     bytes = 0
     ierr = c_ef_bytes(handle%ptr, bytes)
   end subroutine cc_coll_ef_bytes
+
+  ! Bytes held by the methods' per-tensor state other than residuals on this
+  ! rank (LOWRANK's call counts and factors, of tensors and point-to-point
+  ! channels), bounded by CC_COLL_STATE_MAX_BYTES.
+  subroutine cc_coll_state_bytes(handle, bytes, ierr)
+    type(cc_coll_comm), intent(in) :: handle
+    integer(c_int64_t), intent(out) :: bytes
+    integer, intent(out) :: ierr
+    bytes = 0
+    ierr = c_state_bytes(handle%ptr, bytes)
+  end subroutine cc_coll_state_bytes
 
   ! Drops every residual of the communicator.
   subroutine cc_coll_ef_reset_all(handle, ierr)

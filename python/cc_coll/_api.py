@@ -925,6 +925,16 @@ class Comm:
         _check(lib.cc_coll_ef_bytes(self._handle, ctypes.byref(n)))
         return n.value
 
+    def state_bytes(self):
+        """Bytes held by the methods' per-tensor state other than residuals
+        on this rank: LOWRANK's call counts and factors P and Q, of tensors
+        and point-to-point channels, kept with ef=0 too. Bounded by
+        CC_COLL_STATE_MAX_BYTES (a new key past it raises EF_LIMIT);
+        ef_reset, ef_reset_all and lep_reset give the bytes back."""
+        n = ctypes.c_uint64()
+        _check(lib.cc_coll_state_bytes(self._handle, ctypes.byref(n)))
+        return n.value
+
     def ef_residual(self, recvbuf, ef_key=None, dtype=None, params=None):
         """This rank's residual of the tensor that allreduce calls name with
         (recvbuf, ef_key): a float64 array shaped like recvbuf (zeros when

@@ -188,6 +188,7 @@ _proto("cc_coll_lep_get_residual", _status, _handle, ctypes.c_int, ctypes.c_int,
        ctypes.c_int, ctypes.c_void_p)
 _proto("cc_coll_lep_reset", _status, _handle, ctypes.c_int, ctypes.c_int, _P(ParamsStruct))
 _proto("cc_coll_ef_bytes", _status, _handle, _P(ctypes.c_uint64))
+_proto("cc_coll_state_bytes", _status, _handle, _P(ctypes.c_uint64))
 _proto("cc_coll_ef_get_residual", _status, _handle, _P(ParamsStruct), ctypes.c_void_p, _size_t,
        ctypes.c_int, ctypes.c_void_p)
 _proto("cc_coll_ef_reset", _status, _handle, _P(ParamsStruct), ctypes.c_void_p, _size_t,

@@ -599,7 +599,8 @@ class Errors(Base):
         self.assertIn("not a live communicator", e.message)
         self.assertTrue(np.all(x == 1))
         self.assertStatus(Status.INVALID_COMM, c.reduce_scatter, x)
-        for fn in (c.stats, c.reset_stats, c.ef_bytes, c.ef_reset_all, lambda: c.rank, lambda: c.size):
+        for fn in (c.stats, c.reset_stats, c.ef_bytes, c.state_bytes, c.ef_reset_all, lambda: c.rank,
+                   lambda: c.size):
             self.assertStatus(Status.INVALID_COMM, fn)
         self.assertEqual(repr(c), "<cc_coll.Comm closed>")
 

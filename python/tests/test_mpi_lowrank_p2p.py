@@ -49,6 +49,15 @@ def relative(a, b):
     return float(np.abs(np.asarray(a, dtype=np.float64) - b).max()) / max(float(np.abs(b).max()), 1e-300)
 
 
+def capped_comm(cap):
+    """A Comm created with CC_COLL_STATE_MAX_BYTES = cap (collective)."""
+    os.environ["CC_COLL_STATE_MAX_BYTES"] = str(cap)
+    try:
+        return cc_coll.Comm(WORLD)
+    finally:
+        del os.environ["CC_COLL_STATE_MAX_BYTES"]
+
+
 class Errors:
     """assertStatus for Base subclasses."""
 
@@ -244,6 +253,41 @@ class LowRank(Errors, Base):
         self.assertEqual(self.comm.lowrank_state(x, params=p.replace(ef_key=71)).rank, 1)
         self.assertEqual(self.comm.lowrank_state(x, params={"ef_key": 70}).calls, 1)
         self.assertEqual(self.comm.ef_residual(x, params=p).shape, x.shape)
+
+
+class StateCap(Errors, Base):
+    """Comm.state_bytes and CC_COLL_STATE_MAX_BYTES on collective LOWRANK
+    state (the point-to-point channels: PointToPoint.test_state_cap)."""
+
+    def test_state_bytes_and_cap(self):
+        x = low_rank_terms(64, 48, 1, np.float32, seed=7)
+        out = np.empty_like(x)
+        kw = dict(op="avg", method="lowrank", rank=1, ef=False)
+        self.assertEqual(self.comm.state_bytes(), 0)
+        self.comm.allreduce(x, out, ef_key=1, **kw)
+        step = self.comm.state_bytes()
+        # a fixed entry plus P and Q, (64 + 48) x 1 binary32 values
+        self.assertGreater(step, (64 + 48) * 4)
+        # EF off keeps no residual; the LOWRANK state is counted apart
+        self.assertEqual(self.comm.ef_bytes(), 0)
+        with capped_comm(2 * step + step // 2) as c:
+            for key in (1, 2):
+                c.allreduce(x, out, ef_key=key, **kw)
+            self.assertEqual(c.state_bytes(), 2 * step)
+            out[...] = 7
+            e = self.assertStatus(Status.EF_LIMIT, c.allreduce, x, out, ef_key=3, **kw)
+            self.assertIn("CC_COLL_STATE_MAX_BYTES", e.message)
+            self.assertIn("from %d to %d bytes" % (2 * step, 3 * step), e.message)
+            self.assertTrue((out == 7).all(), "a refused call leaves recvbuf alone")
+            self.assertEqual(c.state_bytes(), 2 * step)
+            self.assertEqual(c.lowrank_state(out, ef_key=3).calls, 0)
+            # a reset gives the key's bytes back, and a new key fits
+            c.ef_reset(out, ef_key=1)
+            self.assertEqual(c.state_bytes(), step)
+            c.allreduce(x, out, ef_key=3, **kw)
+            self.assertEqual(c.state_bytes(), 2 * step)
+            c.ef_reset_all()
+            self.assertEqual(c.state_bytes(), 0)
 
 
 class Group(Errors, Base):
@@ -524,6 +568,42 @@ class PointToPoint(Errors, Base):
                     got = self.comm.recv(np.zeros_like(x), peer, 20, **kw)
                     self.assertLess(relative(got, x.astype(np.float64)), tol)
         self.pair(run)
+
+    def test_state_cap(self):
+        x = low_rank_terms(64, 48, 1, np.float32, seed=8)
+        kw = dict(method="lowrank", rank=1, ef=True)
+
+        def measure(peer, sender):
+            if sender:
+                self.comm.send(x, peer, 1, **kw)
+            else:
+                self.comm.recv(np.empty_like(x), peer, 1, **kw)
+                self.assertEqual(self.comm.state_bytes(), 0, "a receiver keeps no LOWRANK state")
+        self.pair(measure)
+        step = WORLD.allreduce(self.comm.state_bytes() if self.sender else 0, op=MPI.MAX)
+        if self.peer is not None:
+            self.assertGreater(step, (64 + 48) * 4)
+
+        with capped_comm(2 * step + step // 2) as c:
+            def run(peer, sender):
+                if not sender:
+                    for tag in (1, 2, 3):  # none for the refused send
+                        c.recv(np.empty_like(x), peer, tag, **kw)
+                    return
+                for tag in (1, 2):
+                    c.send(x, peer, tag, **kw)
+                self.assertEqual(c.state_bytes(), 2 * step)
+                ef = c.ef_bytes()
+                e = self.assertStatus(Status.EF_LIMIT, c.send, x, peer, 3, **kw)
+                self.assertIn("CC_COLL_STATE_MAX_BYTES", e.message)
+                self.assertEqual(c.state_bytes(), 2 * step)
+                self.assertEqual(c.ef_bytes(), ef, "a refused send keeps no new residual")
+                c.lep_reset(peer, 1)
+                self.assertEqual(c.state_bytes(), step)
+                c.send(x, peer, 3, **kw)
+                c.ef_reset_all()
+                self.assertEqual(c.state_bytes(), 0)
+            self.pair(run)
 
     def test_lep_invariant_and_flush(self):
         shape, steps = (24, 16), 10

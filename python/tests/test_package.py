@@ -288,7 +288,7 @@ class Settings(unittest.TestCase):
         s = {x["name"]: x for x in cc_coll.settings()}
         self.assertEqual(len(s), _lib.lib.cc_coll_setting_count())
         for name in ("METHOD", "DENSITY", "SPARSIFIER", "ZERO_FRACTION", "LOAD_FACTOR", "SEED", "EF",
-                     "EF_MAX_BYTES", "LOG_LEVEL"):
+                     "EF_MAX_BYTES", "STATE_MAX_BYTES", "LOG_LEVEL"):
             self.assertIn(name, s)
             self.assertEqual(s[name]["env_var"], "CC_COLL_" + name)
             self.assertTrue(s[name]["doc"])

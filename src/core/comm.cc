@@ -6,7 +6,8 @@
 namespace cc_coll::detail {
 
 Comm::Comm(MPI_Comm dup, int rank, int size, const Config &config)
-    : mpi_(dup), rank_(rank), size_(size), config_(config), ef_(config.ef_max_bytes), lep_(config.ef_max_bytes)
+    : mpi_(dup), rank_(rank), size_(size), config_(config), ef_(config.ef_max_bytes), lep_(config.ef_max_bytes),
+      state_budget_(config.state_max_bytes)
 {
 }
 

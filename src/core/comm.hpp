@@ -13,6 +13,7 @@
 #include "core/config.hpp"
 #include "core/ef_store.hpp"
 #include "core/method.hpp"
+#include "core/state_budget.hpp"
 #include "core/stats.hpp"
 
 namespace cc_coll::detail {
@@ -34,6 +35,9 @@ public:
     // Point-to-point channels: LEP residuals, keyed by
     // EfKey::channel(peer, ...).
     EfStore &lep() { return lep_; }
+    // The methods' per-tensor state other than residuals (LOWRANK's, of
+    // tensors and channels), counted against CC_COLL_STATE_MAX_BYTES.
+    StateBudget &state_budget() { return state_budget_; }
     // A method's own per-tensor state (PowerSGD's factors and call counts,
     // say), type-erased here so that core does not depend on the methods;
     // see core/method.hpp.
@@ -79,6 +83,7 @@ private:
     Stats stats_;
     EfStore ef_;
     EfStore lep_;
+    StateBudget state_budget_;  // outlives method_state_, whose stores charge it
     std::shared_ptr<void> method_state_[kMaxMethods];
     std::shared_ptr<void> workspace_;
     std::shared_ptr<void> device_;

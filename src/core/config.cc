@@ -99,6 +99,13 @@ bool apply_ef_max_bytes(const std::string &text, Config *cfg, std::string *why)
     return false;
 }
 
+bool apply_state_max_bytes(const std::string &text, Config *cfg, std::string *why)
+{
+    if (parse_bytes(text, &cfg->state_max_bytes)) return true;
+    *why = "expected a byte count such as 0, 4096, 512M or 2G (0 = no cap)";
+    return false;
+}
+
 bool apply_log_level(const std::string &text, Config *cfg, std::string *why)
 {
     if (parse_log_level(text, &cfg->log_level)) return true;
@@ -230,6 +237,14 @@ const SettingDef kSettings[] = {
      "0 = no cap. A call that would need a new residual beyond the cap fails with "
      "CC_COLL_ERR_EF_LIMIT; nothing is evicted. Use the same value on every rank.",
      apply_ef_max_bytes},
+    {"STATE_MAX_BYTES", "CC_COLL_STATE_MAX_BYTES", "0",
+     "Cap on the methods' per-tensor state other than residuals, of one communicator on one rank: "
+     "LOWRANK's call count and factors P and Q of each tensor and point-to-point channel, kept with EF "
+     "off too (K/M/G suffixes, powers of 1024); 0 = no cap, like CC_COLL_EF_MAX_BYTES. A call that "
+     "would create state for a new key (or grow a key's factors) beyond the cap fails with "
+     "CC_COLL_ERR_EF_LIMIT before communicating; nothing is evicted. cc_coll_state_bytes reports the "
+     "bytes held. Use the same value on every rank.",
+     apply_state_max_bytes},
     {"LOG_LEVEL", "CC_COLL_LOG_LEVEL", "none",
      "Diagnostics printed to stderr: none; error (every failed call's message); info (also "
      "communicator creation); debug (also every call). Read once per process.",

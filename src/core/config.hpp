@@ -28,6 +28,7 @@ struct Config {
     double density = 0.01;              // TOPK: fraction of elements kept
     bool ef = true;                     // error feedback for lossy methods
     std::uint64_t ef_max_bytes = 0;     // cap on residual memory, 0 = none
+    std::uint64_t state_max_bytes = 0;  // cap on the methods' other per-tensor state, 0 = none
     cc_coll_sparsifier_t sparsifier = CC_COLL_SPARSIFY_TOPK;  // SKETCH
     double zero_fraction = 0.80;        // SKETCH with THRESHOLD
     double load_factor = 0.77;          // SKETCH sizing

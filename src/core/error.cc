@@ -51,7 +51,9 @@ const char *status_string(cc_coll_status_t status)
     case CC_COLL_ERR_NOT_SUPPORTED: return "CC_COLL_ERR_NOT_SUPPORTED: not supported by this build";
     case CC_COLL_ERR_NO_MEMORY: return "CC_COLL_ERR_NO_MEMORY: out of memory";
     case CC_COLL_ERR_INTERNAL: return "CC_COLL_ERR_INTERNAL: internal error in libcc_coll";
-    case CC_COLL_ERR_EF_LIMIT: return "CC_COLL_ERR_EF_LIMIT: a new residual would exceed CC_COLL_EF_MAX_BYTES";
+    case CC_COLL_ERR_EF_LIMIT:
+        return "CC_COLL_ERR_EF_LIMIT: a new residual would exceed CC_COLL_EF_MAX_BYTES, or new method state "
+               "CC_COLL_STATE_MAX_BYTES";
     case CC_COLL_ERR_MISMATCH: return "CC_COLL_ERR_MISMATCH: ranks or calls disagree on a tensor's count, dtype or parameters";
     case CC_COLL_ERR_CUDA: return "CC_COLL_ERR_CUDA: a CUDA, cuBLAS, cuSOLVER or cuRAND call failed";
     }

@@ -55,8 +55,11 @@ struct Method {
 
     // Groups. group_plan routes one tensor this step (Route in
     // collectives/allreduce/allreduce.hpp); null: Single when `allreduce`
-    // is set. group_batch runs the method's Batch tensors together;
-    // group_done runs on every planned tensor once the group succeeded.
+    // is set. It is called for a call's tensors in index order (`position`
+    // 0 first) and may charge the tensor's state; a plan that fails leaves
+    // nothing charged (LOWRANK: methods/lowrank.cc). group_batch runs the
+    // method's Batch tensors together; group_done runs on every planned
+    // tensor once the group succeeded.
     cc_coll_status_t (*group_plan)(Comm &comm, std::size_t position, const GroupTensor &t, TensorPlan *plan);
     cc_coll_status_t (*group_batch)(Comm &comm, const std::vector<GroupTensor> &tensors,
                                     const std::vector<std::size_t> &idx, const std::vector<TensorPlan> &plans,

@@ -2,6 +2,7 @@
 // feedback and warm start. Its per-tensor state (call counts and the factors
 // of the last step) lives here, in the communicator's LOWRANK slot.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -21,7 +22,9 @@ namespace cc_coll::detail {
 
 namespace {
 
+// Both stores charge the communicator's StateBudget (CC_COLL_STATE_MAX_BYTES).
 struct Stores {
+    explicit Stores(StateBudget &budget) : tensors(budget), channels(budget) {}
     LowRankStore tensors;
     LowRankStore channels;
 };
@@ -32,8 +35,38 @@ Stores &stores(Comm &comm)
 {
     std::lock_guard<std::mutex> lock(comm.slot_mutex());
     std::shared_ptr<void> &slot = comm.method_slot(CC_COLL_METHOD_LOWRANK);
-    if (!slot) slot = std::make_shared<Stores>();
+    if (!slot) slot = std::make_shared<Stores>(comm.state_budget());
     return *static_cast<Stores *>(slot.get());
+}
+
+// Names a tensor's state in a CC_COLL_STATE_MAX_BYTES message: a new entry
+// (`fresh`), or factors of `shape` (rank 0: none) an entry grows to. Built
+// only when the cap is reached.
+std::string describe_state(const std::string &owner, bool fresh, const lowrank::Shape &shape,
+                           cc_coll_dtype_t dtype)
+{
+    char text[240];
+    const int bits = dtype == CC_COLL_F64 ? 64 : 32;
+    if (shape.rank == 0)
+        std::snprintf(text, sizeof text, "a new LOWRANK state for %s (its call count)", owner.c_str());
+    else if (fresh)
+        std::snprintf(text, sizeof text,
+                      "a new LOWRANK state for %s (its call count, and factors P and Q of %zu x %zu at rank %d in "
+                      "binary%d)",
+                      owner.c_str(), shape.rows, shape.cols, shape.rank, bits);
+    else
+        std::snprintf(text, sizeof text,
+                      "the LOWRANK state of %s, growing to factors P and Q of %zu x %zu at rank %d in binary%d",
+                      owner.c_str(), shape.rows, shape.cols, shape.rank, bits);
+    return text;
+}
+
+// A plan that fails gives back what this call's plans charged (the group
+// then fails on this rank before communicating).
+cc_coll_status_t plan_failed(LowRankStore &store, cc_coll_status_t st)
+{
+    store.rollback_pending();
+    return st;
 }
 
 // A tensor without a shape is 1-D (a bias): it joins the dense batch, as
@@ -41,38 +74,69 @@ Stores &stores(Comm &comm)
 // tensor with a shape is compressed this step when its call count has
 // reached start_iter and its shape passes the compression test; otherwise
 // it joins the dense batch too. Either way its call count advances.
+//
+// The state is created here, charged to CC_COLL_STATE_MAX_BYTES with the
+// factors this step will keep, as a pending charge that done() commits once
+// the group succeeded. A new key, or factors larger than the key was
+// charged for, past the cap fail the plan (CC_COLL_ERR_EF_LIMIT) and undo
+// every pending charge. Collectives on a communicator run one at a time and
+// plan their tensors in index order, so the pending charges are this call's
+// and those of calls that failed after planning (when another rank's plan
+// failed, say): at a call's first tensor they are all the latter, and are
+// undone before it plans (their entries hold no call and no factors, as if
+// absent).
 cc_coll_status_t plan(Comm &comm, std::size_t position, const GroupTensor &t, TensorPlan *plan)
 {
     const CallParams &p = t.params;
     const EfKey key = EfKey::from(p.has_ef_key, p.ef_key, t.args.recv, t.args.count, t.args.dtype);
+    LowRankStore &store = stores(comm).tensors;
+    if (position == 0) store.rollback_pending();
+    const auto owner = [position] { return "tensor " + std::to_string(position); };
+    LowRankState *st = nullptr;
     if (!p.has_shape) {
-        LowRankState &st = stores(comm).tensors.get(key);
+        const lowrank::Shape none;
+        const cc_coll_status_t status = store.acquire(
+            key, 0, true, [&](bool fresh) { return describe_state(owner(), fresh, none, t.args.dtype); }, &st);
+        if (status != CC_COLL_OK) return plan_failed(store, status);
         plan->route = Route::Dense;
         plan->layout[0] = 0;  // no matrix view (a compressed tensor has rows >= 1)
         plan->layout[1] = 0;
         plan->layout[2] = 0;
-        plan->layout[3] = st.calls;
-        plan->state = &st;
+        plan->layout[3] = st->calls;
+        plan->state = st;
         return CC_COLL_OK;
     }
     lowrank::Shape shape;
     std::string why;
     if (!lowrank::resolve_shape(t.args.count, p.has_shape, p.rows, p.cols, p.rank, &shape, &why))
-        return fail(CC_COLL_ERR_INVALID_ARG, "LOWRANK shape of tensor %zu (params rows/cols): %s", position,
-                    why.c_str());
-    LowRankState &st = stores(comm).tensors.get(key);
-    const bool warm = st.calls >= p.start_iter;
+        return plan_failed(store, fail(CC_COLL_ERR_INVALID_ARG, "LOWRANK shape of tensor %zu (params rows/cols): %s",
+                                       position, why.c_str()));
+    LowRankState *existing = store.find(key);
+    const std::uint64_t calls = existing != nullptr ? existing->calls : 0;
+    const bool warm = calls >= p.start_iter;
     // PyTorch's test counts elements; F16/BF16 factors travel as binary32,
     // so they must also take fewer bytes than the tensor.
     const bool half = is_half(t.args.dtype);
     const bool worth = lowrank::should_compress(shape, p.min_compression_rate) &&
                        (!half || 2 * shape.factor_elements() < shape.elements());
     plan->route = warm && worth ? Route::Batch : Route::Dense;
+    // A compressed step keeps P and Q; a dense one keeps no factors. A key
+    // charged for them already (every step after its first) is used as it is.
+    lowrank::Shape kept;
+    if (plan->route == Route::Batch) kept = shape;
+    const std::uint64_t factors = lowrank_factor_bytes(kept.rows, kept.cols, kept.rank, t.args.dtype);
+    if (existing != nullptr && existing->charged >= kLowRankEntryBytes + factors) {
+        st = existing;
+    } else {
+        const cc_coll_status_t status = store.acquire(
+            key, factors, true, [&](bool fresh) { return describe_state(owner(), fresh, kept, t.args.dtype); }, &st);
+        if (status != CC_COLL_OK) return plan_failed(store, status);
+    }
     plan->layout[0] = shape.rows;
     plan->layout[1] = shape.cols;
     plan->layout[2] = static_cast<std::uint64_t>(shape.rank);
-    plan->layout[3] = st.calls;
-    plan->state = &st;
+    plan->layout[3] = st->calls;
+    plan->state = st;
     return CC_COLL_OK;
 }
 
@@ -93,7 +157,12 @@ std::uint64_t agreement_params(const CallParams &p)
 // A compressed tensor keeps what its factors missed.
 bool creates_residual(bool, std::size_t, cc_coll_dtype_t, const CallParams &, int) { return true; }
 
-void done(TensorPlan &plan) { ++static_cast<LowRankState *>(plan.state)->calls; }
+void done(TensorPlan &plan)
+{
+    LowRankState *s = static_cast<LowRankState *>(plan.state);
+    ++s->calls;
+    s->commit();
+}
 
 void reset(Comm &comm, const EfKey *key)
 {
@@ -169,7 +238,18 @@ cc_coll_status_t lowrank_set_q(Comm &comm, const EfKey &key, cc_coll_dtype_t dty
                                std::size_t cols, int rank, bool on_device, const double *q, const char *fn)
 {
     const std::size_t n = cols * static_cast<std::size_t>(rank);
-    LowRankState &state = stores(comm).tensors.get(key);
+    lowrank::Shape shape;
+    shape.rows = rows;
+    shape.cols = cols;
+    shape.rank = rank;
+    LowRankState *found = nullptr;
+    // Charged for P and Q: the next compressed step keeps both.
+    const cc_coll_status_t charged = stores(comm).tensors.acquire(
+        key, lowrank_factor_bytes(rows, cols, rank, dtype), false,
+        [&](bool fresh) { return std::string(fn) + ": " + describe_state("this tensor", fresh, shape, dtype); },
+        &found);
+    if (charged != CC_COLL_OK) return charged;
+    LowRankState &state = *found;
     state.rows = rows;
     state.cols = cols;
     state.rank = rank;

@@ -1147,6 +1147,7 @@ static void setup(void)
                                        "CC_COLL_SPARSIFIER",   "CC_COLL_ZERO_FRACTION",
                                        "CC_COLL_LOAD_FACTOR",  "CC_COLL_SEED",
                                        "CC_COLL_EF",           "CC_COLL_EF_MAX_BYTES",
+                                       "CC_COLL_STATE_MAX_BYTES",
                                        "CC_COLL_LOWRANK_RANK", "CC_COLL_LOWRANK_WARM_START",
                                        "CC_COLL_LOWRANK_START_ITER", "CC_COLL_LOWRANK_MIN_COMPRESSION_RATE"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i) unsetenv(vars[i]);

@@ -20,7 +20,7 @@ program fortran_api
   real(4) :: part(10), part_in(10)
   real(8) :: g(1000), x
   integer(c_int16_t), target :: h(8)
-  integer(c_int64_t) :: ef_bytes
+  integer(c_int64_t) :: ef_bytes, state_b
   integer :: ierr, mpierr, nranks, crank, csize, i, j, k, q
   real(4), allocatable :: rs(:, :), rs_in(:, :), rs_out(:), rs_exp(:), sk(:), sk_topk(:), sk_exp(:)
   real(8), allocatable :: rd(:, :, :), rd_exp(:), dense(:), dense_exp(:)
@@ -170,6 +170,9 @@ program fortran_api
   call cc_coll_ef_bytes(cc, ef_bytes, ierr)
   call expect('cc_coll_ef_bytes', ierr, CC_COLL_OK)
   call check('a residual of 1000 doubles is kept', ef_bytes >= 8000)
+  call cc_coll_state_bytes(cc, state_b, ierr)
+  call expect('cc_coll_state_bytes', ierr, CC_COLL_OK)
+  call check('TOPK keeps no method state besides its residual', state_b == 0)
   st%mask = CC_COLL_STATS_FIELD_ALL
   call cc_coll_comm_get_stats(cc, st, ierr)
   call expect('cc_coll_comm_get_stats', ierr, CC_COLL_OK)

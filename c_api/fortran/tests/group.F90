@@ -3,9 +3,10 @@
 ! so PowerSGD recovers the average) beside small dense tensors and a
 ! LOWRANK tensor too small to compress; the layout convention (a Fortran
 ! a(n, m) is the C matrix m x n, and the result is matmul(q, transpose(p)));
-! cc_coll_set_lowrank_shape; get_state before and after, set_q round trip,
-! start_iter; the in-place form with both count kinds; F16 through c_loc;
-! Fortran-side and C-side errors, and a group the ranks disagree on.
+! cc_coll_set_lowrank_shape; get_state before and after, state_bytes, set_q
+! round trip, start_iter; the in-place form with both count kinds; F16
+! through c_loc; Fortran-side and C-side errors, and a group the ranks
+! disagree on.
 program fortran_group
   use mpi
   use, intrinsic :: iso_c_binding, only: c_int, c_int16_t, c_int64_t, c_size_t, c_ptr, c_loc, c_null_ptr
@@ -25,7 +26,7 @@ program fortran_group
   type(c_ptr) :: sends(4), recvs(4)
   integer :: counts(4)
   integer(c_int) :: dtypes(4)
-  integer(c_int64_t) :: rows, cols, calls
+  integer(c_int64_t) :: rows, cols, calls, state_b
   integer :: ierr, mpierr, nranks, lr, i, j, rank_i
   real(8) :: avg1, tol
 
@@ -156,8 +157,14 @@ program fortran_group
   call check('second step of v: 2 calls', ierr == CC_COLL_OK .and. calls == 2)
 
   ! --- set_q: a checkpointed Q comes back as it was ---------------------------------
+  call cc_coll_state_bytes(cc, state_b, ierr)
+  call expect('cc_coll_state_bytes', ierr, CC_COLL_OK)
+  call check('state_bytes counts the factors of v (P and Q of 20 x 30 at rank 2, real(8))', &
+             state_b > (m2 + n2) * 2 * 8)
   call cc_coll_ef_reset_all(cc, ierr)
   call expect('cc_coll_ef_reset_all', ierr, CC_COLL_OK)
+  call cc_coll_state_bytes(cc, state_b, ierr)
+  call check('ef_reset_all gives the state bytes back', ierr == CC_COLL_OK .and. state_b == 0)
   call cc_coll_lowrank_get_state(v, size(v), cc, ierr, pv, rank=lr, calls=calls)
   call check('ef_reset_all drops the LOWRANK state', ierr == CC_COLL_OK .and. lr == 0 .and. calls == 0)
   call cc_coll_lowrank_set_q(v, size(v), q_saved, cc, ierr, pv)

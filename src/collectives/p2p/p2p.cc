@@ -223,6 +223,33 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
     }
     const bool had_residual = res != nullptr;
 
+    // The channel's LOWRANK state (call count, factors for the warm start),
+    // charged to CC_COLL_STATE_MAX_BYTES before anything is sent, with room
+    // for this message's factors; held pending until the receiver accepts.
+    const bool lowrank = p.method == CC_COLL_METHOD_LOWRANK;
+    LowRankState *state = nullptr;
+    if (lowrank) {
+        const std::uint64_t fb = m.kind == kLowRank ? factor_bytes(m.shape, a.dtype) : 0;
+        st = lowrank_channel_states(comm).acquire(
+            key, fb, true,
+            [&](bool fresh) {
+                const std::string channel = "cc_coll_send (" + channel_name("dest", a.dest, a.tag, p) + "): ";
+                if (fb == 0) return channel + "a new LOWRANK channel state (its call count)";
+                char factors[96];
+                std::snprintf(factors, sizeof factors, "factors P and Q of %zu x %zu at rank %d in binary%d",
+                              m.shape.rows, m.shape.cols, m.shape.rank, a.dtype == CC_COLL_F64 ? 64 : 32);
+                return channel +
+                       (fresh ? "a new LOWRANK channel state (its call count) with " : "the LOWRANK channel state, "
+                                                                                       "growing to ") +
+                       factors;
+            },
+            &state);
+        if (st != CC_COLL_OK) {
+            if (created) comm.lep().reset(key);  // the channel is as before the call
+            return st;
+        }
+    }
+
     // 1. g' = g + e in workspace memory, zero padded to the matrix for LOWRANK.
     const std::size_t mn = m.kind == kLowRank ? m.shape.elements() : n;
     W *g = ws.mat<W>(0, std::max<std::size_t>(mn, 1));
@@ -235,7 +262,6 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
     std::fill(g + n, g + mn, W(0));
 
     // 2. The message.
-    LowRankState *state = lowrank_channel_states(comm).find(key);
     W *sent = nullptr;  // TOPK: the values the receiver adds
     if (m.kind == kLowRank &&
         (host::any_nonfinite(g, n) || !lowrank_factors<W>(comm, ws, g, m.shape, p, a.dtype, state)))
@@ -296,7 +322,9 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
     stats.time_communicate += t2 - t1;
     lock.lock();
     if (st != CC_COLL_OK) {
-        if (created) comm.lep().reset(key);  // the channel is as before the call
+        // The channel is as before the call.
+        if (created) comm.lep().reset(key);
+        if (lowrank) lowrank_channel_states(comm).rollback(key);
         return st;
     }
 
@@ -333,15 +361,19 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
         }
         }
     }
-    if (p.method == CC_COLL_METHOD_LOWRANK) {
-        LowRankState &s = lowrank_channel_states(comm).get(key);
+    // The LOWRANK state, found again: a cc_coll_lep_reset meanwhile has
+    // dropped it (and its charge), and then there is nothing to update.
+    if (lowrank && (state = lowrank_channel_states(comm).find(key)) != nullptr) {
+        LowRankState &s = *state;
         ++s.calls;
+        s.commit();
         if (m.kind == kLowRank) {
             s.rows = m.shape.rows;
             s.cols = m.shape.cols;
             s.rank = m.shape.rank;
             s.p<W>() = ws.p_buffer<W>();
             s.q<W>() = ws.q_buffer<W>();
+            s.clear_other<W>();
         }
     }
     stats.time_decompress += now_seconds() - t2;
