@@ -395,6 +395,7 @@ static void one_rank_over_cap(cc_coll_comm_h unused)
         CHECK(state_bytes(h) == held, "rank 1 keeps no new state");
     } else {
         expect_error(st, CC_COLL_ERR_MISMATCH, "disagree", "another rank's cap failure");
+        CHECK(state_bytes(h) == held, "the other ranks drop the entries their plans created");
     }
     CHECK(untouched(y, N) && untouched(y2, N), "nothing reduced on any rank");
     CHECK(ef_bytes(h) == 0, "no residual created on any rank");
@@ -411,11 +412,11 @@ static void one_rank_over_cap(cc_coll_comm_h unused)
     alarm(0);
     if (g_rank == 1) expect_cap(st, 2 * g_step, g_step, "rank 1's new key passes its cap");
     else expect_error(st, CC_COLL_ERR_MISMATCH, "disagree", "another rank's cap failure (single allreduce)");
+    if (g_rank != 1) CHECK(state_bytes(h) == held, "no entry left behind (single allreduce)");
     CHECK(untouched(y, N), "nothing reduced (single allreduce)");
 
     /* Rank 1 frees its keys; the group then runs everywhere, and every
-     * rank holds the same two keys: the entries a failed call left on the
-     * other ranks are dropped when the next call plans its first tensor. */
+     * rank holds the same two keys, once each. */
     if (g_rank == 1) {
         CHECK_CC(cc_coll_ef_reset(h, &extra, y, N, CC_COLL_F32));
         cc_coll_params_t more = lr(103, 1);

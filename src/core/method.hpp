@@ -88,6 +88,10 @@ struct Method {
     // none, as its algorithm would; null: never.
     bool (*creates_residual)(bool reduce_scatter, std::size_t count, cc_coll_dtype_t dtype, const CallParams &p,
                              int ranks);
+    // A group failed before any data moved (a plan, a residual check or the
+    // agreement, on this rank or another): forget what group_plan charged
+    // for this call. May be null.
+    void (*group_abort)(Comm &comm);
 };
 
 // Every registered method, in id order. Ids are dense from 0 and below

@@ -154,6 +154,9 @@ std::uint64_t agreement_params(const CallParams &p)
     return signature_mix(h, double_bits(p.min_compression_rate));
 }
 
+// The group failed before moving data: this call's charges go back now.
+void abort_group(Comm &comm) { stores(comm).tensors.rollback_pending(); }
+
 // A compressed tensor keeps what its factors missed.
 bool creates_residual(bool, std::size_t, cc_coll_dtype_t, const CallParams &, int) { return true; }
 
@@ -311,6 +314,7 @@ const Method &lowrank_method()
         reset,
         agreement_params,
         creates_residual,
+        abort_group,
     };
     return m;
 }

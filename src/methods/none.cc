@@ -35,6 +35,7 @@ const Method &none_method()
         nullptr,
         nullptr,  // no params shape a dense exchange
         nullptr,  // keeps no residual
+        nullptr,
     };
     return m;
 }

@@ -43,6 +43,7 @@ const Method &sketch_method()
         nullptr,
         agreement_params,
         creates_residual,
+        nullptr,
     };
     return m;
 }

@@ -42,6 +42,7 @@ const Method &topk_method()
         nullptr,
         agreement_params,
         creates_residual,
+        nullptr,
     };
     return m;
 }

@@ -86,7 +86,12 @@ cc_coll_status_t allreduce_group(Comm &comm, const std::vector<GroupTensor> &ten
         sig.v[CallSignature::kDtype] = static_cast<std::uint64_t>(tensors[0].args.dtype);
     }
     cc_coll_status_t st = agree(comm, fn, sig, plan_st);
-    if (st != CC_COLL_OK || tensors.empty()) return st;
+    if (st != CC_COLL_OK) {
+        for (const Method *m : methods())
+            if (m->group_abort != nullptr) m->group_abort(comm);
+        return st;
+    }
+    if (tensors.empty()) return st;
 
     StatsSnapshot call;
     // 3. Dense batch, one allreduce per dtype.
