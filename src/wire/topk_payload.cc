@@ -24,7 +24,7 @@ void encode(const W *x, std::size_t n, const std::uint32_t *idx, std::size_t k, 
     const PayloadHeader h{static_cast<std::uint64_t>(n), static_cast<std::uint32_t>(k), flags};
     std::memcpy(payload, &h, sizeof h);
     unsigned char *indices = payload + sizeof h;
-    std::memcpy(indices, idx, k * sizeof(std::uint32_t));
+    if (k > 0) std::memcpy(indices, idx, k * sizeof(std::uint32_t));  // idx may be null when k == 0
     void *values = indices + k * sizeof(std::uint32_t);
     for (std::size_t j = 0; j < k; ++j) {
         store_element_unaligned<W>(values, j, dtype, x[idx[j]]);
