@@ -56,8 +56,8 @@ enum Forge {
 };
 
 static enum Forge g_forge = kNone;
-static int g_edits = 0;           /* edits made in the current case */
-static int g_seen_rs_bor = 0;     /* a reduce-scatter of bitmaps went by in this case */
+static int g_edits = 0;       /* edits made in the current case */
+static int g_seen_rs_bor = 0; /* a reduce-scatter of bitmaps went by in this case */
 
 /* TOPK: payloads of `bytes` bytes, header n (8), k (4), flags (4), then k
  * indices (docs/wire.md, "The TOPK payload"). */
@@ -162,8 +162,9 @@ static void forged_case(cc_coll_comm_h h, enum Forge forge, int reduce_scatter, 
     g_forge = forge;
     g_edits = 0;
     g_seen_rs_bor = 0;
-    const cc_coll_status_t st = reduce_scatter ? cc_coll_reduce_scatter(x, out, kCount, CC_COLL_F32, CC_COLL_SUM, p, h, NULL)
-                                               : cc_coll_allreduce(x, out, kCount, CC_COLL_F32, CC_COLL_SUM, p, h, NULL);
+    const cc_coll_status_t st = reduce_scatter
+                                    ? cc_coll_reduce_scatter(x, out, kCount, CC_COLL_F32, CC_COLL_SUM, p, h, NULL)
+                                    : cc_coll_allreduce(x, out, kCount, CC_COLL_F32, CC_COLL_SUM, p, h, NULL);
     g_forge = kNone;
     const char *expect = (words_elsewhere != NULL && g_rank != 0) ? words_elsewhere : words;
     if (st != CC_COLL_ERR_MISMATCH || strstr(cc_coll_last_error(), expect) == NULL) {
@@ -222,7 +223,8 @@ static void test_sketch_padding(cc_coll_comm_h h)
 static void test_sketch_rs_tail(cc_coll_comm_h h)
 {
     const cc_coll_params_t p = sketch_params(0.01, 1, 0.75);
-    forged_case(h, kSketchRsTail, 1, &p, "flag byte 0x02, not 0 or 1", "found the support message of its shard malformed");
+    forged_case(h, kSketchRsTail, 1, &p, "flag byte 0x02, not 0 or 1",
+                "found the support message of its shard malformed");
 }
 
 static void test_sketch_rs_rows(cc_coll_comm_h h)

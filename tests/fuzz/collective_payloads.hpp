@@ -39,8 +39,9 @@ namespace cc_coll::detail::fuzz {
 // encoding. F64 values of an odd k start 4 bytes off an 8-byte boundary:
 // the payload is encoded 4 bytes into a scratch buffer so that the
 // encoder's stores are aligned (a sanitizer run then reports receivers).
-inline std::vector<unsigned char> topk_payload(cc_coll_dtype_t dtype, std::size_t n, const std::vector<std::uint32_t> &idx,
-                                               std::uint32_t flags, Rng &rng, bool nonfinite = false)
+inline std::vector<unsigned char> topk_payload(cc_coll_dtype_t dtype, std::size_t n,
+                                               const std::vector<std::uint32_t> &idx, std::uint32_t flags, Rng &rng,
+                                               bool nonfinite = false)
 {
     const std::size_t k = idx.size();
     const std::size_t bytes = topk::payload_bytes(k, dtype);

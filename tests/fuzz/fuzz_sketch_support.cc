@@ -67,7 +67,8 @@ std::uint64_t g_input = 0;
     std::fprintf(stderr, "FAIL: input %" PRIu64 " (seed %" PRIu64 "): %s\n", g_input, g_seed, what);
     if (!text.empty()) std::fprintf(stderr, "  message: %s\n", text.c_str());
     std::fprintf(stderr, "  support message: %zu bytes, last 16:", msg.size());
-    for (std::size_t i = msg.size() > 16 ? msg.size() - 16 : 0; i < msg.size(); ++i) std::fprintf(stderr, " %02x", msg[i]);
+    for (std::size_t i = msg.size() > 16 ? msg.size() - 16 : 0; i < msg.size(); ++i)
+        std::fprintf(stderr, " %02x", msg[i]);
     std::fprintf(stderr, "\n");
     std::exit(1);
 }
@@ -88,8 +89,7 @@ struct Input {
     std::vector<std::uint32_t> support;  // the senders'
     std::vector<double> x;               // the senders' sum: integers on the support
     std::vector<unsigned char> msg;      // the OR-ed message every rank received
-    bool rows_mutated = false;
-    std::uint64_t rows = 0;              // reduce-scatter: the m every rank received (when rows_mutated)
+    bool rows_mutated = false;  // reduce-scatter: the m every rank received is edited
     int cell_mutations = 0;
     bool support_cleared = false;  // a bit of the senders' support was cleared
 };
@@ -106,7 +106,8 @@ Input make_input(Rng &rng)
     in.load = kLoads[rng.below(sizeof kLoads / sizeof kLoads[0])];
     in.seed = rng.next();
     const double density = kDensities[rng.below(sizeof kDensities / sizeof kDensities[0])];
-    const std::size_t kept = std::min(in.n, static_cast<std::size_t>(density * static_cast<double>(in.n)) + rng.below(3));
+    const std::size_t kept =
+        std::min(in.n, static_cast<std::size_t>(density * static_cast<double>(in.n)) + rng.below(3));
     in.support = fuzz::random_indices(in.n, kept, rng);
     in.x.assign(in.n, 0.0);
     for (std::uint32_t i : in.support) in.x[i] = static_cast<double>(static_cast<int>(rng.below(2001)) - 1000);
@@ -242,8 +243,8 @@ void decode_and_check(const Input &in, const sketch::Layout &layout, Rng &rng, s
     const fuzz::ReferenceDecode ref = fuzz::reference_sketch_decode<W>(layout, in.msg.data(), cells);
     if (a.info.support != ref.support || a.info.peeled != ref.peeled) {
         char what[160];
-        std::snprintf(what, sizeof what, "support %zu, peeled %zu; the reference: support %zu, peeled %zu", a.info.support,
-                      a.info.peeled, ref.support, ref.peeled);
+        std::snprintf(what, sizeof what, "support %zu, peeled %zu; the reference: support %zu, peeled %zu",
+                      a.info.support, a.info.peeled, ref.support, ref.peeled);
         failed(what, in.msg, "");
     }
     if (ref.peeled < ref.support) ++*estimated;
@@ -251,7 +252,8 @@ void decode_and_check(const Input &in, const sketch::Layout &layout, Rng &rng, s
     std::vector<W> got(in.n);
     std::memcpy(got.data(), out, in.n * sizeof(W));
     for (std::size_t i = 0; i < in.n; ++i)
-        if (!bit(in.msg, i) && !(got[i] == W(0) && !std::signbit(got[i]))) failed("a value off the support is not +0", in.msg, "");
+        if (!bit(in.msg, i) && !(got[i] == W(0) && !std::signbit(got[i])))
+            failed("a value off the support is not +0", in.msg, "");
     if (in.cell_mutations == 0 && !in.support_cleared) {
         ++*exact;
         for (std::size_t i = 0; i < in.n; ++i)
@@ -330,12 +332,14 @@ int main(int argc, char **argv)
             expect = sketch_support::Field::Rows;
         if ((verdict == Verdict::Reject) != (expect != sketch_support::Field::None) || fault.field != expect) {
             char what[128];
-            std::snprintf(what, sizeof what, "fault %s; the reference: %s", field_name(fault.field), field_name(expect));
+            std::snprintf(what, sizeof what, "fault %s; the reference: %s", field_name(fault.field),
+                          field_name(expect));
             failed(what, in.msg, sketch_support::describe(fault));
         }
         if (verdict == Verdict::Reject && sketch_support::describe(fault).empty())
             failed("a rejection without a message", in.msg, "");
-        if (pristine && verdict == Verdict::Reject) failed("an unmutated input was rejected", in.msg, sketch_support::describe(fault));
+        if (pristine && verdict == Verdict::Reject)
+            failed("an unmutated input was rejected", in.msg, sketch_support::describe(fault));
         if (pristine) ++unmutated;
 
         switch (verdict) {
@@ -352,8 +356,8 @@ int main(int argc, char **argv)
         }
     }
     std::printf("cc_coll_fuzz_sketch_support: seed %" PRIu64 ", %" PRIu64 " inputs: %" PRIu64 " decoded (%" PRIu64
-                " compared value by value, %" PRIu64 " with elements left to the estimate), %" PRIu64
-                " dense, %" PRIu64 " rejected with %zu kinds of fault; %" PRIu64 " unmutated; no failure\n",
+                " compared value by value, %" PRIu64 " with elements left to the estimate), %" PRIu64 " dense, %" PRIu64
+                " rejected with %zu kinds of fault; %" PRIu64 " unmutated; no failure\n",
                 g_seed, inputs, decoded, exact, estimated, dense, rejected, faults.size(), unmutated);
     if (verbose)
         for (const auto &f : faults) std::printf("  %8" PRIu64 "  %s\n", f.second, f.first.c_str());

@@ -71,8 +71,8 @@ const double kDensities[] = {0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 0.9, 1.0};
 struct Input {
     std::vector<unsigned char> payloads;  // P x bytes
     std::size_t P = 1;
-    std::size_t n = 1;  // the receiver's
-    std::size_t k = 0;  // the receiver's (and the senders')
+    std::size_t n = 1;                    // the receiver's
+    std::size_t k = 0;                    // the receiver's (and the senders')
     cc_coll_dtype_t dtype = CC_COLL_F32;  // the receiver's
     std::size_t bytes = 0;
     bool matching = true;
@@ -115,9 +115,20 @@ Input make_input(Rng &rng)
 
 std::uint64_t boundary(Rng &rng, std::uint64_t v)
 {
-    const std::uint64_t values[] = {0,           1,           2,           v - 1,        v + 1,       v * 2,
-                                    v / 2,       0xffffffffull, 0x100000000ull, 0x7fffffffull, 0x80000000ull, ~0ull,
-                                    ~0ull / 2,   rng.next()};
+    const std::uint64_t values[] = {0,
+                                    1,
+                                    2,
+                                    v - 1,
+                                    v + 1,
+                                    v * 2,
+                                    v / 2,
+                                    0xffffffffull,
+                                    0x100000000ull,
+                                    0x7fffffffull,
+                                    0x80000000ull,
+                                    ~0ull,
+                                    ~0ull / 2,
+                                    rng.next()};
     return values[rng.below(sizeof values / sizeof values[0])];
 }
 
@@ -144,6 +155,7 @@ void mutate(Input &in, Rng &rng)
     const std::size_t base = r * in.bytes;
     const std::size_t k = in.k;
     const std::size_t es = dtype_size(in.dtype);
+    // 2, 3, 4: a header's n, k, flags.
     switch (rng.below(10)) {
     case 0:  // bit flips anywhere
         for (std::uint64_t b = 1 + rng.below(8); b > 0; --b) m[rng.below(size)] ^= 1u << rng.below(8);
@@ -154,10 +166,15 @@ void mutate(Input &in, Rng &rng)
             m[base + rng.below(topk::checked_bytes(k))] = values[rng.below(sizeof values)];
         }
         break;
-    case 2: put64(m, base, boundary(rng, get64(m, base))); break;  // n
-    case 3: put32(m, base + 8, static_cast<std::uint32_t>(boundary(rng, get32(m, base + 8)))); break;  // k
-    case 4: {  // flags
-        const std::uint32_t values[] = {topk::kFlagNonFiniteOverflow, 0, 2, 3, 0x80000000u, 0xffffffffu,
+    case 2: put64(m, base, boundary(rng, get64(m, base))); break;
+    case 3: put32(m, base + 8, static_cast<std::uint32_t>(boundary(rng, get32(m, base + 8)))); break;
+    case 4: {
+        const std::uint32_t values[] = {topk::kFlagNonFiniteOverflow,
+                                        0,
+                                        2,
+                                        3,
+                                        0x80000000u,
+                                        0xffffffffu,
                                         static_cast<std::uint32_t>(1u << rng.below(32)),
                                         static_cast<std::uint32_t>(rng.next())};
         put32(m, base + 12, values[rng.below(sizeof values / sizeof values[0])]);
@@ -171,8 +188,18 @@ void mutate(Input &in, Rng &rng)
         const std::uint32_t here = get32(m, at);
         const std::uint32_t before = j > 0 ? get32(m, at - 4) : 0;
         const std::uint32_t after = j + 1 < k ? get32(m, at + 4) : n;
-        const std::uint32_t values[] = {n,          n + 1,      n - 1, 0,      before,      before - 1, here + 1,
-                                        here - 1,   after,      after + 1,     0xffffffffu, 0x80000000u,
+        const std::uint32_t values[] = {n,
+                                        n + 1,
+                                        n - 1,
+                                        0,
+                                        before,
+                                        before - 1,
+                                        here + 1,
+                                        here - 1,
+                                        after,
+                                        after + 1,
+                                        0xffffffffu,
+                                        0x80000000u,
                                         static_cast<std::uint32_t>(rng.next())};
         put32(m, at, values[rng.below(sizeof values / sizeof values[0])]);
         break;
@@ -269,7 +296,8 @@ Outcome run_once(const Input &in, unsigned char fill)
     std::unique_ptr<unsigned char[]> exact(new unsigned char[in.payloads.size()]);
     std::memcpy(exact.get(), in.payloads.data(), in.payloads.size());
     Outcome out;
-    out.verdict = fuzz::receive_topk(exact.get(), in.P, in.bytes, in.n, in.k, in.dtype, area.data() + kGuard, &out.fault);
+    out.verdict =
+        fuzz::receive_topk(exact.get(), in.P, in.bytes, in.n, in.k, in.dtype, area.data() + kGuard, &out.fault);
     out.text = topk::describe(out.fault, "count");
     for (std::size_t i = 0; i < kGuard; ++i)
         if (area[i] != kGuardByte || area[kGuard + out_bytes + i] != kGuardByte)
@@ -340,7 +368,8 @@ int main(int argc, char **argv)
         if (a.verdict != e.verdict || a.fault.field != e.field ||
             (e.verdict == topk::Verdict::Reject && (a.fault.sender != e.sender || a.fault.position != e.position))) {
             char what[160];
-            std::snprintf(what, sizeof what, "verdict %d, %s of sender %zu at %zu; the reference: %d, %s of sender %zu at %zu",
+            std::snprintf(what, sizeof what,
+                          "verdict %d, %s of sender %zu at %zu; the reference: %d, %s of sender %zu at %zu",
                           static_cast<int>(a.verdict), field_name(a.fault.field), a.fault.sender, a.fault.position,
                           static_cast<int>(e.verdict), field_name(e.field), e.sender, e.position);
             failed(what, in.payloads, a.text);
@@ -370,7 +399,8 @@ int main(int argc, char **argv)
         case topk::Verdict::Reject: {
             char rank[32];
             std::snprintf(rank, sizeof rank, "rank %zu sent ", a.fault.sender);
-            if (a.text.find(rank) == std::string::npos) failed("a rejection that does not name the sender", in.payloads, a.text);
+            if (a.text.find(rank) == std::string::npos)
+                failed("a rejection that does not name the sender", in.payloads, a.text);
             ++rejected;
             ++faults[field_name(a.fault.field)];
             break;
@@ -378,7 +408,8 @@ int main(int argc, char **argv)
         }
         if (pristine) {
             ++unmutated;
-            if (a.verdict == topk::Verdict::Reject) failed("a well-formed set to a matching call was rejected", in.payloads, a.text);
+            if (a.verdict == topk::Verdict::Reject)
+                failed("a well-formed set to a matching call was rejected", in.payloads, a.text);
         }
     }
     std::printf("cc_coll_fuzz_topk_payloads: seed %" PRIu64 ", %" PRIu64 " payload sets: %" PRIu64 " decoded, %" PRIu64

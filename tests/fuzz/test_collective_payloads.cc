@@ -160,8 +160,8 @@ TEST(CollectiveTopk, RejectsUndefinedFlagBits)
 
 TEST(CollectiveTopk, RejectsAnIndexNotBelowN)
 {
-    for (std::uint32_t bad : {static_cast<std::uint32_t>(kN), static_cast<std::uint32_t>(kN + 1), 0x7fffffffu,
-                              0xffffffffu}) {
+    for (std::uint32_t bad :
+         {static_cast<std::uint32_t>(kN), static_cast<std::uint32_t>(kN + 1), 0x7fffffffu, 0xffffffffu}) {
         std::vector<unsigned char> p = good_set();
         set_index(p, kBytes, 1, kK - 1, bad);  // the last index: still ascending
         char words[96];
@@ -205,7 +205,7 @@ TEST(CollectiveTopk, AFaultInTheLastSenderLeavesTheBufferUntouched)
 TEST(CollectiveTopk, HeadersAreCheckedBeforeIndices)
 {
     std::vector<unsigned char> p = good_set();
-    set_index(p, kBytes, 0, 0, kN);     // sender 0: an index fault
+    set_index(p, kBytes, 0, 0, kN);      // sender 0: an index fault
     put_header(p, kBytes, 2, kN, 9, 0);  // sender 2: a header fault, reported first
     expect_rejected(receive(p, kP, kN, kK, CC_COLL_F32), topk::Field::K, 2, "rank 2 sent count 40 / k 9");
 }
@@ -232,8 +232,8 @@ TEST(CollectiveTopk, ValuesAreDataNotChecked)
     std::memcpy(p.data() + 16 + 12, &inf, 8);
     const Received r = receive(p, kP, kN, 3, CC_COLL_F64);
     ASSERT_EQ(r.verdict, topk::Verdict::Decode) << r.text;
-    EXPECT_TRUE(fuzz::same_values(r.body, fuzz::reference_topk_sum(p.data(), kP, bytes, kN, 3, CC_COLL_F64), kN,
-                                  CC_COLL_F64));
+    EXPECT_TRUE(
+        fuzz::same_values(r.body, fuzz::reference_topk_sum(p.data(), kP, bytes, kN, 3, CC_COLL_F64), kN, CC_COLL_F64));
 }
 
 TEST(CollectiveTopk, CheckedBytesAreTheHeaderAndIndices)
