@@ -364,9 +364,10 @@ TEST(WireTopk, EncodeF64) { check_encode<double>(kCases[1]); }
 TEST(WireTopk, EncodeF16) { check_encode<float>(kCases[2]); }
 TEST(WireTopk, EncodeBf16) { check_encode<float>(kCases[3]); }
 
-// What the collectives check in the gathered payloads: n and k of every
-// sender against their own, and the overflow flag of any sender.
-TEST(WireTopk, HeadersAgreeChecksNAndKAndReadsTheFlag)
+// What the collectives check in the gathered payloads: n, k and flags of
+// every sender against their own, the overflow flag of any sender (the
+// index checks: tests/fuzz/test_collective_payloads.cc).
+TEST(WireTopk, CheckPayloadsChecksNAndKAndReadsTheFlag)
 {
     const std::size_t bytes = topk::payload_bytes(2, CC_COLL_F32);  // 32
     std::vector<unsigned char> gathered(3 * bytes, 0);
@@ -374,31 +375,32 @@ TEST(WireTopk, HeadersAgreeChecksNAndKAndReadsTheFlag)
         put(gathered, r * bytes + 0, n, 8);
         put(gathered, r * bytes + 8, k, 4);
         put(gathered, r * bytes + 12, flags, 4);
+        put(gathered, r * bytes + 16, 3, 4);  // indices 3, 7
+        put(gathered, r * bytes + 20, 7, 4);
     };
-    std::size_t bad = 99;
-    topk::PayloadHeader h{};
-    bool overflow = true;
+    topk::Fault f;
 
     for (std::size_t r = 0; r < 3; ++r) header(r, 20, 2, 0);
-    EXPECT_TRUE(topk::headers_agree(gathered.data(), 3, bytes, 20, 2, &bad, &h, &overflow));
-    EXPECT_FALSE(overflow);
+    EXPECT_EQ(topk::check_payloads(gathered.data(), 3, bytes, 20, 2, &f), topk::Verdict::Decode);
+    EXPECT_EQ(f.field, topk::Field::None);
 
     header(1, 20, 2, topk::kFlagNonFiniteOverflow);
-    EXPECT_TRUE(topk::headers_agree(gathered.data(), 3, bytes, 20, 2, &bad, &h, &overflow));
-    EXPECT_TRUE(overflow);
+    EXPECT_EQ(topk::check_payloads(gathered.data(), 3, bytes, 20, 2, &f), topk::Verdict::Dense);
 
     header(1, 20, 2, 0);
     header(2, 20, 3, 0);  // another k
-    EXPECT_FALSE(topk::headers_agree(gathered.data(), 3, bytes, 20, 2, &bad, &h, &overflow));
-    EXPECT_EQ(bad, 2u);
-    EXPECT_EQ(h.n, 20u);
-    EXPECT_EQ(h.k, 3u);
+    EXPECT_EQ(topk::check_payloads(gathered.data(), 3, bytes, 20, 2, &f), topk::Verdict::Reject);
+    EXPECT_EQ(f.field, topk::Field::K);
+    EXPECT_EQ(f.sender, 2u);
+    EXPECT_EQ(f.header_n, 20u);
+    EXPECT_EQ(f.header_k, 3u);
 
     header(2, 20, 2, 0);
     header(0, 21, 2, 0);  // another n
-    EXPECT_FALSE(topk::headers_agree(gathered.data(), 3, bytes, 20, 2, &bad, &h, &overflow));
-    EXPECT_EQ(bad, 0u);
-    EXPECT_EQ(h.n, 21u);
+    EXPECT_EQ(topk::check_payloads(gathered.data(), 3, bytes, 20, 2, &f), topk::Verdict::Reject);
+    EXPECT_EQ(f.field, topk::Field::N);
+    EXPECT_EQ(f.sender, 0u);
+    EXPECT_EQ(f.header_n, 21u);
 }
 
 // ================================================================ SKETCH

@@ -1,6 +1,7 @@
 #include "wire/topk_payload.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "core/dtype.hpp"
@@ -23,7 +24,7 @@ void encode(const W *x, std::size_t n, const std::uint32_t *idx, std::size_t k, 
     const PayloadHeader h{static_cast<std::uint64_t>(n), static_cast<std::uint32_t>(k), flags};
     std::memcpy(payload, &h, sizeof h);
     unsigned char *indices = payload + sizeof h;
-    std::memcpy(indices, idx, k * sizeof(std::uint32_t));
+    if (k > 0) std::memcpy(indices, idx, k * sizeof(std::uint32_t));  // idx may be null when k == 0
     void *values = indices + k * sizeof(std::uint32_t);
     for (std::size_t j = 0; j < k; ++j) {
         store_element_unaligned<W>(values, j, dtype, x[idx[j]]);
@@ -49,20 +50,113 @@ std::uint32_t nonfinite_overflow(const W *x, std::size_t n, const std::uint32_t 
     return nonfinite > k ? kFlagNonFiniteOverflow : 0;
 }
 
-bool headers_agree(const unsigned char *gathered, std::size_t count, std::size_t bytes, std::uint64_t n,
-                   std::size_t k, std::size_t *bad, PayloadHeader *bad_header, bool *overflow)
+bool check_header(const PayloadHeader &h, std::uint64_t n, std::size_t k, Fault *fault)
 {
-    *overflow = false;
-    for (std::size_t r = 0; r < count; ++r) {
-        const PayloadHeader h = header_of(gathered + r * bytes);
-        if (h.n != n || h.k != k) {
-            *bad = r;
-            *bad_header = h;
+    Field field = Field::None;
+    std::uint64_t found = 0, expected = 0;
+    if (h.n != n) {
+        field = Field::N;
+        found = h.n;
+        expected = n;
+    } else if (h.k != k) {
+        field = Field::K;
+        found = h.k;
+        expected = k;
+    } else if ((h.flags & ~kFlagNonFiniteOverflow) != 0) {
+        field = Field::Flags;
+        found = h.flags;
+        expected = kFlagNonFiniteOverflow;
+    } else {
+        return true;
+    }
+    fault->field = field;
+    fault->found = found;
+    fault->expected = expected;
+    fault->header_n = h.n;
+    fault->header_k = h.k;
+    fault->own_n = n;
+    fault->own_k = k;
+    return false;
+}
+
+bool check_indices(const unsigned char *indices, std::uint64_t n, std::size_t k, Fault *fault)
+{
+    std::uint32_t previous = 0;
+    for (std::size_t j = 0; j < k; ++j) {
+        std::uint32_t idx;
+        std::memcpy(&idx, indices + j * sizeof idx, sizeof idx);
+        // One branch per index on the common path: idx < n and idx > previous
+        // (or j == 0).
+        if (idx >= n || (idx <= previous && j > 0)) {
+            fault->field = idx >= n ? Field::IndexRange : Field::IndexOrder;
+            fault->position = j;
+            fault->found = idx;
+            fault->expected = idx >= n ? n : previous;
+            fault->own_n = n;
+            fault->own_k = k;
             return false;
         }
-        *overflow |= (h.flags & kFlagNonFiniteOverflow) != 0;
+        previous = idx;
     }
     return true;
+}
+
+Verdict check_payloads(const unsigned char *records, std::size_t count, std::size_t stride, std::uint64_t n,
+                       std::size_t k, Fault *fault)
+{
+    *fault = Fault{};
+    bool overflow = false;
+    for (std::size_t r = 0; r < count; ++r) {
+        const PayloadHeader h = header_of(records + r * stride);
+        if (!check_header(h, n, k, fault)) {
+            fault->sender = r;
+            return Verdict::Reject;
+        }
+        overflow |= (h.flags & kFlagNonFiniteOverflow) != 0;
+    }
+    if (overflow) return Verdict::Dense;
+    for (std::size_t r = 0; r < count; ++r) {
+        if (!check_indices(records + r * stride + sizeof(PayloadHeader), n, k, fault)) {
+            fault->sender = r;
+            return Verdict::Reject;
+        }
+    }
+    return Verdict::Decode;
+}
+
+std::string describe(const Fault &f, const char *count_name)
+{
+    char text[320];
+    const auto ull = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
+    switch (f.field) {
+    case Field::None: return std::string();
+    case Field::N:
+    case Field::K:
+        std::snprintf(text, sizeof text,
+                      "rank %zu sent %s %llu / k %llu but this rank has %s %llu / k %llu; every rank must pass "
+                      "the same %s, dtype and density",
+                      f.sender, count_name, ull(f.header_n), ull(f.header_k), count_name, ull(f.own_n), ull(f.own_k),
+                      count_name);
+        break;
+    case Field::Flags:
+        std::snprintf(text, sizeof text,
+                      "rank %zu sent flags 0x%llx: bits other than 0x%llx (non-finite overflow) are undefined "
+                      "(malformed payload or another library version)",
+                      f.sender, ull(f.found), ull(f.expected));
+        break;
+    case Field::IndexRange:
+        std::snprintf(text, sizeof text,
+                      "rank %zu sent index %llu at position %zu, not below %s %llu (malformed payload)", f.sender,
+                      ull(f.found), f.position, count_name, ull(f.expected));
+        break;
+    case Field::IndexOrder:
+        std::snprintf(text, sizeof text,
+                      "rank %zu sent index %llu at position %zu after index %llu (indices must be strictly "
+                      "ascending; malformed payload)",
+                      f.sender, ull(f.found), f.position, ull(f.expected));
+        break;
+    }
+    return std::string(text);
 }
 
 template std::uint32_t nonfinite_overflow<float>(const float *, std::size_t, const std::uint32_t *, std::size_t);

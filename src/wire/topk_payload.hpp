@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "cc_coll.h"
 
@@ -45,15 +46,75 @@ PayloadHeader header_of(const unsigned char *payload);
 template <typename W>
 std::uint32_t nonfinite_overflow(const W *x, std::size_t n, const std::uint32_t *idx, std::size_t k);
 
-// Checks the `count` payloads of `bytes` bytes each in `gathered` against
-// (n, k). Returns false with *bad set to the first payload that disagrees
-// (and *bad_header to its header); else true, with *overflow telling whether
-// any sender set kFlagNonFiniteOverflow.
-bool headers_agree(const unsigned char *gathered, std::size_t count, std::size_t bytes, std::uint64_t n,
-                   std::size_t k, std::size_t *bad, PayloadHeader *bad_header, bool *overflow);
+// --- The receiver's checks (docs/wire.md, "What a TOPK receiver checks") ---
+//
+// A collective's receiver holds `count` payloads (one per sending rank) of
+// the size its own call gives, and checks every field it is going to use
+// against its own call before the scatter-add writes a byte. The checks
+// read the header and the indices only (values are data: any bit pattern,
+// NaN and Inf included, is added as it is; the padding is never read).
+
+// The field a check found wrong.
+enum class Field : std::uint8_t {
+    None,
+    N,           // header n differs from the receiver's element count
+    K,           // header k differs from the receiver's k
+    Flags,       // a flag bit other than kFlagNonFiniteOverflow is set
+    IndexRange,  // an index is not below n
+    IndexOrder,  // an index does not exceed the one before (repeated or descending)
+};
+
+// The first fault of a set of payloads, in sender order.
+struct Fault {
+    Field field = Field::None;
+    std::size_t sender = 0;     // which payload: the sending rank in a collective
+    std::size_t position = 0;   // IndexRange, IndexOrder: the position j of the index
+    std::uint64_t found = 0;    // the value in the payload (n, k, flags, or the index)
+    std::uint64_t expected = 0; // N: the receiver's n; K: its k; Flags: the defined bits;
+                                // IndexRange: n; IndexOrder: the index before
+    std::uint64_t header_n = 0; // N, K: the header's n and k
+    std::uint64_t header_k = 0;
+    std::uint64_t own_n = 0;    // the receiver's n and k the payloads were checked against
+    std::uint64_t own_k = 0;
+};
+
+// What the receiver does with a checked set of payloads.
+enum class Verdict {
+    Decode,  // every header and every index passed: scatter-add them
+    Dense,   // every header passed and a sender flagged overflow: dense fallback
+             // (the indices are not used, so not read)
+    Reject,  // *fault says which sender's field is wrong: CC_COLL_ERR_MISMATCH
+};
+
+// Bytes at the start of a payload that the checks read: the header and the
+// k indices (what a device receiver copies to the host for them).
+inline std::size_t checked_bytes(std::size_t k) { return sizeof(PayloadHeader) + k * sizeof(std::uint32_t); }
+
+// Checks one header against the receiver's (n, k): n, k, then flags.
+bool check_header(const PayloadHeader &h, std::uint64_t n, std::size_t k, Fault *fault);
+
+// Checks the k indices at `indices` (any alignment): each below n and above
+// the one before. On failure fault->field, position, found and expected.
+bool check_indices(const unsigned char *indices, std::uint64_t n, std::size_t k, Fault *fault);
+
+// The receiver's whole check of `count` payloads whose first
+// checked_bytes(k) bytes lie `stride` bytes apart at `records` (in place in
+// the gathered buffer, or a host copy of just those bytes): every header in
+// sender order (n, k, flags); then, unless a sender flagged overflow, every
+// payload's indices in sender order. A pure function of the bytes, so ranks
+// that hold the same payloads reach the same verdict and the same fault.
+Verdict check_payloads(const unsigned char *records, std::size_t count, std::size_t stride, std::uint64_t n,
+                       std::size_t k, Fault *fault);
+
+// The fault as text naming the sender's rank, the field and both values;
+// `count_name` is the receiver's argument that n stands for ("count",
+// "recvcount"). Empty for Field::None.
+std::string describe(const Fault &fault, const char *count_name);
 
 // out[idx[j]] += value[j] for every pair of the payload, in the dtype's
-// arithmetic (binary32 with rounding to nearest even for F16/BF16).
+// arithmetic (binary32 with rounding to nearest even for F16/BF16). Trusts
+// the payload: call it only on one that passed check_payloads (or
+// check_header and check_indices) against out's n elements.
 void scatter_add(const unsigned char *payload, cc_coll_dtype_t dtype, void *out);
 
 }  // namespace topk

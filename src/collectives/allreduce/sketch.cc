@@ -4,7 +4,9 @@
 //  1. g' = g + e; each rank keeps its top k (or the threshold ladder's pick).
 //  2. Global support: the support message (wire/sketch_support.hpp: a bitmap,
 //     1 bit per element, plus one flag byte "this rank has NaN/Inf")
-//     combined with MPI_Allreduce(MPI_BOR, MPI_UINT8_T).
+//     combined with MPI_Allreduce(MPI_BOR, MPI_UINT8_T); its tail checked
+//     (sketch_support::check_tail: no bit past n, a flag of 0 or 1), else
+//     CC_COLL_ERR_MISMATCH on every rank.
 //  3. Sketch rows sized from the global support so that its fullest column
 //     stays under the load factor; every rank computes the same layout.
 //  4. Each rank sketches its kept values; one MPI_Allreduce(MPI_SUM) of the
@@ -20,6 +22,7 @@
 #include "collectives/common/steps.hpp"
 #include "compressors/sketch/count_sketch.hpp"
 #include "core/dtype.hpp"
+#include "core/error.hpp"
 #include "exec/exec.hpp"
 #include "wire/sketch_support.hpp"
 
@@ -56,6 +59,17 @@ cc_coll_status_t sketch_allreduce(X &x, const AllreduceArgs &a, const CallParams
     stats->time_communicate += now_seconds() - t1;
     stats->bytes_wire += msg_bytes;
     if (st != CC_COLL_OK) return st;
+
+    // The OR-ed message is the same on every rank, so every rank reaches the
+    // same verdict on its tail (bits past n, the flag byte); a device
+    // receiver checks a host copy of those two bytes.
+    const unsigned char *tail = nullptr;
+    std::size_t tail_stride = 0;
+    CC_COLL_TRY(x.read_records(support + sketch_support::tail_offset(n), 1, sketch_support::kTailBytes,
+                               sketch_support::kTailBytes, &tail, &tail_stride));
+    sketch_support::Fault fault;
+    if (!sketch_support::check_tail(tail, n, &fault))
+        return fail(CC_COLL_ERR_MISMATCH, "cc_coll_allreduce (sketch): %s", sketch_support::describe(fault).c_str());
 
     // 3. Layout from the global support; dense when it does not pay.
     sketch::Layout layout;

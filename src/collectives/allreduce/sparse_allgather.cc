@@ -5,8 +5,11 @@
 //  2. Select the k = ceil(density n) largest |g'| exactly; encode
 //     (index, value) pairs in the call's dtype (wire/topk_payload.hpp).
 //  3. One MPI_Allgather of the fixed-size payloads (O(k P) bytes per rank).
-//  4. Every rank zeroes recvbuf and scatter-adds the P payloads in rank
-//     order, so all ranks get bit-identical results; AVG divides by P.
+//  4. Every rank checks every payload's header and indices against its own
+//     call (topk::check_payloads: a malformed payload is
+//     CC_COLL_ERR_MISMATCH on every rank, recvbuf and the residual
+//     untouched), then zeroes recvbuf and scatter-adds the P payloads in
+//     rank order, so all ranks get bit-identical results; AVG divides by P.
 //  5. e = g' - transmitted at the kept indices, g' elsewhere.
 //
 // Dense fallback, decided from values identical on every rank: when
@@ -79,20 +82,20 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     stats->time_communicate += t2 - t1;
     if (st != CC_COLL_OK) return st;
 
-    // Every rank sees the same headers, so every rank takes the same branch.
-    const unsigned char *headers = nullptr;
+    // Every field the decode uses is checked before it writes (a peer's
+    // payload is untrusted input): every header (n, k, flags), then, unless
+    // a sender flagged overflow, every payload's indices. A device receiver
+    // checks a host copy of the headers and indices. Every rank holds the
+    // same gathered payloads, so every rank reaches the same verdict.
+    const unsigned char *records = nullptr;
     std::size_t stride = 0;
-    CC_COLL_TRY(x.read_records(gathered, P, bytes, sizeof(topk::PayloadHeader), &headers, &stride));
-    bool overflow = false;
-    std::size_t bad = 0;
-    topk::PayloadHeader h{};
-    if (!topk::headers_agree(headers, P, stride, n, k, &bad, &h, &overflow))
-        return fail(CC_COLL_ERR_MISMATCH,
-                    "cc_coll_allreduce (topk): rank %zu sent count %llu / k %u but this rank has count %zu / "
-                    "k %zu; every rank must pass the same count, dtype and density",
-                    bad, static_cast<unsigned long long>(h.n), h.k, n, k);
+    CC_COLL_TRY(x.read_records(gathered, P, bytes, topk::checked_bytes(k), &records, &stride));
+    topk::Fault fault;
+    const topk::Verdict verdict = topk::check_payloads(records, P, stride, n, k, &fault);
+    if (verdict == topk::Verdict::Reject)
+        return fail(CC_COLL_ERR_MISMATCH, "cc_coll_allreduce (topk): %s", topk::describe(fault, "count").c_str());
     guard.release();
-    if (overflow) {
+    if (verdict == topk::Verdict::Dense) {
         stats->bytes_wire += bytes;
         return dense_allreduce<X, W>(x, a, g, res != nullptr, stats);
     }

@@ -448,18 +448,13 @@ bool check_topk(const WireHeader &h, const unsigned char *payload, const RecvArg
     if (ph.flags != 0)
         return reject(ack, "TOPK payload flags 0x%x (a point-to-point message has none)",
                       static_cast<unsigned>(ph.flags));
-    const unsigned char *indices = payload + sizeof ph;
-    std::uint32_t previous = 0;
-    for (std::size_t j = 0; j < k; ++j) {
-        std::uint32_t idx;
-        std::memcpy(&idx, indices + j * sizeof idx, sizeof idx);
-        if (idx >= n)
-            return reject(ack, "TOPK index %u at position %zu is not below count %zu", static_cast<unsigned>(idx),
-                          j, n);
-        if (j > 0 && idx <= previous)
-            return reject(ack, "TOPK index %u at position %zu does not follow %u (indices strictly ascending)",
-                          static_cast<unsigned>(idx), j, static_cast<unsigned>(previous));
-        previous = idx;
+    topk::Fault fault;
+    if (!topk::check_indices(payload + sizeof ph, n, k, &fault)) {
+        if (fault.field == topk::Field::IndexRange)
+            return reject(ack, "TOPK index %llu at position %zu is not below count %zu", ull(fault.found),
+                          fault.position, n);
+        return reject(ack, "TOPK index %llu at position %zu does not follow %llu (indices strictly ascending)",
+                      ull(fault.found), fault.position, ull(fault.expected));
     }
     const std::size_t used = sizeof ph + k * (sizeof(std::uint32_t) + dtype_size(a.dtype));
     for (std::size_t b = used; b < bytes; ++b)

@@ -6,7 +6,10 @@
 //     shard) laid out shard by shard: one MPI_Reduce_scatter_block(MPI_BOR)
 //     gives each rank the union support of its own shard.
 //  3. One MPI_Allreduce(MAX) of the rows each shard needs: every shard's
-//     sketch gets the same layout, as the block form requires.
+//     sketch gets the same layout, as the block form requires. The received
+//     support's tail (sketch_support::check_tail) and the rows
+//     (check_rows) are checked: a rank whose support fails sends an
+//     out-of-range m, so every rank returns CC_COLL_ERR_MISMATCH.
 //  4. Per-shard sketches laid out shard by shard: one
 //     MPI_Reduce_scatter_block(MPI_SUM) gives each rank its shard's sketch.
 //  5. Each rank peels its shard.
@@ -26,6 +29,7 @@
 #include "exec/host_exec.hpp"
 #include "compressors/sketch/count_sketch.hpp"
 #include "core/dtype.hpp"
+#include "core/error.hpp"
 #include "wire/sketch_support.hpp"
 #include "transport/mpi_transport.hpp"
 
@@ -74,9 +78,15 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
     ws.recv_bytes.assign(bb, 0);
     st = reduce_scatter_bor(ws.send_bytes.data(), ws.recv_bytes.data(), bb, comm.mpi());
     std::uint64_t m = 0;
+    sketch_support::Fault tail_fault;
+    bool tail_ok = true;
     if (st == CC_COLL_OK) {
         // 3. The same layout for every shard: the most rows any shard needs.
-        m = sketch::rows_per_table(ws.recv_bytes.data(), rc, p.load_factor);
+        //    A rank whose shard's OR-ed support fails its check still takes
+        //    part, with m = kRowsMalformed, so that every rank fails
+        //    check_rows below instead of waiting for the sketches.
+        tail_ok = sketch_support::check_tail(ws.recv_bytes.data() + sketch_support::tail_offset(rc), rc, &tail_fault);
+        m = tail_ok ? sketch::rows_per_table(ws.recv_bytes.data(), rc, p.load_factor) : sketch_support::kRowsMalformed;
         st = allreduce_max_u64(&m, comm.mpi());
     }
     stats->time_communicate += now_seconds() - t1;
@@ -84,6 +94,12 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
     if (st != CC_COLL_OK) {
         if (res != nullptr) host::undo_input<W>(g, a.send, n, a.dtype);
         return st;
+    }
+    sketch_support::Fault rows_fault;
+    if (!tail_ok || !sketch_support::check_rows(m, &rows_fault)) {
+        if (res != nullptr) host::undo_input<W>(g, a.send, n, a.dtype);
+        return fail(CC_COLL_ERR_MISMATCH, "cc_coll_reduce_scatter (sketch): %s",
+                    sketch_support::describe(tail_ok ? rows_fault : tail_fault).c_str());
     }
     const std::uint8_t *support = ws.recv_bytes.data();
     sketch::Layout layout;

@@ -8,6 +8,13 @@
 // identical on every rank: when one payload outweighs one shard, or when any
 // rank had more NaN/Inf in a shard than that shard's k (every payload header
 // carries its sender's flag, so every rank sees every sender's).
+//
+// Each rank checks the P payloads it received field by field before its
+// scatter-add (topk::check_payloads, as the allreduce): a malformed one is
+// CC_COLL_ERR_MISMATCH. Unlike the allreduce's, the payloads differ from
+// rank to rank, so the verdicts agree only as far as each sender puts the
+// same header (n, k, flags) into all of its payloads, as the library does
+// (docs/wire.md, "What a TOPK receiver checks").
 #include <climits>
 #include <cstring>
 #include <vector>
@@ -78,17 +85,17 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
     }
     stats->bytes_wire += bytes * P;
 
-    bool overflow = false;
-    std::size_t bad = 0;
-    topk::PayloadHeader h{};
-    if (!topk::headers_agree(ws.recv_bytes.data(), P, bytes, rc, k, &bad, &h, &overflow)) {
+    // The P payloads this rank received, checked field by field before the
+    // scatter-add (topk::check_payloads): every header, then, unless a
+    // sender flagged overflow, every payload's indices.
+    topk::Fault fault;
+    const topk::Verdict verdict = topk::check_payloads(ws.recv_bytes.data(), P, bytes, rc, k, &fault);
+    if (verdict == topk::Verdict::Reject) {
         if (res != nullptr) host::undo_input<W>(g, a.send, n, a.dtype);
-        return fail(CC_COLL_ERR_MISMATCH,
-                    "cc_coll_reduce_scatter (topk): rank %zu sent recvcount %llu / k %u but this rank has "
-                    "recvcount %zu / k %zu; every rank must pass the same recvcount, dtype and density",
-                    bad, static_cast<unsigned long long>(h.n), h.k, rc, k);
+        return fail(CC_COLL_ERR_MISMATCH, "cc_coll_reduce_scatter (topk): %s",
+                    topk::describe(fault, "recvcount").c_str());
     }
-    if (overflow) return dense_reduce_scatter<W>(comm, a, g, res != nullptr, stats);
+    if (verdict == topk::Verdict::Dense) return dense_reduce_scatter<W>(comm, a, g, res != nullptr, stats);
 
     std::memset(a.recv, 0, rc * es);
     for (std::size_t r = 0; r < P; ++r) topk::scatter_add(ws.recv_bytes.data() + r * bytes, a.dtype, a.recv);

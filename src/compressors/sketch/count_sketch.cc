@@ -9,12 +9,6 @@ namespace cc_coll::detail::sketch {
 
 namespace {
 
-// Cell indices are 32-bit: 3 * m * kBlock must stay below 2^32. (The
-// decoder also packs three rows of a sub-table into 21 bits each.)
-constexpr std::uint32_t kMaxRowsPerTable =
-    static_cast<std::uint32_t>((std::numeric_limits<std::uint32_t>::max() / 3) / kBlock);
-static_assert(kMaxRowsPerTable < (1u << 21), "rows must fit 21 bits");
-
 // Word w (bits 64w .. 64w+63) of an n-bit bitmap stored as bytes, bits at or
 // beyond n cleared.
 inline std::uint64_t load_word(const std::uint8_t *bitmap, std::size_t n, std::size_t w)

@@ -24,6 +24,11 @@ static_assert(kRotation >= 1 && kBlock % kRotation == 0 && (kRotation & (kRotati
               "kRotation: a power of two dividing kBlock");
 CC_COLL_HD inline std::size_t rotation_columns(std::uint32_t m) { return m > kFullRotationRows ? kRotation : kBlock; }
 
+// Rows per sub-table are 1 .. kMaxRowsPerTable: cell indices (3 m kBlock)
+// are 32-bit, and the host decoder packs three rows into 21 bits each.
+constexpr std::uint32_t kMaxRowsPerTable = static_cast<std::uint32_t>((0xffffffffu / 3) / kBlock);
+static_assert(kMaxRowsPerTable < (1u << 21), "rows must fit 21 bits");
+
 // Column t rotated by o within its group of mask + 1 columns.
 CC_COLL_HD inline std::uint32_t rotate(std::uint32_t t, std::uint32_t o, std::uint32_t mask)
 {

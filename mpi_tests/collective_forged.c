@@ -1,0 +1,246 @@
+/*
+ * Hostile collective payloads with real ranks (run with 2 or more ranks):
+ * this program interposes the MPI calls that carry the TOPK and SKETCH
+ * payloads (MPI's profiling interface: the library's call lands here, goes
+ * on to PMPI_..., and the bytes received are then edited as if a peer had
+ * sent them), so the receivers' checks (docs/wire.md, "What a TOPK receiver
+ * checks", "What a SKETCH receiver checks") meet malformed bytes exactly
+ * where they would arrive.
+ *
+ * Cases (every rank calls the collective; the edit is the same on every
+ * rank where the real exchange gives every rank the same bytes):
+ *   topk_index        allreduce TOPK, rank 1's last index = count
+ *   topk_repeat       allreduce TOPK, rank 1's index 2 = its index 1
+ *   topk_flags        allreduce TOPK, rank 1's flags = 0x4
+ *   topk_rs_index     reduce-scatter TOPK, the payload from rank 1 carries
+ *                     index 0xffffffff (every rank's copy)
+ *   sketch_flag       allreduce SKETCH, the OR-ed flag byte = 2
+ *   sketch_padding    allreduce SKETCH, a bit past count in the OR-ed bitmap
+ *   sketch_rs_tail    reduce-scatter SKETCH, only rank 0's OR-ed shard
+ *                     support gets flag byte 2: rank 0 rejects it, and every
+ *                     other rank learns of it through the rows value
+ *   sketch_rs_rows    reduce-scatter SKETCH, the MPI_MAX of the rows per
+ *                     table gives 2^32 + 1
+ * each: CC_COLL_ERR_MISMATCH on every rank with a message naming the
+ * field (and the sending rank for TOPK), recvbuf untouched, and then a
+ * well-formed call of the same kind succeeds on every rank (no rank is left
+ * waiting or out of step).
+ *
+ * Any failure prints the case and calls MPI_Abort (exit status non-zero).
+ *
+ *   mpi_collective_forged [TEST...]   run all tests, or only the named ones
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "cc_coll.h"
+#include "check.h"
+#include "test_util.h"
+
+/* ---- the edits ---------------------------------------------------------------- */
+
+enum Forge {
+    kNone,
+    kTopkIndex,
+    kTopkRepeat,
+    kTopkFlags,
+    kTopkRsIndex,
+    kSketchFlag,
+    kSketchPadding,
+    kSketchRsTail,
+    kSketchRsRows,
+};
+
+static enum Forge g_forge = kNone;
+static int g_edits = 0;       /* edits made in the current case */
+static int g_seen_rs_bor = 0; /* a reduce-scatter of bitmaps went by in this case */
+
+/* TOPK: payloads of `bytes` bytes, header n (8), k (4), flags (4), then k
+ * indices (docs/wire.md, "The TOPK payload"). */
+static uint32_t get_k(const unsigned char *payload)
+{
+    uint32_t k;
+    memcpy(&k, payload + 8, 4);
+    return k;
+}
+
+static void set_u32(unsigned char *at, uint32_t v) { memcpy(at, &v, 4); }
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm)
+{
+    const int rc = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    if (rc != MPI_SUCCESS || recvtype != MPI_BYTE) return rc;
+    unsigned char *p = (unsigned char *)recvbuf + (size_t)recvcount; /* rank 1's payload */
+    const uint32_t k = get_k(p);
+    if (g_forge == kTopkIndex && k >= 1) {
+        uint64_t n;
+        memcpy(&n, p, 8);
+        set_u32(p + 16 + 4 * (k - 1), (uint32_t)n);
+        ++g_edits;
+    } else if (g_forge == kTopkRepeat && k >= 3) {
+        uint32_t i1;
+        memcpy(&i1, p + 16 + 4, 4);
+        set_u32(p + 16 + 8, i1);
+        ++g_edits;
+    } else if (g_forge == kTopkFlags) {
+        set_u32(p + 12, 0x4u);
+        ++g_edits;
+    }
+    return rc;
+}
+
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                 MPI_Datatype recvtype, MPI_Comm comm)
+{
+    const int rc = PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    if (rc != MPI_SUCCESS || recvtype != MPI_BYTE || g_forge != kTopkRsIndex) return rc;
+    unsigned char *p = (unsigned char *)recvbuf + (size_t)recvcount; /* from rank 1 */
+    if (get_k(p) >= 1) {
+        set_u32(p + 16, 0xffffffffu);
+        ++g_edits;
+    }
+    return rc;
+}
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+{
+    const int rc = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    if (rc != MPI_SUCCESS) return rc;
+    unsigned char *b = (unsigned char *)recvbuf;
+    if (op == MPI_BOR && datatype == MPI_UINT8_T && count >= 2) {
+        if (g_forge == kSketchFlag) {
+            b[count - 1] = 2; /* the flag byte */
+            ++g_edits;
+        } else if (g_forge == kSketchPadding) {
+            b[count - 2] |= 0x80; /* the bitmap's last byte: count % 8 != 0 here */
+            ++g_edits;
+        }
+    } else if (op == MPI_MAX && datatype == MPI_UINT64_T && count == 1 && g_forge == kSketchRsRows && g_seen_rs_bor) {
+        const uint64_t m = (1ull << 32) + 1;
+        memcpy(recvbuf, &m, 8);
+        ++g_edits;
+    }
+    return rc;
+}
+
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                             MPI_Comm comm)
+{
+    const int rc = PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
+    if (rc != MPI_SUCCESS || op != MPI_BOR || datatype != MPI_UINT8_T) return rc;
+    g_seen_rs_bor = 1;
+    if (g_forge == kSketchRsTail && g_rank == 0) {
+        ((unsigned char *)recvbuf)[recvcount - 1] = 2; /* this rank's shard's flag byte */
+        ++g_edits;
+    }
+    return rc;
+}
+
+/* ---- the cases ------------------------------------------------------------------ */
+
+enum { kCount = 20003 }; /* elements per rank's buffer (allreduce) or shard (reduce-scatter); not a multiple of 8 */
+
+/* Runs one collective with the edit armed: CC_COLL_ERR_MISMATCH naming
+ * `words` (and, where given, `words2` on the other ranks), recvbuf untouched;
+ * then the same collective unarmed succeeds. */
+static void forged_case(cc_coll_comm_h h, enum Forge forge, int reduce_scatter, const cc_coll_params_t *p,
+                        const char *words, const char *words_elsewhere)
+{
+    const size_t n = reduce_scatter ? (size_t)kCount * (size_t)g_size : (size_t)kCount;
+    const size_t out_n = (size_t)kCount;
+    float *x = (float *)xmalloc(n * sizeof(float));
+    float *out = (float *)xmalloc(out_n * sizeof(float));
+    uint64_t s = 1234 + (uint64_t)g_rank;
+    for (size_t i = 0; i < n; ++i) x[i] = (float)(rng_uniform(&s) - 0.5);
+    memset(out, 0xa5, out_n * sizeof(float));
+
+    g_forge = forge;
+    g_edits = 0;
+    g_seen_rs_bor = 0;
+    const cc_coll_status_t st = reduce_scatter
+                                    ? cc_coll_reduce_scatter(x, out, kCount, CC_COLL_F32, CC_COLL_SUM, p, h, NULL)
+                                    : cc_coll_allreduce(x, out, kCount, CC_COLL_F32, CC_COLL_SUM, p, h, NULL);
+    g_forge = kNone;
+    const char *expect = (words_elsewhere != NULL && g_rank != 0) ? words_elsewhere : words;
+    if (st != CC_COLL_ERR_MISMATCH || strstr(cc_coll_last_error(), expect) == NULL) {
+        fprintf(stderr, "[rank %d] edits %d; got %s (%s); expected CC_COLL_ERR_MISMATCH naming \"%s\"\n", g_rank,
+                g_edits, cc_coll_status_string(st), cc_coll_last_error(), expect);
+        CHECK(0, "a malformed payload is CC_COLL_ERR_MISMATCH naming the field");
+    }
+    const unsigned char *o = (const unsigned char *)out;
+    for (size_t i = 0; i < out_n * sizeof(float); ++i) CHECK(o[i] == 0xa5, "a rejected payload left recvbuf untouched");
+
+    /* The communicator is still in step: the same call, unedited. */
+    const cc_coll_status_t again = reduce_scatter
+                                       ? cc_coll_reduce_scatter(x, out, kCount, CC_COLL_F32, CC_COLL_SUM, p, h, NULL)
+                                       : cc_coll_allreduce(x, out, kCount, CC_COLL_F32, CC_COLL_SUM, p, h, NULL);
+    CHECK_CC(again);
+    free(x);
+    free(out);
+}
+
+static void test_topk_index(cc_coll_comm_h h)
+{
+    const cc_coll_params_t p = topk_params(0.01, 1);
+    forged_case(h, kTopkIndex, 0, &p, "rank 1 sent index 20003 at position 200, not below count 20003", NULL);
+}
+
+static void test_topk_repeat(cc_coll_comm_h h)
+{
+    const cc_coll_params_t p = topk_params(0.01, 0);
+    forged_case(h, kTopkRepeat, 0, &p, "at position 2 after index", NULL);
+}
+
+static void test_topk_flags(cc_coll_comm_h h)
+{
+    const cc_coll_params_t p = topk_params(0.01, 0);
+    forged_case(h, kTopkFlags, 0, &p, "rank 1 sent flags 0x4", NULL);
+}
+
+static void test_topk_rs_index(cc_coll_comm_h h)
+{
+    const cc_coll_params_t p = topk_params(0.01, 1);
+    forged_case(h, kTopkRsIndex, 1, &p, "rank 1 sent index 4294967295 at position 0, not below recvcount 20003", NULL);
+}
+
+static void test_sketch_flag(cc_coll_comm_h h)
+{
+    const cc_coll_params_t p = sketch_params(0.01, 1, 0.75);
+    forged_case(h, kSketchFlag, 0, &p, "flag byte 0x02, not 0 or 1", NULL);
+}
+
+static void test_sketch_padding(cc_coll_comm_h h)
+{
+    const cc_coll_params_t p = sketch_params(0.01, 0, 0.75);
+    forged_case(h, kSketchPadding, 0, &p, "bits set at or beyond element 20003", NULL);
+}
+
+static void test_sketch_rs_tail(cc_coll_comm_h h)
+{
+    const cc_coll_params_t p = sketch_params(0.01, 1, 0.75);
+    forged_case(h, kSketchRsTail, 1, &p, "flag byte 0x02, not 0 or 1",
+                "found the support message of its shard malformed");
+}
+
+static void test_sketch_rs_rows(cc_coll_comm_h h)
+{
+    const cc_coll_params_t p = sketch_params(0.01, 0, 0.75);
+    forged_case(h, kSketchRsRows, 1, &p, "rows per table of any rank is 4294967297, outside [1, 1398101]", NULL);
+}
+
+static const NamedTest kTests[] = {
+    {"topk_index", test_topk_index},         {"topk_repeat", test_topk_repeat},
+    {"topk_flags", test_topk_flags},         {"topk_rs_index", test_topk_rs_index},
+    {"sketch_flag", test_sketch_flag},       {"sketch_padding", test_sketch_padding},
+    {"sketch_rs_tail", test_sketch_rs_tail}, {"sketch_rs_rows", test_sketch_rs_rows},
+};
+
+int main(int argc, char **argv)
+{
+    return run_suite(argc, argv, "collective_forged", kTests, sizeof kTests / sizeof kTests[0], 2, NULL);
+}
