@@ -76,7 +76,11 @@ inline void install()
     if (phase().load(std::memory_order_acquire) != Unknown) return;
     int keyval = MPI_KEYVAL_INVALID;
     if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &keyval, nullptr) != MPI_SUCCESS) return;
-    if (MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr) != MPI_SUCCESS) return;
+    const int set = MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr);
+    // Freeing the key leaves the attribute set: MPI releases the key when
+    // it deletes the attribute (at MPI_Finalize), instead of never.
+    MPI_Comm_free_keyval(&keyval);
+    if (set != MPI_SUCCESS) return;
     int expected = Unknown;
     phase().compare_exchange_strong(expected, Up);
 }
