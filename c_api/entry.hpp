@@ -210,9 +210,11 @@ inline cc_coll_status_t locate_buffers(const char *fn, const void *sendbuf, cons
 
 // The residual key a call with these arguments would use. A count no
 // collective accepts (above INT_MAX, MPI's count type) is
-// CC_COLL_ERR_COUNT_OVERFLOW, before any caller memory is touched.
+// CC_COLL_ERR_COUNT_OVERFLOW, before any caller memory is touched. dtype is
+// taken by reference and read through enum_value until it is known valid: a
+// caller's value outside the enum must not be loaded as a cc_coll_dtype_t.
 inline cc_coll_status_t ef_key_of(const char *fn, const Comm &c, const cc_coll_params_t *params, const void *recvbuf,
-                           size_t count, cc_coll_dtype_t dtype, EfKey *key)
+                           size_t count, const cc_coll_dtype_t &dtype, EfKey *key)
 {
     CallParams p;
     cc_coll_status_t st = resolve_params(params, c.config(), &p);
