@@ -76,7 +76,11 @@ inline void install()
     if (phase().load(std::memory_order_acquire) != Unknown) return;
     int keyval = MPI_KEYVAL_INVALID;
     if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &keyval, nullptr) != MPI_SUCCESS) return;
-    if (MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr) != MPI_SUCCESS) return;
+    const int set = MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr);
+    // Freeing the key leaves the attribute set: MPI releases the key when
+    // it deletes the attribute (at MPI_Finalize), instead of never.
+    MPI_Comm_free_keyval(&keyval);
+    if (set != MPI_SUCCESS) return;
     int expected = Unknown;
     phase().compare_exchange_strong(expected, Up);
 }
@@ -206,9 +210,11 @@ inline cc_coll_status_t locate_buffers(const char *fn, const void *sendbuf, cons
 
 // The residual key a call with these arguments would use. A count no
 // collective accepts (above INT_MAX, MPI's count type) is
-// CC_COLL_ERR_COUNT_OVERFLOW, before any caller memory is touched.
+// CC_COLL_ERR_COUNT_OVERFLOW, before any caller memory is touched. dtype is
+// taken by reference and read through enum_value until it is known valid: a
+// caller's value outside the enum must not be loaded as a cc_coll_dtype_t.
 inline cc_coll_status_t ef_key_of(const char *fn, const Comm &c, const cc_coll_params_t *params, const void *recvbuf,
-                           size_t count, cc_coll_dtype_t dtype, EfKey *key)
+                           size_t count, const cc_coll_dtype_t &dtype, EfKey *key)
 {
     CallParams p;
     cc_coll_status_t st = resolve_params(params, c.config(), &p);

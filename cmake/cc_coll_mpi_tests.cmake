@@ -1,8 +1,10 @@
 # Shared by every folder that registers mpirun tests (included once from the
 # top-level CMakeLists.txt before any of them).
 
-# One BLAS thread per rank: the tests run several ranks on few cores.
-set(CC_COLL_MPI_TEST_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OPENBLAS_NUM_THREADS=1")
+# One BLAS thread per rank: the tests run several ranks on few cores. In a
+# sanitizer build, also the runtimes' options (cmake/cc_coll_sanitizers.cmake).
+set(CC_COLL_MPI_TEST_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OPENBLAS_NUM_THREADS=1"
+    ${CC_COLL_SANITIZER_TEST_ENV})
 
 # Flags before the program. Open MPI refuses more ranks than cores unless
 # told to oversubscribe.

@@ -14,6 +14,11 @@ probe_out=$("$@" --probe 2>&1)
 probe_rc=$?
 if [ "$probe_rc" -ne 0 ]; then
     echo "$probe_out"
+    # A sanitizer report (its stack may name UCX) is a failure, not a skip.
+    if printf '%s\n' "$probe_out" | grep -qE 'Sanitizer|runtime error: '; then
+        echo "FAIL: the probe stopped with a sanitizer report (exit status $probe_rc)"
+        exit 1
+    fi
     if printf '%s\n' "$probe_out" | grep -qiE 'ucx|pml'; then
         echo "SKIP: MPI does not start with the UCX PML here (probe exit status $probe_rc)"
         exit 77

@@ -1,7 +1,8 @@
 # Shared steps of scripts/demo.sh, scripts/test.sh and the other scripts
 # (sourced, not run; also from scripts/<group>/, e.g. scripts/perf/).
 # Installs libcc_coll's dependencies from Debian and configures + builds the
-# project into ${CC_COLL_BUILD_DIR:-build}.
+# project into ${CC_COLL_BUILD_DIR:-build} (and, for scripts/test.sh, the
+# sanitizer build into ${CC_COLL_SANITIZE_BUILD_DIR:-<that>-sanitize}).
 
 set -eu
 
@@ -16,6 +17,7 @@ CC_COLL_ROOT=$(
     pwd
 )
 CC_COLL_BUILD_DIR=${CC_COLL_BUILD_DIR:-$CC_COLL_ROOT/build}
+CC_COLL_SANITIZE_BUILD_DIR=${CC_COLL_SANITIZE_BUILD_DIR:-$CC_COLL_BUILD_DIR-sanitize}
 CC_COLL_JOBS=${CC_COLL_JOBS:-$(nproc)}
 
 # Debian packages the build, the tests and the demo need.
@@ -38,10 +40,27 @@ cc_coll_install_deps() {
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $CC_COLL_DEB_PACKAGES
 }
 
+# cc_coll_build_in <dir> [cmake arguments...]: configure + build into <dir>
+# (Release unless the arguments say otherwise).
+cc_coll_build_in() {
+    _cc_coll_dir=$1
+    shift
+    echo "== configuring and building in $_cc_coll_dir"
+    cmake -S "$CC_COLL_ROOT" -B "$_cc_coll_dir" -DCMAKE_BUILD_TYPE=Release "$@"
+    cmake --build "$_cc_coll_dir" -j "$CC_COLL_JOBS"
+}
+
 cc_coll_build() {
-    echo "== configuring and building in $CC_COLL_BUILD_DIR"
-    cmake -S "$CC_COLL_ROOT" -B "$CC_COLL_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "$@"
-    cmake --build "$CC_COLL_BUILD_DIR" -j "$CC_COLL_JOBS"
+    cc_coll_build_in "$CC_COLL_BUILD_DIR" "$@"
+}
+
+# The ASan + UBSan build (docs/building.md, "Sanitizers"): optimised with
+# debug information for the reports' stacks, no CUDA, no micro-benchmarks
+# (nothing runs them there).
+cc_coll_build_sanitize() {
+    cc_coll_build_in "$CC_COLL_SANITIZE_BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCC_COLL_ENABLE_ASAN=ON -DCC_COLL_ENABLE_UBSAN=ON -DCC_COLL_ENABLE_CUDA=OFF \
+        -DCC_COLL_BUILD_BENCHMARKS=OFF "$@"
 }
 
 # mpirun as root needs Open MPI's explicit consent; more ranks than cores

@@ -390,7 +390,7 @@ TEST(PreloadSettings, ShimEntriesValidateButLeaveConfigAlone)
     const cc_coll::detail::SettingDef *shim = cc_coll::detail::preload_setting_defs(&m);
     for (std::size_t i = 0; i < m; ++i) {
         Config cfg;
-        cfg.method = static_cast<cc_coll_method_t>(7);
+        cfg.method = CC_COLL_METHOD_LOWRANK;
         cfg.density = 0.5;
         cfg.ef = false;
         cfg.ef_max_bytes = 12345;
@@ -400,7 +400,7 @@ TEST(PreloadSettings, ShimEntriesValidateButLeaveConfigAlone)
         // for the lists.
         const bool list = std::string(shim[i].name) == "ALLOW" || std::string(shim[i].name) == "DENY";
         EXPECT_TRUE(shim[i].apply(list ? "comm:x" : "1", &cfg, &why)) << shim[i].name << ": " << why;
-        EXPECT_EQ(static_cast<int>(cfg.method), 7);
+        EXPECT_EQ(cfg.method, CC_COLL_METHOD_LOWRANK);
         EXPECT_EQ(cfg.density, 0.5);
         EXPECT_FALSE(cfg.ef);
         EXPECT_EQ(cfg.ef_max_bytes, 12345u);
@@ -643,23 +643,23 @@ TEST(ResolveParams, NullParamsTakesConfigMethod)
     ASSERT_EQ(cc_coll::detail::resolve_params(nullptr, cfg, &out), CC_COLL_OK);
     EXPECT_EQ(out.method, CC_COLL_METHOD_NONE);
 
-    // The configuration's value is taken verbatim (a hypothetical method 7
-    // stands for "not the default" while NONE is the only real method).
-    cfg.method = static_cast<cc_coll_method_t>(7);
+    // The configuration's value is taken verbatim (LOWRANK stands for "not
+    // the default"; a value outside the enum would be undefined behaviour).
+    cfg.method = CC_COLL_METHOD_LOWRANK;
     ASSERT_EQ(cc_coll::detail::resolve_params(nullptr, cfg, &out), CC_COLL_OK);
-    EXPECT_EQ(static_cast<int>(out.method), 7);
+    EXPECT_EQ(out.method, CC_COLL_METHOD_LOWRANK);
 }
 
 TEST(ResolveParams, MaskZeroIgnoresMethodField)
 {
     Config cfg;
-    cfg.method = static_cast<cc_coll_method_t>(7);
+    cfg.method = CC_COLL_METHOD_LOWRANK;
     cc_coll_params_t params{};
     params.mask = 0;
     params.method = static_cast<cc_coll_method_t>(42);  // invalid, but not selected by the mask
     cc_coll::detail::CallParams out;
     ASSERT_EQ(cc_coll::detail::resolve_params(&params, cfg, &out), CC_COLL_OK) << cc_coll::detail::last_error();
-    EXPECT_EQ(static_cast<int>(out.method), 7);
+    EXPECT_EQ(out.method, CC_COLL_METHOD_LOWRANK);
 
     cfg.method = CC_COLL_METHOD_NONE;
     ASSERT_EQ(cc_coll::detail::resolve_params(&params, cfg, &out), CC_COLL_OK);
@@ -669,7 +669,7 @@ TEST(ResolveParams, MaskZeroIgnoresMethodField)
 TEST(ResolveParams, ExplicitMethodWins)
 {
     Config cfg;
-    cfg.method = static_cast<cc_coll_method_t>(7);
+    cfg.method = CC_COLL_METHOD_LOWRANK;
     cc_coll_params_t params{};
     params.mask = CC_COLL_PARAMS_FIELD_METHOD;
     params.method = CC_COLL_METHOD_NONE;

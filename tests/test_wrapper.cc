@@ -425,8 +425,16 @@ TEST(WrapperGroup, SetQRoundTripsAndErrorsThrow)
         EXPECT_NE(std::string(e.what()).find("tensor 0"), std::string::npos) << e.what();
     }
     try {
-        comm.allreduce_group({cc_coll::Tensor(buf.data(), buf.data(), 4, static_cast<cc_coll_dtype_t>(9))},
-                             CC_COLL_SUM);
+        // dtype 9, as a C caller may pass it. A C++ cc_coll_dtype_t cannot
+        // hold 9 (loading it is undefined behaviour, which UBSan reports), so
+        // its bytes are written and the array form passes them on unread.
+        cc_coll_dtype_t dtype9;
+        const int nine = 9;
+        std::memcpy(&dtype9, &nine, sizeof dtype9);
+        const void *send[1] = {buf.data()};
+        void *recv[1] = {buf.data()};
+        const size_t counts[1] = {4};
+        comm.allreduce_group(1, send, recv, counts, &dtype9, CC_COLL_SUM, nullptr);
         ADD_FAILURE() << "no exception for dtype 9 in a group";
     } catch (const cc_coll::Error &e) {
         EXPECT_EQ(e.status(), CC_COLL_ERR_INVALID_DTYPE);

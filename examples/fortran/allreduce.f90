@@ -92,6 +92,7 @@ program allreduce_example
 
   call cc_coll_comm_destroy(cc, ierr)
   call check(ierr, 'cc_coll_comm_destroy')
+  deallocate(b, b_exp)
 
   call MPI_Allreduce(MPI_IN_PLACE, ok, 1, MPI_LOGICAL, MPI_LAND, MPI_COMM_WORLD, ierr)
   if (rank == 0 .and. ok) print '(a,i0,a)', 'allreduce_example: ', nranks, ' ranks: passed'

@@ -131,6 +131,7 @@ program preload_fortran_allreduce
   end do
   call expect(nbad == 0, 'small real(4) sum in place differs from the exact sum')
 
+  deallocate(g4, r4, s4, g8, b8, exact, acc, ia, ib, stat=ierr)
   call MPI_Allreduce(failures, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
   flush (output_unit)
   call MPI_Finalize(ierr)

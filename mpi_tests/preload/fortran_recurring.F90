@@ -64,6 +64,7 @@ program fortran_recurring
     end if
   end do
 
+  deallocate(bins, hist, hexact, g, r, gexact)
   call MPI_Allreduce(failures, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
   call MPI_Finalize(ierr)
   if (rank == 0) then

@@ -62,6 +62,9 @@ HalfOps &half_ops()
         }
         if ((ops.rc = MPI_Comm_set_attr(MPI_COMM_SELF, keyval, &ops)) != MPI_SUCCESS)
             ops.failed_call = "MPI_Comm_set_attr (MPI_COMM_SELF)";
+        // The attribute keeps the key alive: MPI releases it when it deletes
+        // the attribute (at MPI_Finalize), instead of never.
+        MPI_Comm_free_keyval(&keyval);
     });
     return ops;
 }

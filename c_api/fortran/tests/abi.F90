@@ -222,6 +222,7 @@ program fortran_abi
     nfail = nfail + 1
   end if
 
+  deallocate(str, expected)
   if (nfail /= 0) then
     print '(i0,a)', nfail, ' check(s) failed'
     error stop 1

@@ -351,6 +351,7 @@ program fortran_api
   call cc_coll_comm_create(MPI_COMM_NULL, cc, ierr)
   call expect('cc_coll_comm_create(MPI_COMM_NULL)', ierr, CC_COLL_ERR_INVALID_ARG)
 
+  deallocate(rs, rs_in, rs_out, rs_exp, sk, sk_topk, sk_exp, rd, rd_exp, dense, dense_exp, rr, rr_exp, stat=ierr)
   call MPI_Allreduce(MPI_IN_PLACE, nfail, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, mpierr)
   if (rank == 0 .and. nfail == 0) print '(a,i0,a)', 'fortran_api: ', nranks, ' ranks: passed'
   call MPI_Finalize(mpierr)

@@ -286,6 +286,7 @@ program fortran_group
   call cc_coll_lowrank_get_state(v, size(v), cc, ierr, pv)
   call expect('get_state on a destroyed handle', ierr, CC_COLL_ERR_INVALID_COMM)
 
+  deallocate(p, q, q_saved, p2, q2, stat=ierr)
   call MPI_Allreduce(MPI_IN_PLACE, nfail, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, mpierr)
   if (rank == 0 .and. nfail == 0) print '(a,i0,a)', 'fortran_group: ', nranks, ' ranks: passed'
   call MPI_Finalize(mpierr)
