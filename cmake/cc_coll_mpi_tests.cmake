@@ -98,28 +98,34 @@ function(cc_coll_add_skipped_test name labels reason)
   set_tests_properties(${name} PROPERTIES LABELS "${labels}" SKIP_REGULAR_EXPRESSION "${name}: skipped: ")
 endfunction()
 
-# cc_coll_python_mpi_mismatch(<python> <out var>): empty when <python>'s
-# mpi4py runs on the MPI this build uses (or either cannot be told), else
-# why not, e.g. "/usr/bin/python3's mpi4py is built for Open MPI (Open MPI
-# v4.1.4, ...), this build for MPICH". mpi4py and libcc_coll in one process
-# must share one MPI; Debian's python3-mpi4py is an Open MPI build.
-function(cc_coll_python_mpi_mismatch python out)
+# cc_coll_python_mpi_family(<python> <out var>): "Open MPI" or "MPICH" for
+# the MPI <python>'s mpi4py is built for, or empty (no mpi4py, or another).
+function(cc_coll_python_mpi_family python out)
   set(${out} "" PARENT_SCOPE)
   execute_process(COMMAND "${python}" -c
       "import mpi4py; mpi4py.rc.initialize = False; mpi4py.rc.finalize = False; from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0].strip())"
     RESULT_VARIABLE _rc OUTPUT_VARIABLE _version ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE TIMEOUT 60)
-  if(NOT _rc EQUAL 0 OR CC_COLL_MPI_FAMILY STREQUAL "other")
+  if(NOT _rc EQUAL 0)
     return()
   endif()
   if(_version MATCHES "Open MPI")
-    set(_family "Open MPI")
+    set(${out} "Open MPI" PARENT_SCOPE)
   elseif(_version MATCHES "MPICH|MVAPICH|Intel\\(R\\) MPI")
-    set(_family "MPICH")
-  else()
-    return()
+    set(${out} "MPICH" PARENT_SCOPE)
   endif()
-  if(NOT _family STREQUAL CC_COLL_MPI_FAMILY)
-    string(REGEX REPLACE "[,;].*" "" _short "${_version}")
-    set(${out} "${python}'s mpi4py is built for ${_family} (${_short}), this build for ${CC_COLL_MPI_FAMILY}: the test needs an mpi4py of the same MPI" PARENT_SCOPE)
+  string(REGEX REPLACE "[,;].*" "" _short "${_version}")
+  set(${out}_VERSION "${_short}" PARENT_SCOPE)
+endfunction()
+
+# cc_coll_python_mpi_mismatch(<python> <out var>): empty when <python>'s
+# mpi4py runs on the MPI this build uses (or either cannot be told), else
+# why not, e.g. "/usr/bin/python3's mpi4py is built for Open MPI (Open MPI
+# v4.1.4), this build for MPICH". mpi4py and libcc_coll in one process must
+# share one MPI; Debian's python3-mpi4py is an Open MPI build.
+function(cc_coll_python_mpi_mismatch python out)
+  set(${out} "" PARENT_SCOPE)
+  cc_coll_python_mpi_family("${python}" _family)
+  if(_family AND NOT CC_COLL_MPI_FAMILY STREQUAL "other" AND NOT _family STREQUAL CC_COLL_MPI_FAMILY)
+    set(${out} "${python}'s mpi4py is built for ${_family} (${_family_VERSION}), this build for ${CC_COLL_MPI_FAMILY}: the test needs an mpi4py of the same MPI" PARENT_SCOPE)
   endif()
 endfunction()
