@@ -79,10 +79,39 @@ function(cc_coll_mpiexec_env_of kind out)
   set(${out} ${_args} PARENT_SCOPE)
 endfunction()
 
+# More ranks than cores under Hydra: MPICH's ch4:ucx device never yields the
+# processor while it waits, so the ranks of such a test preload
+# mpi_tests/yield_when_idle.c (its header says why), added to the
+# LD_PRELOAD the test gives its ranks, if any.
+cmake_host_system_information(RESULT CC_COLL_TEST_CORES QUERY NUMBER_OF_LOGICAL_CORES)
+if(CC_COLL_MPIEXEC_KIND STREQUAL "hydra")
+  add_library(cc_coll_test_yield_when_idle SHARED ${PROJECT_SOURCE_DIR}/mpi_tests/yield_when_idle.c)
+  target_link_libraries(cc_coll_test_yield_when_idle PRIVATE ${CMAKE_DL_LIBS})
+endif()
+
 # cc_coll_add_mpi_test(<name> <nprocs> <labels> <command...>)
 function(cc_coll_add_mpi_test name nprocs labels)
+  set(_args ${ARGN})
+  set(_yield "")
+  if(CC_COLL_MPIEXEC_KIND STREQUAL "hydra" AND nprocs GREATER CC_COLL_TEST_CORES)
+    set(_yield $<TARGET_FILE:cc_coll_test_yield_when_idle>)
+    list(FIND _args LD_PRELOAD _at)
+    if(_at GREATER 0)
+      math(EXPR _genv "${_at} - 1")
+      list(GET _args ${_genv} _flag)
+    endif()
+    if(_at GREATER 0 AND _flag STREQUAL "-genv")
+      math(EXPR _value "${_at} + 1")
+      list(GET _args ${_value} _preloads)
+      list(REMOVE_AT _args ${_value})
+      list(INSERT _args ${_value} "${_preloads}:${_yield}")
+      set(_yield "")
+    else()
+      set(_yield -genv LD_PRELOAD ${_yield})
+    endif()
+  endif()
   add_test(NAME ${name}
-    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${nprocs} ${CC_COLL_MPIEXEC_PREFLAGS} ${ARGN}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${nprocs} ${CC_COLL_MPIEXEC_PREFLAGS} ${_yield} ${_args}
             ${CC_COLL_MPIEXEC_POSTFLAGS})
   set_tests_properties(${name} PROPERTIES
     PROCESSORS ${nprocs}
