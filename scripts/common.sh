@@ -48,9 +48,10 @@ cc_coll_build() {
 
 # The test suite again with MPICH (Debian's mpich, beside Open MPI): a second
 # build in ${CC_COLL_MPICH_BUILD_DIR:-build-mpich} made with MPICH's
-# wrappers and mpiexec (-DMPI_EXECUTABLE_SUFFIX=.mpich), without CUDA, whose
-# cross-MPI preload tests also use the build in $CC_COLL_BUILD_DIR; then its
-# ctest, with the arguments given. CC_COLL_SKIP_MPICH=1 skips it.
+# wrappers and mpiexec (-DMPI_EXECUTABLE_SUFFIX=.mpich), without CUDA and the
+# Google Benchmark programs (no test uses them), whose cross-MPI preload
+# tests also use the build in $CC_COLL_BUILD_DIR; then its ctest, with the
+# arguments given. CC_COLL_SKIP_MPICH=1 skips it.
 cc_coll_test_mpich() {
     if [ "${CC_COLL_SKIP_MPICH:-0}" = 1 ]; then
         echo "== skipping the MPICH build (CC_COLL_SKIP_MPICH=1)"
@@ -67,7 +68,8 @@ cc_coll_test_mpich() {
     fi
     echo "== MPICH: configuring and building in $mpich_dir"
     cmake -S "$CC_COLL_ROOT" -B "$mpich_dir" -DCMAKE_BUILD_TYPE=Release -DCC_COLL_BUILD_TESTS=ON \
-        -DMPI_EXECUTABLE_SUFFIX=.mpich -DCC_COLL_ENABLE_CUDA=OFF -DCC_COLL_CROSS_MPI_BUILD="$cross"
+        -DMPI_EXECUTABLE_SUFFIX=.mpich -DCC_COLL_ENABLE_CUDA=OFF -DCC_COLL_BUILD_BENCHMARKS=OFF \
+        -DCC_COLL_CROSS_MPI_BUILD="$cross"
     cmake --build "$mpich_dir" -j "$CC_COLL_JOBS"
     echo "== MPICH: running the test suite"
     (cd "$mpich_dir" && ctest --output-on-failure --timeout 600 -j "$CC_COLL_JOBS" "$@")
