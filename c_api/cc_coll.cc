@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <new>
 #include <string>
 #include <type_traits>
@@ -80,7 +81,37 @@ bool null_pointer_handle(Handle h)
     else return false;
 }
 
-
+// Whether MPI knows `c` as a communicator, asked without letting an invalid
+// handle reach a fatal error handler. Where handles are integers (MPICH and
+// its ABI: Intel MPI, MVAPICH, Cray MPICH), MPI_Comm_f2c is a cast, so any
+// integer comes back as a "communicator"; MPI reports an invalid one through
+// the error handler of MPI_COMM_WORLD (MPICH 4.0) or MPI_COMM_SELF (MPI-4),
+// fatal by default: both are set to MPI_ERRORS_RETURN for one
+// MPI_Comm_test_inter and restored (one thread at a time). Pointer handles
+// that are not null are valid (the null case is null_pointer_handle's).
+template <typename Handle>
+bool mpi_knows_comm(Handle c)
+{
+    if constexpr (std::is_pointer_v<Handle>) {
+        return c != nullptr;
+    } else {
+        static std::mutex m;
+        std::lock_guard<std::mutex> lock(m);
+        MPI_Errhandler world = MPI_ERRHANDLER_NULL, self = MPI_ERRHANDLER_NULL;
+        if (MPI_Comm_get_errhandler(MPI_COMM_WORLD, &world) != MPI_SUCCESS ||
+            MPI_Comm_get_errhandler(MPI_COMM_SELF, &self) != MPI_SUCCESS)
+            return false;
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+        int inter = 0;
+        const bool known = MPI_Comm_test_inter(c, &inter) == MPI_SUCCESS;
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, world);
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, self);
+        MPI_Errhandler_free(&world);
+        MPI_Errhandler_free(&self);
+        return known;
+    }
+}
 
 }  // namespace
 
@@ -155,6 +186,10 @@ cc_coll_status_t cc_coll_comm_create_fint_versioned(MPI_Fint mpi_comm, cc_coll_c
         if (c == MPI_COMM_NULL)
             return fail(CC_COLL_ERR_INVALID_ARG, "%s: mpi_comm = %d is the Fortran handle of MPI_COMM_NULL", fn,
                         static_cast<int>(mpi_comm));
+        if (!mpi_knows_comm(c))
+            return fail(CC_COLL_ERR_INVALID_ARG,
+                        "%s: mpi_comm = %d is not the Fortran handle of a communicator (MPI reports it invalid)",
+                        fn, static_cast<int>(mpi_comm));
         return create_comm(fn, c, comm, header_major, header_minor);
     });
 }

@@ -182,7 +182,12 @@ CC_COLL_API cc_coll_status_t cc_coll_comm_create_versioned(MPI_Comm mpi_comm, cc
                                                            int header_major, int header_minor);
 
 /* The same from a Fortran communicator handle (MPI_Fint, as MPI_Comm_c2f
- * returns and Fortran's `integer :: comm` holds). */
+ * returns and Fortran's `integer :: comm` holds). A handle that names no
+ * communicator (never one, or freed) is CC_COLL_ERR_INVALID_ARG with every
+ * MPI: where handles are integers (the MPICH ABI), MPI is asked with
+ * MPI_ERRORS_RETURN set on MPI_COMM_WORLD and MPI_COMM_SELF for that one
+ * check, so a thread of the program that makes an erroneous MPI call at
+ * that moment gets an error code instead of the usual abort. */
 CC_COLL_API cc_coll_status_t cc_coll_comm_create_fint_versioned(MPI_Fint mpi_comm, cc_coll_comm_h *comm,
                                                                 int header_major, int header_minor);
 

@@ -20,10 +20,12 @@ CC_COLL_BUILD_DIR=${CC_COLL_BUILD_DIR:-$CC_COLL_ROOT/build}
 CC_COLL_SANITIZE_BUILD_DIR=${CC_COLL_SANITIZE_BUILD_DIR:-$CC_COLL_BUILD_DIR-sanitize}
 CC_COLL_JOBS=${CC_COLL_JOBS:-$(nproc)}
 
-# Debian packages the build, the tests and the demo need.
+# Debian packages the build, the tests and the demo need. MPICH (mpich
+# libmpich-dev) is installed beside Open MPI for the tests' second build;
+# Open MPI stays the system's default MPI (the alternatives rank it higher).
 CC_COLL_DEB_PACKAGES="build-essential cmake pkg-config gfortran openmpi-bin libopenmpi-dev libucx-dev \
 libgtest-dev libgmock-dev libbenchmark-dev binutils python3-numpy python3-mpi4py python3-setuptools python3-pip \
-libopenblas-dev liblapacke-dev python3-torch"
+libopenblas-dev liblapacke-dev python3-torch mpich libmpich-dev"
 
 cc_coll_install_deps() {
     if [ "${CC_COLL_SKIP_APT:-0}" = 1 ]; then
@@ -61,6 +63,35 @@ cc_coll_build_sanitize() {
     cc_coll_build_in "$CC_COLL_SANITIZE_BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCC_COLL_ENABLE_ASAN=ON -DCC_COLL_ENABLE_UBSAN=ON -DCC_COLL_ENABLE_CUDA=OFF \
         -DCC_COLL_BUILD_BENCHMARKS=OFF "$@"
+}
+
+# The test suite again with MPICH (Debian's mpich, beside Open MPI): a second
+# build in ${CC_COLL_MPICH_BUILD_DIR:-build-mpich} made with MPICH's
+# wrappers and mpiexec (-DMPI_EXECUTABLE_SUFFIX=.mpich), without CUDA and the
+# Google Benchmark programs (no test uses them), whose cross-MPI preload
+# tests also use the build in $CC_COLL_BUILD_DIR; then its ctest, with the
+# arguments given. CC_COLL_SKIP_MPICH=1 skips it.
+cc_coll_test_mpich() {
+    if [ "${CC_COLL_SKIP_MPICH:-0}" = 1 ]; then
+        echo "== skipping the MPICH build (CC_COLL_SKIP_MPICH=1)"
+        return
+    fi
+    if ! command -v mpicc.mpich > /dev/null || ! command -v mpiexec.mpich > /dev/null; then
+        echo "== MPICH: no mpicc.mpich and mpiexec.mpich; install mpich libmpich-dev or set CC_COLL_SKIP_MPICH=1" >&2
+        return 1
+    fi
+    mpich_dir=${CC_COLL_MPICH_BUILD_DIR:-$CC_COLL_ROOT/build-mpich}
+    cross=""
+    if [ -f "$CC_COLL_BUILD_DIR/CMakeCache.txt" ]; then
+        cross=$(cd "$CC_COLL_BUILD_DIR" && pwd)
+    fi
+    echo "== MPICH: configuring and building in $mpich_dir"
+    cmake -S "$CC_COLL_ROOT" -B "$mpich_dir" -DCMAKE_BUILD_TYPE=Release -DCC_COLL_BUILD_TESTS=ON \
+        -DMPI_EXECUTABLE_SUFFIX=.mpich -DCC_COLL_ENABLE_CUDA=OFF -DCC_COLL_BUILD_BENCHMARKS=OFF \
+        -DCC_COLL_CROSS_MPI_BUILD="$cross"
+    cmake --build "$mpich_dir" -j "$CC_COLL_JOBS"
+    echo "== MPICH: running the test suite"
+    (cd "$mpich_dir" && ctest --output-on-failure --timeout 600 -j "$CC_COLL_JOBS" "$@")
 }
 
 # mpirun as root needs Open MPI's explicit consent; more ranks than cores

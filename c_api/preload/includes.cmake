@@ -1,7 +1,9 @@
-# Checks the shim's layering: c_api/preload/preload.cc includes, of the
-# project's headers, only the public C ABI (cc_coll.h) and its settings
-# lookup (core/preload_settings.hpp), and that header includes no project
-# header but cc_coll.h. System and MPI headers (<...>) are not restricted.
+# Checks the shim's layering: its core, c_api/preload/preload.cc, includes,
+# of the project's headers, only the public C ABI (cc_coll.h), its settings
+# lookup (core/preload_settings.hpp) and the table it gives the front
+# (core_api.h); the settings header includes no project header but
+# cc_coll.h; the front (front.c, built_mpi.c) includes core_api.h only, and
+# core_api.h nothing. System and MPI headers (<...>) are not restricted.
 # Run with -DSOURCE_DIR=<project source directory>.
 cmake_policy(SET CMP0057 NEW)  # if(IN_LIST)
 
@@ -25,5 +27,8 @@ function(check file)
   message(STATUS "${file}: ${_n} project includes, all allowed")
 endfunction()
 
-check(c_api/preload/preload.cc cc_coll.h core/preload_settings.hpp)
+check(c_api/preload/preload.cc cc_coll.h core/preload_settings.hpp core_api.h)
 check(src/core/preload_settings.hpp cc_coll.h)
+check(c_api/preload/front.c core_api.h)
+check(c_api/preload/built_mpi.c core_api.h)
+check(c_api/preload/core_api.h)

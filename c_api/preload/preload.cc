@@ -1,15 +1,24 @@
-// libcc_coll_preload.so: an LD_PRELOAD interposer (a PMPI tool) that routes
-// an unmodified MPI program's eligible MPI_Allreduce calls through
-// libcc_coll. See docs/preload.md for the user's view.
+// libcc_coll_preload_core.so: the core of the LD_PRELOAD shim (a PMPI
+// tool) that routes an unmodified MPI program's eligible MPI_Allreduce calls
+// through libcc_coll. See docs/preload.md for the user's view.
 //
+//  - What is preloaded is libcc_coll_preload.so (front.c): it exports the
+//    interposed entry points, checks that the process runs the MPI this
+//    core was built for, loads this core (RTLD_LOCAL) and hands it every
+//    call through the table of core_api.h. The core exports nothing else.
 //  - Wrapped: MPI_Init, MPI_Init_thread, MPI_Finalize, MPI_Allreduce (C);
 //    the Fortran entry points of the same four in their four manglings
 //    (Open MPI's Fortran bindings call PMPI_* directly, so a C-only shim
-//    never sees a Fortran program), and Open MPI's mpi_f08 entries
-//    mpi_{init,init_thread,finalize,allreduce}_f08_.
-//  - Every MPI call the shim makes itself is a PMPI_* call. The library's
+//    never sees a Fortran program; MPICH's call the C MPI_* functions, but
+//    from inside MPI, so the program's call site would be lost), and the
+//    mpi_f08 entries mpi_{init,init_thread,finalize,allreduce}_f08_ (Open
+//    MPI's; MPICH's mpi_f08 has the init and finalize ones, and its
+//    MPI_Allreduce reaches the C entry point). Each Fortran wrapper forwards
+//    what it does not compress to the MPI's entry the front found (pmpi_...,
+//    or where the MPI has none, as for MPICH's mpi_f08, the entry itself).
+//  - Every MPI call the core makes itself is a PMPI_* call. The library's
 //    objects are linked in statically and call MPI_Allreduce by name, which
-//    resolves to the wrapper below; a thread-local depth counter sends those
+//    resolves to the front's; a thread-local depth counter sends those
 //    nested calls straight to PMPI_Allreduce.
 //  - Eligible, in two stages. First, from values identical on every rank
 //    (count, datatype, op, communicator kind and size, the environment):
@@ -30,8 +39,8 @@
 //    for destruction (no MPI call inside the callback), done at the next
 //    intercepted call or at MPI_Finalize.
 //  - Dependencies: libcc_coll's public C ABI (cc_coll.h) and, for its
-//    settings, core/preload_settings.hpp; nothing else of the library's
-//    internals. The one thing the C ABI does not answer, whether a buffer is
+//    settings, core/preload_settings.hpp, and the front's table
+//    (core_api.h); nothing else of the library's internals. The one thing the C ABI does not answer, whether a buffer is
 //    device memory, the shim asks the CUDA runtime itself (CUDA builds).
 #include <dlfcn.h>
 #include <unistd.h>
@@ -40,6 +49,8 @@
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <algorithm>
 #include <exception>
 #include <map>
@@ -48,15 +59,18 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <mpi.h>
 
 #include "cc_coll.h"
 #include "core/preload_settings.hpp"
+#include "core_api.h"
 
 
-#define CC_PRELOAD_EXPORT extern "C" __attribute__((visibility("default")))
+// The front passes a Fortran integer as an int (core_api.h).
+static_assert(sizeof(MPI_Fint) == sizeof(int), "MPI_Fint is not an int: core_api.h does not fit this MPI");
 
 // Open MPI's Fortran sentinels: common blocks whose addresses Fortran passes
 // for MPI_IN_PLACE and MPI_BOTTOM. Weak, so that the shim loads where they
@@ -70,6 +84,12 @@ extern int mpi_fortran_bottom __attribute__((weak, visibility("default")));
 extern int mpi_fortran_bottom_ __attribute__((weak, visibility("default")));
 extern int mpi_fortran_bottom__ __attribute__((weak, visibility("default")));
 extern int MPI_FORTRAN_BOTTOM __attribute__((weak, visibility("default")));
+// MPICH's (and its ABI's): pointers, set when MPI's Fortran layer first runs
+// (MPIR_F_NeedInit is then cleared), to the addresses Fortran passes for
+// MPI_IN_PLACE and MPI_BOTTOM (mpif.h and `use mpi`).
+extern void *MPIR_F_MPI_IN_PLACE __attribute__((weak, visibility("default")));
+extern void *MPIR_F_MPI_BOTTOM __attribute__((weak, visibility("default")));
+extern int MPIR_F_NeedInit __attribute__((weak, visibility("default")));
 }
 
 namespace {
@@ -769,34 +789,41 @@ bool intercept(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op 
 // ---------------------------------------------------------------------------
 // Fortran.
 
-using FAllreduce = void (*)(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
-using FInit = void (*)(MPI_Fint *);
-using FInitThread = void (*)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
-using FFinalize = void (*)(MPI_Fint *);
+using FAllreduce = cc_coll_preload_f_allreduce_fn;
+using FInit = cc_coll_preload_f_init_fn;
+using FInitThread = cc_coll_preload_f_init_thread_fn;
+using FFinalize = cc_coll_preload_f_finalize_fn;
 
-// The next definition of a Fortran PMPI entry (Open MPI's libmpi_mpifh or
-// libmpi_usempif08), or nullptr.
-template <typename Fn>
-Fn next_symbol(const char *name)
-{
-    return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-}
+// Whether MPICH's Fortran sentinels are not known yet: MPI's Fortran layer
+// has not run, so the call goes to it as it is.
+bool mpich_fortran_uninitialised() { return &MPIR_F_NeedInit != nullptr && MPIR_F_NeedInit != 0; }
 
 bool is_fortran_in_place(const void *p)
 {
-    return p != nullptr && (p == &mpi_fortran_in_place || p == &mpi_fortran_in_place_ ||
-                            p == &mpi_fortran_in_place__ || p == &MPI_FORTRAN_IN_PLACE);
+    if (p == nullptr) return false;
+    if (p == &mpi_fortran_in_place || p == &mpi_fortran_in_place_ || p == &mpi_fortran_in_place__ ||
+        p == &MPI_FORTRAN_IN_PLACE)
+        return true;
+    return &MPIR_F_MPI_IN_PLACE != nullptr && MPIR_F_MPI_IN_PLACE != nullptr && p == MPIR_F_MPI_IN_PLACE;
 }
 
 bool is_fortran_bottom(const void *p)
 {
-    return p != nullptr && (p == &mpi_fortran_bottom || p == &mpi_fortran_bottom_ || p == &mpi_fortran_bottom__ ||
-                            p == &MPI_FORTRAN_BOTTOM);
+    if (p == nullptr) return false;
+    if (p == &mpi_fortran_bottom || p == &mpi_fortran_bottom_ || p == &mpi_fortran_bottom__ ||
+        p == &MPI_FORTRAN_BOTTOM)
+        return true;
+    return &MPIR_F_MPI_BOTTOM != nullptr && MPIR_F_MPI_BOTTOM != nullptr && p == MPIR_F_MPI_BOTTOM;
 }
 
 void fortran_allreduce(FAllreduce real, void *s, void *r, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op,
                        MPI_Fint *comm, MPI_Fint *ierr, const void *ret)
 {
+    if (real != nullptr && mpich_fortran_uninitialised()) {
+        Guard guard;
+        real(s, r, count, dt, op, comm, ierr);
+        return;
+    }
     const void *cs = is_fortran_in_place(s) ? MPI_IN_PLACE : is_fortran_bottom(s) ? MPI_BOTTOM : s;
     void *cr = is_fortran_bottom(r) ? MPI_BOTTOM : r;
     if (t_depth == 0) {
@@ -866,12 +893,10 @@ void fortran_finalize(FFinalize real, MPI_Fint *ierr)
     }
 }
 
-}  // namespace
-
 // ---------------------------------------------------------------------------
-// The interposed entry points: the exact mpi.h prototypes for C.
+// The entry points, called by the front (core_api.h).
 
-CC_PRELOAD_EXPORT int MPI_Init(int *argc, char ***argv)
+int core_init(int *argc, char ***argv)
 {
     if (t_depth > 0) return PMPI_Init(argc, argv);
     Guard guard;
@@ -880,7 +905,7 @@ CC_PRELOAD_EXPORT int MPI_Init(int *argc, char ***argv)
     return rc;
 }
 
-CC_PRELOAD_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+int core_init_thread(int *argc, char ***argv, int required, int *provided)
 {
     if (t_depth > 0) return PMPI_Init_thread(argc, argv, required, provided);
     Guard guard;
@@ -889,7 +914,7 @@ CC_PRELOAD_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int
     return rc;
 }
 
-CC_PRELOAD_EXPORT int MPI_Finalize(void)
+int core_finalize()
 {
     if (t_depth > 0) return PMPI_Finalize();
     Guard guard;
@@ -897,54 +922,39 @@ CC_PRELOAD_EXPORT int MPI_Finalize(void)
     return PMPI_Finalize();
 }
 
-CC_PRELOAD_EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                                    MPI_Comm comm)
+// A handle of this MPI from its register-wide form: the pointer itself, or
+// the low bits of an integer handle.
+template <typename Handle>
+Handle from_wide(std::uintptr_t v)
 {
-    if (t_depth > 0) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    static_assert(sizeof(Handle) <= sizeof(std::uintptr_t), "an MPI handle wider than a register");
+    if constexpr (std::is_pointer_v<Handle>) return reinterpret_cast<Handle>(v);
+    else return static_cast<Handle>(static_cast<std::uint32_t>(v));
+}
+
+int core_allreduce(const void *sendbuf, void *recvbuf, int count, std::uintptr_t datatype, std::uintptr_t op,
+                   std::uintptr_t comm, const void *ret)
+{
+    const MPI_Datatype dt = from_wide<MPI_Datatype>(datatype);
+    const MPI_Op o = from_wide<MPI_Op>(op);
+    const MPI_Comm c = from_wide<MPI_Comm>(comm);
+    if (t_depth > 0) return PMPI_Allreduce(sendbuf, recvbuf, count, dt, o, c);
     Guard guard;
     ensure_setup();
     state().seen++;
     int rc = MPI_SUCCESS;
-    if (intercept(sendbuf, recvbuf, count, datatype, op, comm, __builtin_return_address(0), &rc)) return rc;
-    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    if (intercept(sendbuf, recvbuf, count, dt, o, c, ret, &rc)) return rc;
+    return PMPI_Allreduce(sendbuf, recvbuf, count, dt, o, c);
 }
 
-// Fortran (mpif.h and `use mpi`): the four manglings, each forwarding what it
-// does not compress to the matching Fortran PMPI entry.
-#define CC_PRELOAD_F_ALLREDUCE(name, pname)                                                                       \
-    CC_PRELOAD_EXPORT void name(void *s, void *r, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,  \
-                                MPI_Fint *ierr)                                                                 \
-    {                                                                                                           \
-        static const FAllreduce real = next_symbol<FAllreduce>(#pname);                                         \
-        fortran_allreduce(real, s, r, count, dt, op, comm, ierr, __builtin_return_address(0));                  \
-    }
-#define CC_PRELOAD_F_INIT(name, pname)                                                                            \
-    CC_PRELOAD_EXPORT void name(MPI_Fint *ierr)                                                                 \
-    {                                                                                                           \
-        fortran_init(next_symbol<FInit>(#pname), ierr);                                                         \
-    }
-#define CC_PRELOAD_F_INIT_THREAD(name, pname)                                                                     \
-    CC_PRELOAD_EXPORT void name(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)                         \
-    {                                                                                                           \
-        fortran_init_thread(next_symbol<FInitThread>(#pname), required, provided, ierr);                        \
-    }
-#define CC_PRELOAD_F_FINALIZE(name, pname)                                                                        \
-    CC_PRELOAD_EXPORT void name(MPI_Fint *ierr)                                                                 \
-    {                                                                                                           \
-        fortran_finalize(next_symbol<FFinalize>(#pname), ierr);                                                 \
-    }
-#define CC_PRELOAD_F_ALL(macro, lower, upper) \
-    macro(lower, p##lower) macro(lower##_, p##lower##_) macro(lower##__, p##lower##__) macro(upper, P##upper)
+const cc_coll_preload_core kCore = {
+    core_init,       core_init_thread, core_finalize,       core_allreduce,
+    fortran_allreduce, fortran_init,   fortran_init_thread, fortran_finalize,
+};
 
-CC_PRELOAD_F_ALL(CC_PRELOAD_F_ALLREDUCE, mpi_allreduce, MPI_ALLREDUCE)
-CC_PRELOAD_F_ALL(CC_PRELOAD_F_INIT, mpi_init, MPI_INIT)
-CC_PRELOAD_F_ALL(CC_PRELOAD_F_INIT_THREAD, mpi_init_thread, MPI_INIT_THREAD)
-CC_PRELOAD_F_ALL(CC_PRELOAD_F_FINALIZE, mpi_finalize, MPI_FINALIZE)
+}  // namespace
 
-// Open MPI's mpi_f08 entries: handles are type(MPI_*) holding one integer
-// (MPI_VAL), passed by reference like the integer handles above; ierror is
-// optional, so it may be NULL.
-CC_PRELOAD_F_ALLREDUCE(mpi_allreduce_f08_, pmpi_allreduce_f08_)
-CC_PRELOAD_F_INIT(mpi_init_f08_, pmpi_init_f08_)
-CC_PRELOAD_F_INIT_THREAD(mpi_init_thread_f08_, pmpi_init_thread_f08_)
-CC_PRELOAD_F_FINALIZE(mpi_finalize_f08_, pmpi_finalize_f08_)
+extern "C" __attribute__((visibility("default"))) const cc_coll_preload_core *cc_coll_preload_core_get(int api)
+{
+    return api == CC_COLL_PRELOAD_CORE_API ? &kCore : nullptr;
+}
