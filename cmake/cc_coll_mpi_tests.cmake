@@ -81,11 +81,12 @@ function(cc_coll_mpiexec_env_of kind out)
   set(${out} ${_args} PARENT_SCOPE)
 endfunction()
 
-# More ranks than cores under Hydra: MPICH's ch4:ucx device never yields the
-# processor while it waits, so the ranks of such a test preload
-# mpi_tests/yield_when_idle.c (its header says why), added to the
-# LD_PRELOAD the test gives its ranks, if any.
-cmake_host_system_information(RESULT CC_COLL_TEST_CORES QUERY NUMBER_OF_LOGICAL_CORES)
+# Several ranks under Hydra: MPICH's ch4:ucx device never yields the
+# processor while it waits, which makes a test crawl wherever its ranks
+# outnumber the free cores (more ranks than cores, or a machine busy with
+# other work). The ranks of such tests preload mpi_tests/yield_when_idle.c
+# (its header says why), added to the LD_PRELOAD the test gives its ranks,
+# if any.
 if(CC_COLL_MPIEXEC_KIND STREQUAL "hydra")
   add_library(cc_coll_test_yield_when_idle SHARED ${PROJECT_SOURCE_DIR}/mpi_tests/yield_when_idle.c)
   target_link_libraries(cc_coll_test_yield_when_idle PRIVATE ${CMAKE_DL_LIBS})
@@ -95,7 +96,7 @@ endif()
 function(cc_coll_add_mpi_test name nprocs labels)
   set(_args ${ARGN})
   set(_yield "")
-  if(CC_COLL_MPIEXEC_KIND STREQUAL "hydra" AND nprocs GREATER CC_COLL_TEST_CORES)
+  if(CC_COLL_MPIEXEC_KIND STREQUAL "hydra" AND nprocs GREATER 1)
     set(_yield $<TARGET_FILE:cc_coll_test_yield_when_idle>)
     list(FIND _args LD_PRELOAD _at)
     if(_at GREATER 0)

@@ -1,16 +1,18 @@
 /* A helper of the test harness (cmake/cc_coll_mpi_tests.cmake) for MPICH's
  * ch4:ucx device, Debian's MPICH: it waits for a message by calling UCX's
  * ucp_worker_progress in a loop and never gives up the processor. With more
- * ranks than cores a waiting rank then spins through its whole time slice
+ * ranks than free cores (more ranks than the machine has, or a machine busy
+ * with other work) a waiting rank then spins through its whole time slice
  * while the rank it waits for is not running, and a test of many small
- * collectives takes minutes instead of seconds (mpi_staged_transport_np4:
- * over 300 s, against 3 s with this). Preloaded into the ranks of the tests
- * that run more ranks than the machine has cores, it gives up the processor
- * after a progress call that found nothing to do, as Open MPI does by itself
- * when oversubscribed (mpi_yield_when_idle): sched_yield, and after 100 idle
- * calls in a row a sleep of a microsecond (in practice the timer slack, some
- * 50 us), which lets a rank waiting on another processor's queue run too.
- * Where nothing calls ucp_worker_progress it does nothing. */
+ * collectives takes minutes instead of seconds (mpi_staged_transport_np4 on
+ * 2 cores: over 300 s, against 3 s with this). Preloaded into the ranks of
+ * every test with more than one rank under MPICH's launcher, it gives up the
+ * processor after a progress call that found nothing to do, as Open MPI does
+ * by itself when oversubscribed (mpi_yield_when_idle): sched_yield, and
+ * after 100 idle calls in a row a sleep of a microsecond (in practice the
+ * timer slack, some 50 us), which lets a rank waiting on another
+ * processor's queue run too. Where nothing calls ucp_worker_progress it
+ * does nothing. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <sched.h>
