@@ -55,13 +55,7 @@ std::uint64_t g_input = 0;
 
 [[noreturn]] void failed(const char *what, const std::vector<unsigned char> &msg, const std::string &reason)
 {
-    std::fprintf(stderr, "FAIL: input %" PRIu64 " (seed %" PRIu64 "): %s\n", g_input, g_seed, what);
-    if (!reason.empty()) std::fprintf(stderr, "  reason: %s\n", reason.c_str());
-    std::fprintf(stderr, "  message (%zu bytes):", msg.size());
-    for (std::size_t i = 0; i < msg.size() && i < 256; ++i)
-        std::fprintf(stderr, "%s%02x", i % 16 == 0 ? "\n   " : " ", msg[i]);
-    std::fprintf(stderr, "\n");
-    std::exit(1);
+    fuzz::report_failure(g_input, g_seed, what, "reason", reason, "message", msg, 256);
 }
 
 const std::size_t kCounts[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 64, 100, 255, 256, 1000};
@@ -376,17 +370,12 @@ std::string reason_class(const std::string &reason)
 
 int main(int argc, char **argv)
 {
-    std::uint64_t inputs = 20000;
-    bool verbose = false;
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--inputs") == 0 && i + 1 < argc) inputs = std::strtoull(argv[++i], nullptr, 10);
-        else if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_seed = std::strtoull(argv[++i], nullptr, 10);
-        else if (std::strcmp(argv[i], "--verbose") == 0) verbose = true;
-        else {
-            std::fprintf(stderr, "usage: %s [--inputs N] [--seed S] [--verbose]\n", argv[0]);
-            return 2;
-        }
-    }
+    fuzz::DriverArgs args;
+    args.inputs = 20000;
+    if (!fuzz::parse_driver_args(argc, argv, &args)) return 2;
+    g_seed = args.seed;
+    const std::uint64_t inputs = args.inputs;
+    const bool verbose = args.verbose;
     Rng rng(g_seed);
     Workspace ws;
     std::uint64_t accepted = 0, rejected = 0, unmutated = 0;

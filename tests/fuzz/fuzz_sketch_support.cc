@@ -274,17 +274,12 @@ void decode_and_check(const Input &in, const sketch::Layout &layout, Rng &rng, s
 
 int main(int argc, char **argv)
 {
-    std::uint64_t inputs = 20000;
-    bool verbose = false;
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--inputs") == 0 && i + 1 < argc) inputs = std::strtoull(argv[++i], nullptr, 10);
-        else if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc) g_seed = std::strtoull(argv[++i], nullptr, 10);
-        else if (std::strcmp(argv[i], "--verbose") == 0) verbose = true;
-        else {
-            std::fprintf(stderr, "usage: %s [--inputs N] [--seed S] [--verbose]\n", argv[0]);
-            return 2;
-        }
-    }
+    fuzz::DriverArgs args;
+    args.inputs = 20000;
+    if (!fuzz::parse_driver_args(argc, argv, &args)) return 2;
+    g_seed = args.seed;
+    const std::uint64_t inputs = args.inputs;
+    const bool verbose = args.verbose;
     Rng rng(g_seed);
     std::uint64_t decoded = 0, dense = 0, rejected = 0, unmutated = 0, exact = 0, estimated = 0;
     std::map<std::string, std::uint64_t> faults;
