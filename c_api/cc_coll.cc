@@ -113,6 +113,69 @@ bool mpi_knows_comm(Handle c)
     }
 }
 
+cc_coll_status_t allreduce_entry(const char *fn, const void *sendbuf, void *recvbuf, size_t count,
+                                 cc_coll_dtype_t dtype, cc_coll_op_t op, const cc_coll_params_t *params,
+                                 cc_coll_comm_h comm, void *stream, cc_coll_request_h *request)
+{
+    CallTimer timer;
+    std::shared_ptr<Comm> c;
+    CallParams p;
+    cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
+    timer.attach(c);
+    if (st != CC_COLL_OK) return st;
+    if ((st = validate_reduction_args(fn, sendbuf, recvbuf, count, enum_value(dtype), enum_value(op))) != CC_COLL_OK)
+        return st;
+    bool on_device = false;
+    if ((st = locate_buffers(fn, sendbuf, recvbuf, count, stream, &on_device)) != CC_COLL_OK) return st;
+    const std::size_t bytes = count * dtype_size(dtype);
+    std::vector<progress::Range> reads;
+    if (sendbuf != recvbuf) reads.push_back(byte_range(sendbuf, bytes));
+    const AllreduceArgs args{sendbuf, recvbuf, count, dtype, op, on_device, stream};
+    Comm *raw = c.get();
+    return launch(fn, c, timer, request, std::move(reads), {byte_range(recvbuf, bytes)},
+                  on_device ? gpu::device_of(recvbuf) : -1, [raw, args, p] { return allreduce(*raw, args, p); });
+}
+
+cc_coll_status_t reduce_scatter_entry(const char *fn, const void *sendbuf, void *recvbuf, size_t recvcount,
+                                      cc_coll_dtype_t dtype, cc_coll_op_t op, const cc_coll_params_t *params,
+                                      cc_coll_comm_h comm, void *stream, cc_coll_request_h *request)
+{
+    CallTimer timer;
+    std::shared_ptr<Comm> c;
+    CallParams p;
+    cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
+    timer.attach(c);
+    if (st != CC_COLL_OK) return st;
+    const std::size_t P = static_cast<std::size_t>(c->size());
+    const int d = enum_value(dtype), o = enum_value(op);
+    if (dtype_valid(d) && op_valid(o) && recvcount > static_cast<std::size_t>(INT_MAX) / P)
+        return fail(CC_COLL_ERR_COUNT_OVERFLOW,
+                    "%s: recvcount = %zu times %zu ranks exceeds MPI's count type (int, at most %d elements)", fn,
+                    recvcount, P, INT_MAX);
+    if ((st = validate_reduction_args(fn, sendbuf, recvbuf, recvcount, d, o)) != CC_COLL_OK) return st;
+    const std::size_t es = dtype_size(dtype);
+    if (recvcount > 0 && sendbuf != recvbuf) {
+        const auto s = reinterpret_cast<std::uintptr_t>(sendbuf);
+        const auto r = reinterpret_cast<std::uintptr_t>(recvbuf);
+        if (s < r + recvcount * es && r < s + recvcount * P * es)
+            return fail(CC_COLL_ERR_INVALID_ARG,
+                        "%s: sendbuf (recvcount x %zu elements) and recvbuf overlap without being equal (pass "
+                        "the same pointer for in-place)",
+                        fn, P);
+    }
+    bool on_device = false;
+    if ((st = locate_buffers(fn, sendbuf, recvbuf, recvcount, stream, &on_device)) != CC_COLL_OK) return st;
+    ReduceScatterArgs args{sendbuf, recvbuf, recvcount, dtype, op};
+    args.on_device = on_device;
+    args.stream = stream;
+    std::vector<progress::Range> reads;
+    if (sendbuf != recvbuf) reads.push_back(byte_range(sendbuf, recvcount * P * es));
+    const std::size_t written = sendbuf == recvbuf ? recvcount * P * es : recvcount * es;
+    Comm *raw = c.get();
+    return launch(fn, c, timer, request, std::move(reads), {byte_range(recvbuf, written)},
+                  on_device ? gpu::device_of(recvbuf) : -1, [raw, args, p] { return reduce_scatter(*raw, args, p); });
+}
+
 }  // namespace
 
 extern "C" {
@@ -198,6 +261,10 @@ cc_coll_status_t cc_coll_comm_destroy(cc_coll_comm_h comm)
 {
     return guarded("cc_coll_comm_destroy", [&] {
         if (comm == nullptr) return fail(CC_COLL_ERR_INVALID_COMM, "cc_coll_comm_destroy: comm is NULL");
+        // Requests in flight (freed ones included) complete first: the
+        // other ranks take part in them.
+        if (std::shared_ptr<Comm> live = find_comm(comm); live && progress::in_flight(*live) > 0)
+            progress::drain(*live);
         if (!unregister_comm(comm))
             return fail(CC_COLL_ERR_INVALID_COMM,
                         "cc_coll_comm_destroy: comm %p is not a live communicator (already destroyed?)",
@@ -235,21 +302,18 @@ cc_coll_status_t cc_coll_allreduce(const void *sendbuf, void *recvbuf, size_t co
                                    void *stream)
 {
     return guarded("cc_coll_allreduce", [&] {
-        CallTimer timer;
-        const char *fn = "cc_coll_allreduce";
-        std::shared_ptr<Comm> c;
-        CallParams p;
-        cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
-        timer.attach(c);
-        if (st != CC_COLL_OK) return st;
-        if ((st = validate_reduction_args(fn, sendbuf, recvbuf, count, enum_value(dtype), enum_value(op))) !=
-            CC_COLL_OK)
-            return st;
-        bool on_device = false;
-        if ((st = locate_buffers(fn, sendbuf, recvbuf, count, stream, &on_device)) != CC_COLL_OK) return st;
-        CollectiveHold hold;
-        if ((st = hold.enter(fn, *c)) != CC_COLL_OK) return st;
-        return allreduce(*c, AllreduceArgs{sendbuf, recvbuf, count, dtype, op, on_device, stream}, p);
+        return allreduce_entry("cc_coll_allreduce", sendbuf, recvbuf, count, dtype, op, params, comm, stream, nullptr);
+    });
+}
+
+cc_coll_status_t cc_coll_iallreduce(const void *sendbuf, void *recvbuf, size_t count, cc_coll_dtype_t dtype,
+                                    cc_coll_op_t op, const cc_coll_params_t *params, cc_coll_comm_h comm,
+                                    void *stream, cc_coll_request_h *request)
+{
+    return guarded("cc_coll_iallreduce", [&] {
+        const char *fn = "cc_coll_iallreduce";
+        CC_COLL_TRY(check_request_out(fn, request));
+        return allreduce_entry(fn, sendbuf, recvbuf, count, dtype, op, params, comm, stream, request);
     });
 }
 
@@ -258,39 +322,69 @@ cc_coll_status_t cc_coll_reduce_scatter(const void *sendbuf, void *recvbuf, size
                                         void *stream)
 {
     return guarded("cc_coll_reduce_scatter", [&] {
-        CallTimer timer;
-        const char *fn = "cc_coll_reduce_scatter";
-        std::shared_ptr<Comm> c;
-        CallParams p;
-        cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
-        timer.attach(c);
-        if (st != CC_COLL_OK) return st;
-        const std::size_t P = static_cast<std::size_t>(c->size());
-        const int d = enum_value(dtype), o = enum_value(op);
-        if (dtype_valid(d) && op_valid(o) && recvcount > static_cast<std::size_t>(INT_MAX) / P)
-            return fail(CC_COLL_ERR_COUNT_OVERFLOW,
-                        "%s: recvcount = %zu times %zu ranks exceeds MPI's count type (int, at most %d elements)", fn,
-                        recvcount, P, INT_MAX);
-        if ((st = validate_reduction_args(fn, sendbuf, recvbuf, recvcount, d, o)) != CC_COLL_OK) return st;
-        if (recvcount > 0 && sendbuf != recvbuf) {
-            const std::size_t es = dtype_size(dtype);
-            const auto s = reinterpret_cast<std::uintptr_t>(sendbuf);
-            const auto r = reinterpret_cast<std::uintptr_t>(recvbuf);
-            if (s < r + recvcount * es && r < s + recvcount * P * es)
-                return fail(CC_COLL_ERR_INVALID_ARG,
-                            "%s: sendbuf (recvcount x %zu elements) and recvbuf overlap without being equal (pass "
-                            "the same pointer for in-place)",
-                            fn, P);
-        }
-        bool on_device = false;
-        if ((st = locate_buffers(fn, sendbuf, recvbuf, recvcount, stream, &on_device)) != CC_COLL_OK) return st;
-        ReduceScatterArgs args{sendbuf, recvbuf, recvcount, dtype, op};
-        args.on_device = on_device;
-        args.stream = stream;
-        CollectiveHold hold;
-        if ((st = hold.enter(fn, *c)) != CC_COLL_OK) return st;
-        return reduce_scatter(*c, args, p);
+        return reduce_scatter_entry("cc_coll_reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op, params, comm,
+                                    stream, nullptr);
     });
+}
+
+cc_coll_status_t cc_coll_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, cc_coll_dtype_t dtype,
+                                         cc_coll_op_t op, const cc_coll_params_t *params, cc_coll_comm_h comm,
+                                         void *stream, cc_coll_request_h *request)
+{
+    return guarded("cc_coll_ireduce_scatter", [&] {
+        const char *fn = "cc_coll_ireduce_scatter";
+        CC_COLL_TRY(check_request_out(fn, request));
+        return reduce_scatter_entry(fn, sendbuf, recvbuf, recvcount, dtype, op, params, comm, stream, request);
+    });
+}
+
+cc_coll_status_t cc_coll_test(cc_coll_request_h request, int *done)
+{
+    return guarded("cc_coll_test", [&] { return progress::test("cc_coll_test", request, done); });
+}
+
+cc_coll_status_t cc_coll_wait(cc_coll_request_h request)
+{
+    return guarded("cc_coll_wait", [&] { return progress::wait("cc_coll_wait", request); });
+}
+
+cc_coll_status_t cc_coll_waitall(size_t n, const cc_coll_request_h *requests, cc_coll_status_t *statuses)
+{
+    return guarded("cc_coll_waitall", [&] {
+        const char *fn = "cc_coll_waitall";
+        if (n > 0 && requests == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "%s: requests is NULL with n = %zu", fn, n);
+        cc_coll_status_t first = CC_COLL_OK;
+        std::string message;
+        for (std::size_t i = 0; i < n; ++i) {
+            cc_coll_status_t st = CC_COLL_OK;
+            if (requests[i] != nullptr) {
+                st = progress::wait(fn, requests[i]);
+                if (st != CC_COLL_OK && first == CC_COLL_OK) {
+                    first = st;
+                    message = last_error();
+                }
+            }
+            if (statuses != nullptr) statuses[i] = st;
+        }
+        if (first == CC_COLL_OK) {
+            clear_error();
+            return CC_COLL_OK;
+        }
+        return fail(first, "%s", message.c_str());
+    });
+}
+
+cc_coll_status_t cc_coll_request_status(cc_coll_request_h request, int *done, cc_coll_status_t *status,
+                                        const char **message)
+{
+    return guarded("cc_coll_request_status", [&] {
+        return progress::query("cc_coll_request_status", request, done, status, message);
+    });
+}
+
+cc_coll_status_t cc_coll_request_free(cc_coll_request_h request)
+{
+    return guarded("cc_coll_request_free", [&] { return progress::release("cc_coll_request_free", request); });
 }
 
 cc_coll_status_t cc_coll_comm_get_stats(cc_coll_comm_h comm, cc_coll_stats_t *stats)
@@ -322,7 +416,8 @@ cc_coll_status_t cc_coll_ef_bytes(cc_coll_comm_h comm, uint64_t *bytes)
         cc_coll_status_t st = lookup("cc_coll_ef_bytes", comm, &c);
         if (st != CC_COLL_OK) return st;
         if (bytes == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_ef_bytes: bytes is NULL");
-        std::lock_guard<std::mutex> collective(c->collective_mutex());
+        CC_COLL_TRY(check_no_requests("cc_coll_ef_bytes", *c));
+        std::lock_guard<CollectiveLock> collective(c->collective_mutex());
         std::lock_guard<std::mutex> p2p(c->p2p_mutex());
         *bytes = c->ef().bytes() + c->lep().bytes();
         return CC_COLL_OK;
@@ -336,8 +431,9 @@ cc_coll_status_t cc_coll_state_bytes(cc_coll_comm_h comm, uint64_t *bytes)
         cc_coll_status_t st = lookup("cc_coll_state_bytes", comm, &c);
         if (st != CC_COLL_OK) return st;
         if (bytes == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_state_bytes: bytes is NULL");
+        CC_COLL_TRY(check_no_requests("cc_coll_state_bytes", *c));
         // As cc_coll_ef_bytes: not in the middle of a collective's update.
-        std::lock_guard<std::mutex> collective(c->collective_mutex());
+        std::lock_guard<CollectiveLock> collective(c->collective_mutex());
         std::lock_guard<std::mutex> p2p(c->p2p_mutex());
         *bytes = c->state_budget().bytes();
         return CC_COLL_OK;
@@ -355,7 +451,8 @@ cc_coll_status_t cc_coll_ef_get_residual(cc_coll_comm_h comm, const cc_coll_para
         if (st != CC_COLL_OK || (st = ef_key_of(fn, *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
             return st;
         if (out == nullptr && count > 0) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: out is NULL with count = %zu", fn, count);
-        std::lock_guard<std::mutex> lock(c->collective_mutex());
+        CC_COLL_TRY(check_no_requests(fn, *c));
+        std::lock_guard<CollectiveLock> lock(c->collective_mutex());
         const Residual *r = c->ef().find(key);
         if (r == nullptr) {
             for (std::size_t i = 0; i < count; ++i) out[i] = 0.0;
@@ -378,7 +475,8 @@ cc_coll_status_t cc_coll_ef_reset(cc_coll_comm_h comm, const cc_coll_params_t *p
         if (st != CC_COLL_OK ||
             (st = ef_key_of("cc_coll_ef_reset", *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
             return st;
-        std::lock_guard<std::mutex> lock(c->collective_mutex());
+        CC_COLL_TRY(check_no_requests("cc_coll_ef_reset", *c));
+        std::lock_guard<CollectiveLock> lock(c->collective_mutex());
         c->ef().reset(key);
         reset_method_states(*c, &key);
         return CC_COLL_OK;
@@ -391,7 +489,8 @@ cc_coll_status_t cc_coll_ef_reset_all(cc_coll_comm_h comm)
         std::shared_ptr<Comm> c;
         cc_coll_status_t st = lookup("cc_coll_ef_reset_all", comm, &c);
         if (st != CC_COLL_OK) return st;
-        std::lock_guard<std::mutex> collective(c->collective_mutex());
+        CC_COLL_TRY(check_no_requests("cc_coll_ef_reset_all", *c));
+        std::lock_guard<CollectiveLock> collective(c->collective_mutex());
         std::lock_guard<std::mutex> p2p(c->p2p_mutex());
         c->ef().reset_all();
         c->lep().reset_all();

@@ -100,6 +100,79 @@ cc_coll_status_t report_overlap(const char *fn, const std::vector<GroupTensor> &
     return fail(CC_COLL_ERR_INTERNAL, "%s: overlapping buffers found but not named", fn);
 }
 
+
+cc_coll_status_t group_entry(const char *fn, size_t ntensors, const void *const *sendbufs, void *const *recvbufs,
+                             const size_t *counts, const cc_coll_dtype_t *dtypes, cc_coll_op_t op,
+                             const cc_coll_params_t *params, cc_coll_comm_h comm, void *stream,
+                             cc_coll_request_h *request)
+{
+    std::shared_ptr<Comm> c;
+    CallTimer timer;
+    CallParams defaults;
+    cc_coll_status_t st = begin_call(fn, comm, nullptr, &c, &defaults);
+    timer.attach(c);
+    if (st != CC_COLL_OK) return st;
+    Comm *raw = c.get();
+    if (ntensors == 0) {
+        // Nothing to move, but the other ranks may have tensors: the
+        // agreement tells them (CC_COLL_ERR_MISMATCH) instead of a hang.
+        return launch(fn, c, timer, request, {}, {}, -1, [raw] { return allreduce_group(*raw, {}); });
+    }
+    if (ntensors > kMaxGroupTensors)
+        return fail(CC_COLL_ERR_INVALID_ARG, "%s: ntensors = %zu exceeds the limit of %zu tensors per group", fn,
+                    ntensors, kMaxGroupTensors);
+    if (recvbufs == nullptr) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: recvbufs is NULL with ntensors = %zu", fn, ntensors);
+    if (counts == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "%s: counts is NULL with ntensors = %zu", fn, ntensors);
+    if (dtypes == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "%s: dtypes is NULL with ntensors = %zu", fn, ntensors);
+    const int o = enum_value(op);
+    if (!op_valid(o)) return fail(CC_COLL_ERR_INVALID_OP, "%s: op = %d is not a cc_coll_op_t value (SUM, AVG)", fn, o);
+    std::vector<GroupTensor> tensors(ntensors);
+    bool on_device = false, located = false;
+    int device = -1;
+    for (std::size_t i = 0; i < ntensors; ++i) {
+        CallParams p;
+        if ((st = resolve_params(params == nullptr ? nullptr : &params[i], c->config(), &p)) != CC_COLL_OK) {
+            const std::string why = cc_coll_last_error();
+            return fail(st, "%s: params[%zu]: %s", fn, i, why.c_str());
+        }
+        const void *send = sendbufs == nullptr ? recvbufs[i] : sendbufs[i];
+        bool dev = false;
+        const int d = enum_value(dtypes[i]);
+        if (validate_reduction_args(fn, send, recvbufs[i], counts[i], d, o) != CC_COLL_OK ||
+            locate_buffers(fn, send, recvbufs[i], counts[i], stream, &dev) != CC_COLL_OK) {
+            // Only on failure: the same checks again, naming the tensor.
+            char what[96];
+            std::snprintf(what, sizeof what, "%s (tensor %zu)", fn, i);
+            if ((st = validate_reduction_args(what, send, recvbufs[i], counts[i], d, o)) != CC_COLL_OK)
+                return st;
+            return locate_buffers(what, send, recvbufs[i], counts[i], stream, &dev);
+        }
+        if (counts[i] > 0) {
+            if (located && dev != on_device)
+                return fail(CC_COLL_ERR_INVALID_ARG,
+                            "%s: tensor %zu is in %s memory but an earlier tensor is in %s memory; a group's "
+                            "tensors must all be host or all be device memory",
+                            fn, i, dev ? "device" : "host", on_device ? "device" : "host");
+            on_device = dev;
+            located = true;
+            if (dev) device = gpu::device_of(recvbufs[i]);
+        }
+        tensors[i] = GroupTensor{AllreduceArgs{send, recvbufs[i], counts[i], dtypes[i], op, dev, stream}, p};
+    }
+    for (GroupTensor &t : tensors) t.args.on_device = on_device;
+    // A tensor writing memory another tensor reads or writes would make
+    // the result depend on the order in which the group runs them.
+    if (any_overlap(tensors)) return report_overlap(fn, tensors);
+    std::vector<progress::Range> reads, writes;
+    for (const GroupTensor &t : tensors) {
+        const std::size_t bytes = t.args.count * dtype_size(t.args.dtype);
+        if (t.args.send != t.args.recv) reads.push_back(byte_range(t.args.send, bytes));
+        writes.push_back(byte_range(t.args.recv, bytes));
+    }
+    return launch(fn, c, timer, request, std::move(reads), std::move(writes), device,
+                  [raw, tensors = std::move(tensors)] { return allreduce_group(*raw, tensors); });
+}
+
 }  // namespace
 
 extern "C" {
@@ -109,66 +182,20 @@ cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void *const *sen
                                          const cc_coll_params_t *params, cc_coll_comm_h comm, void *stream)
 {
     return guarded("cc_coll_allreduce_group", [&] {
-        const char *fn = "cc_coll_allreduce_group";
-        std::shared_ptr<Comm> c;
-        CallTimer timer;
-        CallParams defaults;
-        cc_coll_status_t st = begin_call(fn, comm, nullptr, &c, &defaults);
-        timer.attach(c);
-        if (st != CC_COLL_OK) return st;
-        if (ntensors == 0) {
-            // Nothing to move, but the other ranks may have tensors: the
-            // agreement tells them (CC_COLL_ERR_MISMATCH) instead of a hang.
-            CollectiveHold hold;
-            if ((st = hold.enter(fn, *c)) != CC_COLL_OK) return st;
-            return allreduce_group(*c, {});
-        }
-        if (ntensors > kMaxGroupTensors)
-            return fail(CC_COLL_ERR_INVALID_ARG, "%s: ntensors = %zu exceeds the limit of %zu tensors per group", fn,
-                        ntensors, kMaxGroupTensors);
-        if (recvbufs == nullptr) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: recvbufs is NULL with ntensors = %zu", fn, ntensors);
-        if (counts == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "%s: counts is NULL with ntensors = %zu", fn, ntensors);
-        if (dtypes == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "%s: dtypes is NULL with ntensors = %zu", fn, ntensors);
-        const int o = enum_value(op);
-        if (!op_valid(o)) return fail(CC_COLL_ERR_INVALID_OP, "%s: op = %d is not a cc_coll_op_t value (SUM, AVG)", fn, o);
-        std::vector<GroupTensor> tensors(ntensors);
-        bool on_device = false, located = false;
-        for (std::size_t i = 0; i < ntensors; ++i) {
-            CallParams p;
-            if ((st = resolve_params(params == nullptr ? nullptr : &params[i], c->config(), &p)) != CC_COLL_OK) {
-                const std::string why = cc_coll_last_error();
-                return fail(st, "%s: params[%zu]: %s", fn, i, why.c_str());
-            }
-            const void *send = sendbufs == nullptr ? recvbufs[i] : sendbufs[i];
-            bool dev = false;
-            const int d = enum_value(dtypes[i]);
-            if (validate_reduction_args(fn, send, recvbufs[i], counts[i], d, o) != CC_COLL_OK ||
-                locate_buffers(fn, send, recvbufs[i], counts[i], stream, &dev) != CC_COLL_OK) {
-                // Only on failure: the same checks again, naming the tensor.
-                char what[96];
-                std::snprintf(what, sizeof what, "%s (tensor %zu)", fn, i);
-                if ((st = validate_reduction_args(what, send, recvbufs[i], counts[i], d, o)) != CC_COLL_OK)
-                    return st;
-                return locate_buffers(what, send, recvbufs[i], counts[i], stream, &dev);
-            }
-            if (counts[i] > 0) {
-                if (located && dev != on_device)
-                    return fail(CC_COLL_ERR_INVALID_ARG,
-                                "%s: tensor %zu is in %s memory but an earlier tensor is in %s memory; a group's "
-                                "tensors must all be host or all be device memory",
-                                fn, i, dev ? "device" : "host", on_device ? "device" : "host");
-                on_device = dev;
-                located = true;
-            }
-            tensors[i] = GroupTensor{AllreduceArgs{send, recvbufs[i], counts[i], dtypes[i], op, dev, stream}, p};
-        }
-        for (GroupTensor &t : tensors) t.args.on_device = on_device;
-        // A tensor writing memory another tensor reads or writes would make
-        // the result depend on the order in which the group runs them.
-        if (any_overlap(tensors)) return report_overlap(fn, tensors);
-        CollectiveHold hold;
-        if ((st = hold.enter(fn, *c)) != CC_COLL_OK) return st;
-        return allreduce_group(*c, tensors);
+        return group_entry("cc_coll_allreduce_group", ntensors, sendbufs, recvbufs, counts, dtypes, op, params, comm,
+                           stream, nullptr);
+    });
+}
+
+cc_coll_status_t cc_coll_iallreduce_group(size_t ntensors, const void *const *sendbufs, void *const *recvbufs,
+                                          const size_t *counts, const cc_coll_dtype_t *dtypes, cc_coll_op_t op,
+                                          const cc_coll_params_t *params, cc_coll_comm_h comm, void *stream,
+                                          cc_coll_request_h *request)
+{
+    return guarded("cc_coll_iallreduce_group", [&] {
+        const char *fn = "cc_coll_iallreduce_group";
+        CC_COLL_TRY(check_request_out(fn, request));
+        return group_entry(fn, ntensors, sendbufs, recvbufs, counts, dtypes, op, params, comm, stream, request);
     });
 }
 
@@ -183,7 +210,8 @@ cc_coll_status_t cc_coll_lowrank_get_state(cc_coll_comm_h comm, const cc_coll_pa
         cc_coll_status_t st = lookup(fn, comm, &c);
         if (st != CC_COLL_OK || (st = ef_key_of(fn, *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
             return st;
-        std::lock_guard<std::mutex> lock(c->collective_mutex());
+        CC_COLL_TRY(check_no_requests(fn, *c));
+        std::lock_guard<CollectiveLock> lock(c->collective_mutex());
         return lowrank_get_state(*c, key, dtype, rows, cols, rank, calls, p, q);
     });
 }
@@ -203,7 +231,8 @@ cc_coll_status_t cc_coll_lowrank_set_q(cc_coll_comm_h comm, const cc_coll_params
         lowrank::Shape s;
         if ((st = shape_of(fn, p, count, &s)) != CC_COLL_OK) return st;
         if (q == nullptr) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: q is NULL", fn);
-        std::lock_guard<std::mutex> lock(c->collective_mutex());
+        CC_COLL_TRY(check_no_requests(fn, *c));
+        std::lock_guard<CollectiveLock> lock(c->collective_mutex());
         return lowrank_set_q(*c, key, dtype, s.rows, s.cols, s.rank,
                              count > 0 && gpu::locate(recvbuf) == gpu::Location::Device, q, fn);
     });

@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "core/params.hpp"
 #include "gpu/gpu.hpp"
+#include "progress/engine.hpp"
 #include "transport/mpi_transport.hpp"
 
 namespace cc_coll::detail {
@@ -64,6 +65,9 @@ inline std::atomic<int> &phase()
 }
 inline int on_finalize(MPI_Comm, int, void *, void *)
 {
+    // MPI still works here: requests in flight complete, and the progress
+    // thread stops, before MPI goes away.
+    progress::at_finalize();
     phase().store(Finalizing, std::memory_order_release);
     return MPI_SUCCESS;
 }
@@ -117,6 +121,8 @@ public:
         if (comm_) comm_->stats().add_total(now_seconds() - t0_);
     }
     void attach(const std::shared_ptr<Comm> &comm) { comm_ = comm; }
+    // A posted request counts its own time, from its first step to its last.
+    void detach() { comm_.reset(); }
 
 private:
     double t0_;
@@ -158,14 +164,70 @@ public:
                         "communicator must be issued one at a time (use one communicator per thread)",
                         fn);
         comm_ = &c;
-        lock_ = std::unique_lock<std::mutex>(c.collective_mutex());
+        lock_ = std::unique_lock<CollectiveLock>(c.collective_mutex());
         return CC_COLL_OK;
     }
 
 private:
     Comm *comm_ = nullptr;
-    std::unique_lock<std::mutex> lock_;
+    std::unique_lock<CollectiveLock> lock_;
 };
+
+// The calls that read or change a communicator's residuals and method state
+// from outside a collective: not while non-blocking requests hold them.
+inline cc_coll_status_t check_no_requests(const char *fn, const Comm &c)
+{
+    const std::size_t n = progress::in_flight(c);
+    if (n == 0) return CC_COLL_OK;
+    return fail(CC_COLL_ERR_INVALID_ARG,
+                "%s: %zu non-blocking request%s in flight on this communicator and hold%s its residuals and state; "
+                "complete %s first (cc_coll_wait)",
+                fn, n, n == 1 ? " is" : "s are", n == 1 ? "s" : "", n == 1 ? "it" : "them");
+}
+
+// A buffer of `bytes` bytes as a request's range (progress/engine.hpp).
+inline progress::Range byte_range(const void *p, std::size_t bytes)
+{
+    const auto lo = reinterpret_cast<std::uintptr_t>(p);
+    return progress::Range{lo, lo + (p == nullptr ? 0 : bytes)};
+}
+
+// Runs a collective whose arguments the entry point has checked: at once
+// when `request` is NULL (the blocking form: requests in flight on the
+// communicator complete first), else posted as a request. `run` does the
+// algorithm; it is called under the communicator's CollectiveHold, with the
+// thread's current CUDA device set to `device` (>= 0) for device buffers.
+template <typename Run>
+cc_coll_status_t launch(const char *fn, const std::shared_ptr<Comm> &c, CallTimer &timer, cc_coll_request_h *request,
+                        std::vector<progress::Range> reads, std::vector<progress::Range> writes, int device, Run run)
+{
+    if (request == nullptr) {
+        if (progress::in_flight(*c) > 0) progress::drain(*c);
+        CollectiveHold hold;
+        CC_COLL_TRY(hold.enter(fn, *c));
+        return run();
+    }
+    timer.detach();
+    return progress::post(fn, c, std::move(reads), std::move(writes),
+                          [fn, c, device, run = std::move(run)]() -> cc_coll_status_t {
+                              CallTimer t;
+                              t.attach(c);
+                              if (device >= 0 && gpu::current_device() != device)
+                                  CC_COLL_TRY(gpu::set_device(device, fn));
+                              CollectiveHold hold;
+                              CC_COLL_TRY(hold.enter(fn, *c));
+                              return run();
+                          },
+                          request);
+}
+
+// A non-blocking entry point's output: NULL until a request is posted.
+inline cc_coll_status_t check_request_out(const char *fn, cc_coll_request_h *request)
+{
+    if (request == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "%s: request (the output pointer) is NULL", fn);
+    *request = nullptr;
+    return CC_COLL_OK;
+}
 
 // Where a call's buffers live (see "Device buffers and streams" in
 // cc_coll.h): *on_device when they are device memory. Buffers in different

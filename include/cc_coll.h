@@ -30,7 +30,7 @@
 
 /* The single source of the version: CMake reads these three lines. */
 #define CC_COLL_VERSION_MAJOR 0
-#define CC_COLL_VERSION_MINOR 4
+#define CC_COLL_VERSION_MINOR 5
 #define CC_COLL_VERSION_PATCH 0
 
 /* One integer, ordered like the version: MAJOR*10000 + MINOR*100 + PATCH. */
@@ -389,6 +389,95 @@ CC_COLL_API cc_coll_status_t cc_coll_allreduce_group(size_t ntensors, const void
                                                      const cc_coll_dtype_t *dtypes, cc_coll_op_t op,
                                                      const cc_coll_params_t *params, cc_coll_comm_h comm,
                                                      void *stream);
+
+/* ------------------------------------------------------------------------ */
+/* Non-blocking collectives                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A request: one non-blocking collective in flight. Handles are ids, never
+ * reused: a freed or forged handle is CC_COLL_ERR_INVALID_ARG, never a
+ * crash. */
+typedef struct cc_coll_request *cc_coll_request_h;
+
+/* cc_coll_iallreduce, cc_coll_iallreduce_group and cc_coll_ireduce_scatter
+ * take the arguments of their blocking forms plus `request`, check them as
+ * the blocking forms do (an argument error returns at once, with *request
+ * NULL and nothing posted), start the collective and return. The collective
+ * gives the blocking form's result, bit for bit, and updates residuals and
+ * LOWRANK state as the blocking form would.
+ *
+ * Rules (docs/api.md, "Non-blocking collectives"):
+ *  - The buffers belong to the request until it completes: the caller must
+ *    not write sendbuf, nor read or write recvbuf, meanwhile. A request
+ *    whose recvbuf overlaps a buffer of a request still in flight, or whose
+ *    sendbuf overlaps such a request's recvbuf, is CC_COLL_ERR_INVALID_ARG
+ *    (nothing is posted). The arrays of a group (sendbufs, counts, params,
+ *    ...) are copied: only the tensors' memory stays in use.
+ *  - Every rank posts the collectives of a communicator, blocking and
+ *    non-blocking, in the same order. They run in that order, one at a
+ *    time per communicator; those of different communicators interleave.
+ *    Ranks whose orders differ get CC_COLL_ERR_MISMATCH from the agreement
+ *    where the two calls differ in kind, method, count, dtype, op or params.
+ *  - Error feedback: requests that use the same residual (the same ef_key,
+ *    or the same recvbuf/count/dtype) run in posting order, each seeing the
+ *    residual the previous one left, exactly as blocking calls in that
+ *    order. A request that fails leaves every residual as it was.
+ *  - A blocking collective on a communicator with requests in flight first
+ *    completes them. The calls that read or reset residuals and LOWRANK
+ *    state (cc_coll_ef_*, cc_coll_state_bytes, cc_coll_lowrank_*) return
+ *    CC_COLL_ERR_INVALID_ARG while requests are in flight on their
+ *    communicator. cc_coll_comm_destroy completes them first.
+ *  - Progress: with CC_COLL_PROGRESS=thread (or auto under
+ *    MPI_THREAD_MULTIPLE) a library thread runs the requests' compression,
+ *    MPI calls and decompression while the caller computes; otherwise they
+ *    advance only inside cc_coll_test, cc_coll_wait and cc_coll_waitall
+ *    (and the first step, the agreement, is started here).
+ *  - Device buffers: the request's kernels are enqueued on `stream` after
+ *    the work already there, by the thread that advances the request. Its
+ *    completion is observed through the request (cc_coll_wait), not by
+ *    stream order: wait before enqueuing work that reads recvbuf.
+ *  - A request is freed by cc_coll_request_free only; completing it does
+ *    not free it, so its status and message stay readable. */
+CC_COLL_API cc_coll_status_t cc_coll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                                cc_coll_dtype_t dtype, cc_coll_op_t op,
+                                                const cc_coll_params_t *params, cc_coll_comm_h comm,
+                                                void *stream, cc_coll_request_h *request);
+CC_COLL_API cc_coll_status_t cc_coll_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                                     cc_coll_dtype_t dtype, cc_coll_op_t op,
+                                                     const cc_coll_params_t *params, cc_coll_comm_h comm,
+                                                     void *stream, cc_coll_request_h *request);
+CC_COLL_API cc_coll_status_t cc_coll_iallreduce_group(size_t ntensors, const void *const *sendbufs,
+                                                      void *const *recvbufs, const size_t *counts,
+                                                      const cc_coll_dtype_t *dtypes, cc_coll_op_t op,
+                                                      const cc_coll_params_t *params, cc_coll_comm_h comm,
+                                                      void *stream, cc_coll_request_h *request);
+
+/* Sets *done to 1 when the request has completed (advancing requests first
+ * when the caller drives them), else 0. Returns the request's status once
+ * done (its message in cc_coll_last_error()), CC_COLL_OK while it runs, or
+ * an error about the arguments (NULL done, a dead handle). */
+CC_COLL_API cc_coll_status_t cc_coll_test(cc_coll_request_h request, int *done);
+/* Until the request has completed; returns its status (its message in
+ * cc_coll_last_error()). */
+CC_COLL_API cc_coll_status_t cc_coll_wait(cc_coll_request_h request);
+/* Waits for requests[0..n): returns CC_COLL_OK when all succeeded, else the
+ * status of the first that failed (its message in cc_coll_last_error()).
+ * `statuses`, when not NULL, receives every request's status. NULL entries
+ * are skipped (CC_COLL_OK); a dead handle is CC_COLL_ERR_INVALID_ARG for its
+ * entry, after the others have been waited for. */
+CC_COLL_API cc_coll_status_t cc_coll_waitall(size_t n, const cc_coll_request_h *requests,
+                                             cc_coll_status_t *statuses);
+/* A request's state without advancing it: *done (0/1) and, once done,
+ * *status and *message (a string owned by the request: "" on success, valid
+ * until cc_coll_request_free). Any output pointer may be NULL. */
+CC_COLL_API cc_coll_status_t cc_coll_request_status(cc_coll_request_h request, int *done, cc_coll_status_t *status,
+                                                    const char **message);
+/* Frees the handle. A request still in flight is not cancelled (the other
+ * ranks take part in it): it runs to its end, and its buffers stay in use
+ * until then (cc_coll_comm_destroy, a blocking call on its communicator,
+ * or MPI_Finalize completes it). Collectives cannot be cancelled, as in
+ * MPI. */
+CC_COLL_API cc_coll_status_t cc_coll_request_free(cc_coll_request_h request);
 
 /* ------------------------------------------------------------------------ */
 /* Compressed point-to-point (pipeline traffic, Optimus-CC)                  */

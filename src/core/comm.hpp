@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 
@@ -17,6 +18,40 @@
 #include "core/stats.hpp"
 
 namespace cc_coll::detail {
+
+// The lock of a communicator's collective state. Unlike std::mutex it may
+// be released by another thread than the one that took it: a non-blocking
+// collective holds it from its first step to its last, and its steps may
+// run on different threads (progress/engine.hpp). BasicLockable.
+class CollectiveLock {
+public:
+    void lock()
+    {
+        std::unique_lock<std::mutex> l(m_);
+        cv_.wait(l, [&] { return !held_; });
+        held_ = true;
+    }
+    bool try_lock()
+    {
+        std::lock_guard<std::mutex> l(m_);
+        if (held_) return false;
+        held_ = true;
+        return true;
+    }
+    void unlock()
+    {
+        {
+            std::lock_guard<std::mutex> l(m_);
+            held_ = false;
+        }
+        cv_.notify_one();
+    }
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool held_ = false;
+};
 
 class Comm {
 public:
@@ -68,7 +103,7 @@ public:
     //  - slot_mutex: the lazy creation of the type-erased slots (method
     //    state, point-to-point scratch) and the scratch pool's list.
     // Order: collective_mutex before p2p_mutex before slot_mutex.
-    std::mutex &collective_mutex() { return collective_mutex_; }
+    CollectiveLock &collective_mutex() { return collective_mutex_; }
     std::mutex &p2p_mutex() { return p2p_mutex_; }
     std::mutex &slot_mutex() { return slot_mutex_; }
     // Set while a collective runs: collectives on one communicator are
@@ -88,7 +123,7 @@ private:
     std::shared_ptr<void> workspace_;
     std::shared_ptr<void> device_;
     std::shared_ptr<void> p2p_scratch_;
-    std::mutex collective_mutex_;
+    CollectiveLock collective_mutex_;
     std::mutex p2p_mutex_;
     std::mutex slot_mutex_;
     std::atomic<bool> in_collective_{false};

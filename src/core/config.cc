@@ -185,6 +185,21 @@ bool apply_min_compression_rate(const std::string &text, Config *cfg, std::strin
     return false;
 }
 
+bool apply_progress(const std::string &text, Config *cfg, std::string *why)
+{
+    std::string t;
+    for (char ch : text)
+        if (ch != ' ' && ch != '\t') t += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (t == "auto") cfg->progress = ProgressMode::Auto;
+    else if (t == "thread") cfg->progress = ProgressMode::Thread;
+    else if (t == "caller") cfg->progress = ProgressMode::Caller;
+    else {
+        *why = "expected auto, thread or caller";
+        return false;
+    }
+    return true;
+}
+
 const SettingDef kSettings[] = {
     {"METHOD", "CC_COLL_METHOD", "none", nullptr /* from the method registry: method_doc() */, apply_method},
     {"DENSITY", "CC_COLL_DENSITY", "0.01",
@@ -260,6 +275,14 @@ const SettingDef kSettings[] = {
      "Staged transport: bytes per chunk of a dense device sum (K/M/G suffixes, powers of 1024; 4K to "
      "1G). Smaller chunks overlap more, larger ones pay less per-message overhead.",
      apply_cuda_chunk_bytes},
+    {"PROGRESS", "CC_COLL_PROGRESS", "auto",
+     "Who advances non-blocking collectives (cc_coll_iallreduce and the others): thread (one "
+     "library progress thread per process runs their compression, MPI calls and decompression "
+     "while the caller computes; needs MPI_THREAD_MULTIPLE, else those calls fail with "
+     "CC_COLL_ERR_NOT_SUPPORTED), caller (no thread: a request advances only inside cc_coll_test, "
+     "cc_coll_wait and cc_coll_waitall), or auto (thread when MPI_Query_thread reports "
+     "MPI_THREAD_MULTIPLE, else caller). Blocking calls are unaffected.",
+     apply_progress},
 };
 
 }  // namespace

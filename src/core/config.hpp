@@ -22,6 +22,13 @@ enum class CudaTransport {
     Staged,  // through pinned host buffers in chunks
 };
 
+// Who advances non-blocking collectives (CC_COLL_PROGRESS; progress/engine.hpp).
+enum class ProgressMode {
+    Auto,    // Thread when MPI provides MPI_THREAD_MULTIPLE, else Caller
+    Thread,  // a library progress thread (needs MPI_THREAD_MULTIPLE)
+    Caller,  // the caller, inside cc_coll_test / cc_coll_wait
+};
+
 struct Config {
     cc_coll_method_t method = CC_COLL_METHOD_NONE;
     LogLevel log_level = LogLevel::None;
@@ -39,6 +46,7 @@ struct Config {
     double min_compression_rate = 2.0;  // LOWRANK: compress only above this rate
     CudaTransport cuda_transport = CudaTransport::Auto;  // device buffers' path to MPI
     std::uint64_t cuda_chunk_bytes = 1 << 20;           // staged transport: bytes per chunk
+    ProgressMode progress = ProgressMode::Auto;         // non-blocking collectives
 };
 
 // Looks up an environment variable: returns false when unset.

@@ -184,6 +184,20 @@ int device_of(const void *ptr)
 #endif
 }
 
+cc_coll_status_t set_device(int device, const char *fn)
+{
+#ifdef CC_COLL_HAVE_CUDA
+    const cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return fail(CC_COLL_ERR_CUDA, "%s: cudaSetDevice(%d) failed: %s", fn, device, cudaGetErrorString(e));
+    }
+    return CC_COLL_OK;
+#else
+    return fail(CC_COLL_ERR_NOT_SUPPORTED, "%s: device %d requested but this build has no CUDA support", fn, device);
+#endif
+}
+
 int current_device()
 {
 #ifdef CC_COLL_HAVE_CUDA

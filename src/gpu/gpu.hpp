@@ -42,6 +42,10 @@ int device_of(const void *ptr);
 // The calling thread's current device, or -1 without CUDA.
 int current_device();
 
+// Makes `device` the calling thread's current device (a request's steps on
+// the progress thread run on the device of its buffers).
+cc_coll_status_t set_device(int device, const char *fn);
+
 // Zeroed device memory of `bytes` bytes on the current device, freed when its
 // last owner lets go. nullptr on failure, with the status in *st.
 std::shared_ptr<void> device_zeroed(std::size_t bytes, cc_coll_status_t *st);

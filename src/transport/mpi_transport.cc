@@ -1,4 +1,6 @@
 #include "transport/mpi_transport.hpp"
+
+#include "progress/engine.hpp"
 #include "transport/transport.hpp"
 
 #include <climits>
@@ -99,6 +101,19 @@ cc_coll_status_t check_int_count(std::size_t count, const char *what)
     return CC_COLL_OK;
 }
 
+// One collective: the blocking MPI call, or inside a non-blocking request
+// (progress/engine.hpp) its non-blocking form, awaited by suspending the
+// request so that the thread driving it goes on with others.
+template <typename Blocking, typename Start>
+cc_coll_status_t run_mpi(const char *what, Blocking blocking, Start start)
+{
+    if (!progress::in_request()) return check_mpi(blocking(), what);
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = start(&req);
+    if (rc == MPI_SUCCESS) rc = progress::await(&req);
+    return check_mpi(rc, what);
+}
+
 }  // namespace
 
 cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, cc_coll_dtype_t dtype,
@@ -109,7 +124,10 @@ cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, 
     cc_coll_status_t st = check_int_count(count, "allreduce_sum");
     if (st != CC_COLL_OK || (st = sum_type_op(dtype, &type, &op)) != CC_COLL_OK) return st;
     const void *sendarg = send == recv ? MPI_IN_PLACE : send;
-    return check_mpi(MPI_Allreduce(sendarg, recv, static_cast<int>(count), type, op, comm), "MPI_Allreduce");
+    const int n = static_cast<int>(count);
+    return run_mpi(
+        "MPI_Allreduce", [&] { return MPI_Allreduce(sendarg, recv, n, type, op, comm); },
+        [&](MPI_Request *r) { return MPI_Iallreduce(sendarg, recv, n, type, op, comm, r); });
 }
 
 cc_coll_status_t reduce_scatter_sum(const void *send, void *recv, std::size_t recvcount, cc_coll_dtype_t dtype,
@@ -120,30 +138,39 @@ cc_coll_status_t reduce_scatter_sum(const void *send, void *recv, std::size_t re
     cc_coll_status_t st = check_int_count(recvcount, "reduce_scatter_sum");
     if (st != CC_COLL_OK || (st = sum_type_op(dtype, &type, &op)) != CC_COLL_OK) return st;
     const void *sendarg = send == recv ? MPI_IN_PLACE : send;
-    return check_mpi(MPI_Reduce_scatter_block(sendarg, recv, static_cast<int>(recvcount), type, op, comm),
-                     "MPI_Reduce_scatter_block");
+    const int n = static_cast<int>(recvcount);
+    return run_mpi(
+        "MPI_Reduce_scatter_block", [&] { return MPI_Reduce_scatter_block(sendarg, recv, n, type, op, comm); },
+        [&](MPI_Request *r) { return MPI_Ireduce_scatter_block(sendarg, recv, n, type, op, comm, r); });
 }
 
 cc_coll_status_t allreduce_bor(void *buf, std::size_t bytes, MPI_Comm comm)
 {
     cc_coll_status_t st = check_int_count(bytes, "allreduce_bor");
     if (st != CC_COLL_OK) return st;
-    return check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(bytes), MPI_UINT8_T, MPI_BOR, comm),
-                     "MPI_Allreduce (MPI_BOR)");
+    const int n = static_cast<int>(bytes);
+    return run_mpi(
+        "MPI_Allreduce (MPI_BOR)", [&] { return MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_UINT8_T, MPI_BOR, comm); },
+        [&](MPI_Request *r) { return MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_UINT8_T, MPI_BOR, comm, r); });
 }
 
 cc_coll_status_t reduce_scatter_bor(const void *send, void *recv, std::size_t bytes_per_rank, MPI_Comm comm)
 {
     cc_coll_status_t st = check_int_count(bytes_per_rank, "reduce_scatter_bor");
     if (st != CC_COLL_OK) return st;
-    return check_mpi(MPI_Reduce_scatter_block(send, recv, static_cast<int>(bytes_per_rank), MPI_UINT8_T, MPI_BOR, comm),
-                     "MPI_Reduce_scatter_block (MPI_BOR)");
+    const int n = static_cast<int>(bytes_per_rank);
+    return run_mpi(
+        "MPI_Reduce_scatter_block (MPI_BOR)",
+        [&] { return MPI_Reduce_scatter_block(send, recv, n, MPI_UINT8_T, MPI_BOR, comm); },
+        [&](MPI_Request *r) { return MPI_Ireduce_scatter_block(send, recv, n, MPI_UINT8_T, MPI_BOR, comm, r); });
 }
 
 cc_coll_status_t allreduce_max_u64(std::uint64_t *values, MPI_Comm comm, int count)
 {
-    return check_mpi(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_UINT64_T, MPI_MAX, comm),
-                     "MPI_Allreduce (MPI_MAX)");
+    return run_mpi(
+        "MPI_Allreduce (MPI_MAX)",
+        [&] { return MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_UINT64_T, MPI_MAX, comm); },
+        [&](MPI_Request *r) { return MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_UINT64_T, MPI_MAX, comm, r); });
 }
 
 cc_coll_status_t alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv, MPI_Comm comm)
@@ -151,7 +178,9 @@ cc_coll_status_t alltoall_bytes(const void *send, std::size_t bytes_per_rank, vo
     cc_coll_status_t st = check_int_count(bytes_per_rank, "alltoall_bytes");
     if (st != CC_COLL_OK) return st;
     const int n = static_cast<int>(bytes_per_rank);
-    return check_mpi(MPI_Alltoall(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm), "MPI_Alltoall");
+    return run_mpi(
+        "MPI_Alltoall", [&] { return MPI_Alltoall(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm); },
+        [&](MPI_Request *r) { return MPI_Ialltoall(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm, r); });
 }
 
 cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm)
@@ -159,7 +188,9 @@ cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv
     if (bytes > static_cast<std::size_t>(INT_MAX))
         return fail(CC_COLL_ERR_COUNT_OVERFLOW, "allgather_bytes: %zu bytes exceed INT_MAX", bytes);
     const int n = static_cast<int>(bytes);
-    return check_mpi(MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm), "MPI_Allgather");
+    return run_mpi(
+        "MPI_Allgather", [&] { return MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm); },
+        [&](MPI_Request *r) { return MPI_Iallgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm, r); });
 }
 
 cc_coll_status_t HostTransport::allreduce_sum(const void *send, void *recv, std::size_t count, cc_coll_dtype_t dtype,
