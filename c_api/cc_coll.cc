@@ -113,8 +113,10 @@ bool mpi_knows_comm(Handle c)
     }
 }
 
+// dtype and op by reference: a caller's value outside the enum must not be
+// loaded as the enum type before it is known valid (enum_value reads it).
 cc_coll_status_t allreduce_entry(const char *fn, const void *sendbuf, void *recvbuf, size_t count,
-                                 cc_coll_dtype_t dtype, cc_coll_op_t op, const cc_coll_params_t *params,
+                                 const cc_coll_dtype_t &dtype, const cc_coll_op_t &op, const cc_coll_params_t *params,
                                  cc_coll_comm_h comm, void *stream, cc_coll_request_h *request)
 {
     CallTimer timer;
@@ -137,7 +139,7 @@ cc_coll_status_t allreduce_entry(const char *fn, const void *sendbuf, void *recv
 }
 
 cc_coll_status_t reduce_scatter_entry(const char *fn, const void *sendbuf, void *recvbuf, size_t recvcount,
-                                      cc_coll_dtype_t dtype, cc_coll_op_t op, const cc_coll_params_t *params,
+                                      const cc_coll_dtype_t &dtype, const cc_coll_op_t &op, const cc_coll_params_t *params,
                                       cc_coll_comm_h comm, void *stream, cc_coll_request_h *request)
 {
     CallTimer timer;

@@ -102,7 +102,7 @@ cc_coll_status_t report_overlap(const char *fn, const std::vector<GroupTensor> &
 
 
 cc_coll_status_t group_entry(const char *fn, size_t ntensors, const void *const *sendbufs, void *const *recvbufs,
-                             const size_t *counts, const cc_coll_dtype_t *dtypes, cc_coll_op_t op,
+                             const size_t *counts, const cc_coll_dtype_t *dtypes, const cc_coll_op_t &op,
                              const cc_coll_params_t *params, cc_coll_comm_h comm, void *stream,
                              cc_coll_request_h *request)
 {
