@@ -31,6 +31,7 @@ import difflib
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -68,6 +69,15 @@ def git(*args):
         return ""
 
 
+ABS_PATH = re.compile(r"(?<![\w.])/(?:work|home|root|tmp|usr|opt)/\S*")
+
+
+def scrub(line):
+    """A log line without this machine's paths: the checkout's relative, others reduced to their last part."""
+    line = line.replace(drv.ROOT + "/", "")
+    return ABS_PATH.sub(lambda m: "<...>/" + os.path.basename(m.group(0).rstrip("/")), line)
+
+
 def collect(folder, out_path):
     runs = []
     for meta_path in sorted(glob.glob(os.path.join(folder, "run.*.meta"))):
@@ -80,12 +90,16 @@ def collect(folder, out_path):
             if output.get("tool") != "cc_coll_perf" or not output.get("results"):
                 raise ValueError("not cc_coll_perf output with results")
             run["output"] = output
-        except (OSError, ValueError) as e:
+        except OSError as e:
             run["output"] = None
-            run["error"] = "no valid JSON: %s" % e
+            run["error"] = "no output: %s: %s" % (os.path.basename(base + ".json"), e.strerror)
+        except ValueError as e:
+            run["output"] = None
+            run["error"] = "no valid JSON in %s: %s" % (os.path.basename(base + ".json"), e)
+        if run["output"] is None:
             try:
                 with open(base + ".log") as f:
-                    run["log_tail"] = f.read().splitlines()[-20:]
+                    run["log_tail"] = [scrub(x) for x in f.read().splitlines()[-20:]]
             except OSError:
                 pass
         runs.append(run)
@@ -149,6 +163,17 @@ def rows_of(run):
     results = out.get("results") or []
     in_place = any(r.get("in_place") for r in results)
     return {(r["bytes"], r["method"]): r for r in results if bool(r.get("in_place")) == in_place}
+
+
+def ordered_keys(runs):
+    """(bytes, method) keys of the runs' rows: by size, then methods in the order cc_coll_perf measured them."""
+    order, keys = [], set()
+    for run in runs:
+        for r in ((run.get("output") or {}).get("results") or []):
+            if r["method"] not in order:
+                order.append(r["method"])
+        keys.update(rows_of(run))
+    return sorted(keys, key=lambda k: (k[0], order.index(k[1]) if k[1] in order else len(order), k[1]))
 
 
 def nb(row, key):
@@ -240,9 +265,10 @@ def setting_lines(data):
                                                        fmt_load(r.get("load_after")), r.get("exit", -1),
                                                        r.get("end", 0) - r.get("start", 0)))
     if busy:
-        lines += ["", "**Warning**: the 1-minute load average was above half the %d cores around %s: other "
-                  "work shared the machine, and the times, the compressed methods' above all, are inflated and "
-                  "noisy." % (cores, ", ".join(run_label(r) for r in busy))]
+        lines += ["", "**Warning**: the 1-minute load average was above half the %d cores before or after %s "
+                  "(%s): other work shared the machine, and the times, the compressed methods' above all, are "
+                  "inflated and noisy." % (cores, "a run" if len(busy) == 1 else "%d runs" % len(busy),
+                                           "; ".join(run_label(r) for r in busy))]
     lines += ["", "Commands, one cluster session each, from the checkout's root:", "", "```sh"]
     lines += [r.get("command", "?") for r in data["runs"]]
     lines += ["```", "",
@@ -288,7 +314,7 @@ def blocking_lines(data):
     runs = [r for r in data["runs"] if r.get("output")]
     if not runs:
         return []
-    keys = sorted({k for r in runs for k in rows_of(r)}, key=lambda k: (k[0], k[1] != "mpi", k[1]))
+    keys = ordered_keys(runs)
     head = "| size | method | " + " | ".join("blocking, %s" % run_label(r) for r in runs) + " |"
     lines = ["The blocking calls of the same runs, time per call (speedup over `MPI_Allreduce` of the same run): "
              "the non-blocking work must not slow them, and runs with the progress thread initialise MPI with "
@@ -327,7 +353,7 @@ def run_table(run):
               "compute rate |", "| ---: | --- |" + " ---: |" * 9]
     rows = rows_of(run)
     wrong = []
-    for k in sorted(rows, key=lambda k: (k[0], k[1] != "mpi", k[1])):
+    for k in ordered_keys([run]):
         r = rows[k]
         lines.append("| %s | %s | %s |" % (drv.bytes_name(k[0]), k[1], " | ".join([
             fmt_time(r.get("time_us")), fmt_time(nb(r, "pure_us")), fmt_time(nb(r, "init_us")),

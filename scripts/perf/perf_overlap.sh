@@ -123,6 +123,7 @@ case $perf in *[[:space:]]*) die "the build folder's path must not contain white
 perf_args="-b $min_size -e $max_size -f $factor -n $iters -w $warmup -J -q -m $methods -D $density -R $lr_rank -r $data -i $mode${extra:+ $extra}"
 # The command as the page shows it: the build folder relative to the checkout
 # when it lies inside it.
+# shellcheck disable=SC2016  # $CC_COLL_BUILD_DIR is shown literally on the page
 case $perf in
     "$CC_COLL_ROOT"/*) shown_perf=${perf#"$CC_COLL_ROOT"/} ;;
     *) shown_perf='$CC_COLL_BUILD_DIR/cc_coll_perf' ;;
