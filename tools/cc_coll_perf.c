@@ -12,6 +12,13 @@
  * document instead, `-O` the OSU latency format. `--help` defines every
  * column.
  *
+ * `-N` adds the overlap of the non-blocking form, measured as OSU's
+ * osu_iallreduce does: the pure communication time of iallreduce + wait, then
+ * iallreduce, a dummy compute of that length on the caller's thread (with
+ * `-t` test calls inside it) and wait; overlap % = max(0, 100 * (1 -
+ * (overall - compute) / pure)). MPI is then initialised with
+ * MPI_THREAD_MULTIPLE when the MPI library provides it.
+ *
  * As in nccl-tests, inputs are small integers (((rank + i) % 7) - 3), so the
  * exact sum is known and an exact method must match it bit for bit.
  */
@@ -49,8 +56,11 @@ typedef struct options {
     int has_density, has_ef, ef;
     double density;
     int inplace_mode;
+    int has_rank, rank; /* -R: lowrank's target rank (params.rank) */
     int json, osu, quiet;
-    int data; /* DATA_INT or DATA_NORMAL */
+    int data;        /* DATA_INT or DATA_NORMAL */
+    int nonblocking; /* -N: the OSU overlap measurement as well */
+    int test_calls;  /* -t: cc_coll_test / MPI_Test calls in the dummy compute */
 } options_t;
 
 enum { DATA_INT = 0, DATA_NORMAL = 1 };
@@ -102,18 +112,30 @@ static void print_help(void)
         "            or not: it is the reference of relerr and the speedup baseline.\n"
         "  -D X      topk density (params.density), 0 < X <= 1\n"
         "  -E 0|1    error feedback of lossy methods (params.ef)\n"
+        "  -R N      lowrank target rank (params.rank), N >= 1\n"
         "            lowrank views the flat buffer near-square (params SHAPE with\n"
         "            rows = cols = 0: rows = ceil(sqrt(count))); without a shape\n"
         "            the library would send it densely, as a 1-D tensor\n"
-        "            -D, -E unset: the communicator's CC_COLL_DENSITY / CC_COLL_EF\n"
-        "            (see cc_coll_info); the header and JSON report the value used\n"
+        "            -D, -E, -R unset: the communicator's CC_COLL_DENSITY /\n"
+        "            CC_COLL_EF / CC_COLL_LOWRANK_RANK (see cc_coll_info); the\n"
+        "            header and JSON report the value used\n"
+        "Overlap of the non-blocking form (OSU osu_iallreduce's method)\n"
+        "  -N, --nonblocking\n"
+        "            after each blocking measurement, measure the same method with\n"
+        "            cc_coll_iallreduce (mpi: MPI_Iallreduce) as osu_iallreduce\n"
+        "            does; MPI is initialised with MPI_THREAD_MULTIPLE (when the\n"
+        "            MPI library provides less, CC_COLL_PROGRESS=thread fails)\n"
+        "  -t N, --num_test_calls N\n"
+        "            cc_coll_test (mpi: MPI_Test) calls spread over the dummy\n"
+        "            compute, >= 0                                          [0]\n"
         "Output\n"
         "  -J        one JSON document on stdout instead of the table\n"
         "  -O        OSU-compatible output: one '# Size  Avg Latency(us)' block per\n"
         "            method and mode\n"
         "  -q        quiet: no progress lines on stderr\n"
         "  -h, --help  this text\n"
-        "\n"
+        "\n");
+    printf(
         "Columns (one line per size, method and in-place mode)\n"
         "  size(B)      bytes per rank: count x element size (uncompressed)\n"
         "  count        elements per rank: size / element size, at least 1\n"
@@ -133,7 +155,42 @@ static void print_help(void)
         "               bit from the exact sum (mpi) or from the MPI_Allreduce\n"
         "               result (none), summed over ranks; '-' for lossy methods\n"
         "  speedup      time(mpi) / time(method), same size, mode and buffers\n"
-        "\n"
+        "\n");
+    printf(
+        "With -N the table shows, instead of algbw, busbw, wire, ratio and relerr\n"
+        "(the JSON keeps them), per size, method and in-place mode, time(us),\n"
+        "speedup and #wrong of the blocking call as above, in the same run, then:\n"
+        "  pure(us)     pure communication time: iallreduce + wait with nothing in\n"
+        "               between (-w untimed, then -n timed iterations, a barrier\n"
+        "               after each)\n"
+        "  then -w + -n iterations of: iallreduce (init), the dummy compute for\n"
+        "  the rank's own pure time with -t tests spread over it, wait; a\n"
+        "  barrier after each:\n"
+        "  init(us)     the iallreduce call\n"
+        "  compute(us)  the dummy compute, test calls excluded\n"
+        "  test(us)     the -t test calls\n"
+        "  wait(us)     the wait call\n"
+        "  overall(us)  init + compute + test + wait\n"
+        "  overlap(%%)   max(0, 100 - 100 * (overall - compute) / pure), OSU's\n"
+        "               formula: 100 when the collective completed entirely behind\n"
+        "               the compute, 0 when it added its whole pure time to it\n"
+        "  crate(%%)     the dummy compute's work rate during the overlapped run,\n"
+        "               against its rate right before with nothing in flight: below\n"
+        "               100 when the collective (the progress thread, or work done\n"
+        "               inside test calls) took CPU time from the caller's thread,\n"
+        "               which overlap(%%) cannot see (the compute runs for a set\n"
+        "               wall-clock time, as in OSU)\n"
+        "  #nbwrong     with -c 1, elements of the first timed iallreduce's result\n"
+        "               (error feedback reset before it) differing bit for bit from\n"
+        "               the first timed blocking result (mpi: from the exact sum,\n"
+        "               '-' when it is not exact)\n"
+        "  Every time is averaged over the timed iterations on each rank, then over\n"
+        "  the ranks (OSU's reduction). The dummy compute is OSU's: a 25 x 25\n"
+        "  float matrix kernel on the caller's thread, repeated until the target\n"
+        "  wall-clock time has elapsed. The header says which progress mode the\n"
+        "  library uses (CC_COLL_PROGRESS and the MPI thread level).\n"
+        "\n");
+    printf(
         "Inputs (-r): int (default) is ((rank + i) %% 7) - 3, so sums are exact and\n"
         "mpi is checked against them; normal is gradient-like data (approximately\n"
         "standard normal, distinct magnitudes), the realistic input for lossy\n"
@@ -141,7 +198,7 @@ static void print_help(void)
         "is not checked against an exact sum; none is still compared bit for bit\n"
         "with mpi. In-place runs copy a\n"
         "fresh input into the buffer before each call, outside the timed region.\n"
-        "Memory: four buffers of the largest size on every rank.\n"
+        "Memory: four buffers of the largest size on every rank, five with -N.\n"
         "Exit status: 0; 1 if a check failed or a cc_coll call failed; 2 for a bad\n"
         "command line.\n");
 }
@@ -243,18 +300,27 @@ static int parse_options(int argc, char **argv, options_t *o, char *msg, size_t 
     for (int i = 1; i < argc; ++i) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) return 1;
-        if (arg[0] != '-' || arg[1] == '\0' || arg[1] == '-' || !strchr("befnwcdomDEirJOq", arg[1]))
+        /* OSU's long names of -N and -t. */
+        const char *long_val = NULL;
+        if (strcmp(arg, "--nonblocking") == 0) {
+            arg = "-N";
+        } else if (strncmp(arg, "--num_test_calls", 16) == 0 && (arg[16] == '\0' || arg[16] == '=')) {
+            long_val = arg[16] == '=' ? arg + 17 : NULL;
+            arg = "-t";
+        }
+        if (arg[0] != '-' || arg[1] == '\0' || arg[1] == '-' || !strchr("befnwcdomDEirJOqNtR", arg[1]))
             return usage_error(msg, cap, "unknown option '%s'", arg);
         const char flag = arg[1];
-        if (strchr("JOq", flag)) {
+        if (strchr("JOqN", flag)) {
             if (arg[2] != '\0') return usage_error(msg, cap, "-%c takes no value (got '%s')", flag, arg);
             if (flag == 'J') o->json = 1;
             if (flag == 'O') o->osu = 1;
             if (flag == 'q') o->quiet = 1;
+            if (flag == 'N') o->nonblocking = 1;
             continue;
         }
         /* The value follows the flag, attached (-b8K) or as the next word. */
-        const char *val = arg[2] != '\0' ? arg + 2 : (i + 1 < argc ? argv[++i] : NULL);
+        const char *val = long_val ? long_val : arg[2] != '\0' ? arg + 2 : (i + 1 < argc ? argv[++i] : NULL);
         if (val == NULL) return usage_error(msg, cap, "-%c needs a value", flag);
         long v = 0;
         char *end = NULL;
@@ -319,6 +385,17 @@ static int parse_options(int argc, char **argv, options_t *o, char *msg, size_t 
         case 'm':
             if (parse_methods(val, o, msg, cap) != 0) return EXIT_USAGE;
             break;
+        case 't':
+            if (parse_int(val, 0, 1000000, &v) != 0)
+                return usage_error(msg, cap, "-t: test calls must be an integer in 0..1000000 (got '%s')", val);
+            o->test_calls = (int)v;
+            break;
+        case 'R':
+            if (parse_int(val, 1, INT_MAX, &v) != 0)
+                return usage_error(msg, cap, "-R: the lowrank rank must be an integer >= 1 (got '%s')", val);
+            o->has_rank = 1;
+            o->rank = (int)v;
+            break;
         case 'D':
             o->density = strtod(val, &end);
             if (end == val || *end != '\0' || !(o->density > 0.0 && o->density <= 1.0))
@@ -335,6 +412,7 @@ static int parse_options(int argc, char **argv, options_t *o, char *msg, size_t 
         return usage_error(msg, cap, "-e: %zu bytes of %s are more than INT_MAX elements", o->max_bytes,
                            dtype_names[o->dtype]);
     if (o->json && o->osu) return usage_error(msg, cap, "-J and -O exclude each other");
+    if (o->test_calls > 0 && !o->nonblocking) return usage_error(msg, cap, "-t applies to -N only");
     return 0;
 }
 
@@ -365,6 +443,44 @@ static void effective_density_ef(const options_t *o, double *density, int *ef)
         if (!isspace((unsigned char)*e)) v[j++] = (char)tolower((unsigned char)*e);
     v[j] = '\0';
     *ef = strcmp(v, "1") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0 || strcmp(v, "on") == 0;
+}
+
+/* -R when given, else the communicator's CC_COLL_LOWRANK_RANK. */
+static int effective_lowrank_rank(const options_t *o)
+{
+    if (o->has_rank) return o->rank;
+    const char *r = setting_value("LOWRANK_RANK");
+    return r ? atoi(r) : 0;
+}
+
+/* Who advances the non-blocking collectives, as the library decides it
+ * (docs/api.md, CC_COLL_PROGRESS): caller when asked for; otherwise thread
+ * under MPI_THREAD_MULTIPLE; auto without it falls back to caller, thread
+ * without it fails ("unavailable"). *setting receives CC_COLL_PROGRESS as
+ * set (lower case). */
+static const char *effective_progress(char *setting, size_t cap)
+{
+    const char *p = setting_value("PROGRESS");
+    size_t j = 0;
+    for (; p && *p && j + 1 < cap; ++p)
+        if (!isspace((unsigned char)*p)) setting[j++] = (char)tolower((unsigned char)*p);
+    setting[j] = '\0';
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    if (strcmp(setting, "caller") == 0) return "caller";
+    if (provided == MPI_THREAD_MULTIPLE) return "thread";
+    return strcmp(setting, "thread") == 0 ? "unavailable" : "caller";
+}
+
+static const char *thread_level_name(int level)
+{
+    switch (level) {
+    case MPI_THREAD_SINGLE: return "single";
+    case MPI_THREAD_FUNNELED: return "funneled";
+    case MPI_THREAD_SERIALIZED: return "serialized";
+    case MPI_THREAD_MULTIPLE: return "multiple";
+    default: return "unknown";
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -513,6 +629,12 @@ typedef struct result {
     int in_place;
     double time_us, algbw, busbw, wire, ratio, rel_err, speedup;
     long long wrong; /* -1: not checked */
+    /* -N: the non-blocking form, OSU's quantities (microseconds, averaged
+     * over the timed iterations on each rank, then over the ranks). */
+    int has_nb;
+    double nb_pure_us, nb_init_us, nb_compute_us, nb_test_us, nb_wait_us, nb_overall_us;
+    double nb_overlap_pct, nb_compute_rate_pct;
+    long long nb_wrong; /* -1: not checked */
 } result_t;
 
 typedef struct bench {
@@ -523,9 +645,14 @@ typedef struct bench {
     MPI_Datatype mpi_type;
     MPI_Op mpi_op;
     unsigned char *input, *send, *recv, *ref; /* max size each */
+    unsigned char *first;                     /* -N: the method's first timed blocking result */
     double *times;                            /* one per timed iteration */
     unsigned char expected[7][8];             /* exact result of element i: expected[i % 7] */
     int expected_exact;                       /* the partial sums are integers the dtype holds */
+    int lowrank_rank;                         /* -R, else CC_COLL_LOWRANK_RANK: for the report */
+    int thread_level;                         /* MPI's, from MPI_Query_thread */
+    const char *progress;                     /* -N: "thread", "caller" or "unavailable" */
+    char progress_setting[32];                /* -N: CC_COLL_PROGRESS as set */
 } bench_t;
 
 /* The exact allreduce result depends on i % 7 only: sum the integers, then
@@ -573,6 +700,10 @@ static cc_coll_params_t method_params(const options_t *o, int method)
     if (o->has_ef) {
         p.mask |= CC_COLL_PARAMS_FIELD_EF;
         p.ef = o->ef;
+    }
+    if (o->has_rank && method == CC_COLL_METHOD_LOWRANK) {
+        p.mask |= CC_COLL_PARAMS_FIELD_RANK;
+        p.rank = o->rank;
     }
     if (method == CC_COLL_METHOD_LOWRANK) {
         /* A flat benchmark buffer has no tensor shape: the near-square view
@@ -655,6 +786,7 @@ static int measure(bench_t *b, size_t count, int in_place, int method, double t_
             failed_call = "cc_coll_allreduce";
         } else if (it == 0) {
             check_first_result(b, method, count, acc);
+            if (b->first) memcpy(b->first, b->recv, bytes); /* -N compares its first result with it */
             MPI_Barrier(MPI_COMM_WORLD); /* the check is not timed: line the ranks up again */
         }
     }
@@ -694,6 +826,253 @@ static int measure(bench_t *b, size_t count, int in_place, int method, double t_
 }
 
 /* ------------------------------------------------------------------------ */
+/* -N: overlap of the non-blocking form, OSU osu_iallreduce's method         */
+/* ------------------------------------------------------------------------ */
+
+/* OSU's dummy compute on the CPU: a DIM x DIM float kernel on the caller's
+ * thread (x[i] += a[i][j] * a[j][i] + y[j]), repeated until the target
+ * wall-clock time has elapsed. The arrays are global, so the work cannot be
+ * optimised away. */
+#define COMPUTE_DIM 25
+static float compute_a[COMPUTE_DIM][COMPUTE_DIM], compute_x[COMPUTE_DIM], compute_y[COMPUTE_DIM];
+
+static void compute_init(void)
+{
+    for (int i = 0; i < COMPUTE_DIM; ++i) {
+        compute_x[i] = compute_y[i] = 1.0f;
+        for (int j = 0; j < COMPUTE_DIM; ++j) compute_a[i][j] = 2.0f;
+    }
+}
+
+static void compute_kernel(void)
+{
+    for (int i = 0; i < COMPUTE_DIM; ++i)
+        for (int j = 0; j < COMPUTE_DIM; ++j)
+            compute_x[i] = compute_x[i] + compute_a[i][j] * compute_a[j][i] + compute_y[j];
+}
+
+/* OSU's do_compute_cpu: runs the kernel until the times of its runs add up
+ * to `seconds`. Adds the runs to *runs and returns their time. */
+static double compute_for(double seconds, long long *runs)
+{
+    double elapsed = 0.0;
+    while (elapsed < seconds) {
+        const double t1 = MPI_Wtime();
+        compute_kernel();
+        elapsed += MPI_Wtime() - t1;
+        ++*runs;
+    }
+    return elapsed;
+}
+
+/* One non-blocking allreduce: cc_coll_iallreduce, or MPI_Iallreduce for mpi. */
+typedef struct nb_request {
+    int method;
+    MPI_Request mpi;
+    cc_coll_request_h cc;
+} nb_request_t;
+
+static cc_coll_status_t nb_start(bench_t *b, int method, const cc_coll_params_t *params, const void *sendbuf,
+                                 void *recvbuf, size_t count, nb_request_t *req)
+{
+    const options_t *o = b->opt;
+    req->method = method;
+    req->mpi = MPI_REQUEST_NULL;
+    req->cc = NULL;
+    if (method != METHOD_MPI)
+        return cc_coll_iallreduce(sendbuf, recvbuf, count, o->dtype, o->op, params, b->comm, NULL, &req->cc);
+    MPI_Iallreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf, (int)count, b->mpi_type, b->mpi_op,
+                   MPI_COMM_WORLD, &req->mpi);
+    return CC_COLL_OK;
+}
+
+/* cc_coll_test / MPI_Test: the request's status once it failed, else OK. */
+static cc_coll_status_t nb_test(nb_request_t *req)
+{
+    int done = 0;
+    if (req->method != METHOD_MPI) return cc_coll_test(req->cc, &done);
+    MPI_Test(&req->mpi, &done, MPI_STATUS_IGNORE);
+    return CC_COLL_OK;
+}
+
+/* cc_coll_wait / MPI_Wait; mpi's AVG divides after the sum, as the blocking
+ * form does inside its timed call. */
+static cc_coll_status_t nb_wait(bench_t *b, nb_request_t *req, void *recvbuf, size_t count)
+{
+    if (req->method != METHOD_MPI) return cc_coll_wait(req->cc);
+    MPI_Wait(&req->mpi, MPI_STATUS_IGNORE);
+    if (b->opt->op == CC_COLL_AVG) divide_by_ranks(recvbuf, count, b->opt->dtype, b->ranks);
+    return CC_COLL_OK;
+}
+
+/* MPI_Wait frees an MPI request; a cc_coll request is freed by hand. */
+static void nb_free(nb_request_t *req)
+{
+    if (req->cc) cc_coll_request_free(req->cc);
+    req->cc = NULL;
+}
+
+/* OSU's dummy_compute (do_compute_and_probe on the CPU): with tests > 0,
+ * `tests` rounds of a compute of seconds / tests followed by one test call;
+ * else one compute of `seconds`. Returns the time spent in the test calls;
+ * adds the kernel's runs and their time to *runs and *kernel_time; *st
+ * receives the first failed test's status. */
+static double dummy_compute(double seconds, int tests, nb_request_t *req, long long *runs, double *kernel_time,
+                            cc_coll_status_t *st)
+{
+    if (tests == 0) {
+        *kernel_time += compute_for(seconds, runs);
+        return 0.0;
+    }
+    double test_time = 0.0;
+    for (int n = 0; n < tests; ++n) {
+        *kernel_time += compute_for(seconds / tests, runs);
+        const double t1 = MPI_Wtime();
+        const cc_coll_status_t s = nb_test(req);
+        test_time += MPI_Wtime() - t1;
+        if (s != CC_COLL_OK && *st == CC_COLL_OK) *st = s;
+    }
+    return test_time;
+}
+
+/* Elements of the first timed non-blocking result that differ from the
+ * reference: the method's first timed blocking result (both calls start
+ * from a reset error feedback), or for mpi the exact sum. -1: not checked. */
+static long long nb_check(const bench_t *b, int method, size_t count)
+{
+    if (!b->opt->check) return -1;
+    if (method == METHOD_MPI)
+        return b->expected_exact ? count_wrong_vs_expected(b, b->recv, count) : -1;
+    return count_differing(b->recv, b->first, count, b->es);
+}
+
+/* The non-blocking form of `method` measured as osu_iallreduce does (see
+ * --help), after measure() ran the blocking form on the same buffers.
+ * Collective. Returns 0, or 1 on every rank when a call failed on any. */
+static int measure_nb(bench_t *b, size_t count, int in_place, int method, result_t *res)
+{
+    const options_t *o = b->opt;
+    const size_t bytes = count * b->es;
+    const void *sendbuf = in_place ? (const void *)b->recv : (const void *)b->send;
+    const cc_coll_params_t params = method_params(o, method);
+    const int total = o->warmup + o->iters;
+    const char *failed_call = NULL;
+    cc_coll_status_t st = CC_COLL_OK;
+    long long wrong = -1;
+    nb_request_t req;
+
+    /* 1. Pure communication time: iallreduce, then wait at once. Error
+     * feedback is reset before the first timed iteration, whose result is
+     * checked. */
+    double pure = 0.0;
+    if (method != METHOD_MPI && (st = cc_coll_ef_reset_all(b->comm)) != CC_COLL_OK) failed_call = "cc_coll_ef_reset_all";
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < total && !failed_call; ++i) {
+        if (i == o->warmup && method != METHOD_MPI && (st = cc_coll_ef_reset_all(b->comm)) != CC_COLL_OK) {
+            failed_call = "cc_coll_ef_reset_all";
+            break;
+        }
+        if (in_place) memcpy(b->recv, b->input, bytes); /* fresh input, outside the timed region */
+        const double t0 = MPI_Wtime();
+        if ((st = nb_start(b, method, &params, sendbuf, b->recv, count, &req)) != CC_COLL_OK) {
+            failed_call = "cc_coll_iallreduce";
+            break;
+        }
+        st = nb_wait(b, &req, b->recv, count);
+        const double t1 = MPI_Wtime();
+        nb_free(&req);
+        if (st != CC_COLL_OK) {
+            failed_call = "cc_coll_wait";
+            break;
+        }
+        if (i >= o->warmup) pure += t1 - t0;
+        if (i == o->warmup) wrong = nb_check(b, method, count);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    const double latency = pure / o->iters; /* this rank's pure time: the compute target, as in OSU */
+
+    /* 2. The dummy compute alone (no request in flight, every rank computing),
+     * for its work rate: at least 10 ms, for a steady rate. */
+    long long alone_runs = 0;
+    double alone_time = 0.0;
+    if (!failed_call) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        alone_time = compute_for(latency > 0.01 ? latency : 0.01, &alone_runs);
+    }
+
+    /* 3. iallreduce, the dummy compute for `latency`, wait. */
+    double overall = 0.0, cpu = 0.0, test = 0.0, init = 0.0, wait = 0.0, kernel = 0.0;
+    long long runs = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < total && !failed_call; ++i) {
+        if (in_place) memcpy(b->recv, b->input, bytes);
+        long long r = 0;
+        double k = 0.0;
+        cc_coll_status_t test_st = CC_COLL_OK;
+        const double t_start = MPI_Wtime();
+        double t_init = MPI_Wtime();
+        st = nb_start(b, method, &params, sendbuf, b->recv, count, &req);
+        t_init = MPI_Wtime() - t_init;
+        if (st != CC_COLL_OK) {
+            failed_call = "cc_coll_iallreduce";
+            break;
+        }
+        double t_cpu = MPI_Wtime();
+        const double t_test = dummy_compute(latency, o->test_calls, &req, &r, &k, &test_st);
+        t_cpu = MPI_Wtime() - t_cpu;
+        double t_wait = MPI_Wtime();
+        st = nb_wait(b, &req, b->recv, count);
+        t_wait = MPI_Wtime() - t_wait;
+        const double t_stop = MPI_Wtime();
+        nb_free(&req);
+        if (st != CC_COLL_OK || test_st != CC_COLL_OK) {
+            failed_call = st != CC_COLL_OK ? "cc_coll_wait" : "cc_coll_test";
+            if (st == CC_COLL_OK) st = test_st;
+            break;
+        }
+        if (i >= o->warmup) {
+            overall += t_stop - t_start;
+            cpu += t_cpu;
+            test += t_test;
+            init += t_init;
+            wait += t_wait;
+            kernel += k;
+            runs += r;
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    if (failed_call) report_failure(b, failed_call, method, count, st);
+
+    int failed = failed_call != NULL, any_failed = 0;
+    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_failed) return 1;
+
+    /* Per rank, the averages over the timed iterations; then, as OSU does,
+     * their mean over the ranks. */
+    const double per = 1e6 / o->iters;
+    const double alone_rate = alone_time > 0 ? (double)alone_runs / alone_time : 0.0;
+    const double rate = kernel > 0 ? (double)runs / kernel : 0.0;
+    double v[8] = {pure * per, overall * per, cpu * per, test * per, init * per, wait * per,
+                   alone_rate > 0 ? 100.0 * rate / alone_rate : 0.0, wrong > 0 ? (double)wrong : 0.0};
+    MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    for (int j = 0; j < 7; ++j) v[j] /= b->ranks;
+
+    res->has_nb = 1;
+    res->nb_pure_us = v[0];
+    res->nb_overall_us = v[1];
+    res->nb_test_us = v[3];
+    res->nb_compute_us = v[2] - v[3]; /* OSU: the compute without the test calls */
+    res->nb_init_us = v[4];
+    res->nb_wait_us = v[5];
+    res->nb_compute_rate_pct = v[6];
+    /* OSU's overlap: max(0, 100 - 100 * (overall - compute) / pure). */
+    res->nb_overlap_pct = v[0] > 0 ? 100.0 - 100.0 * (v[1] - res->nb_compute_us) / v[0] : NAN;
+    if (res->nb_overlap_pct < 0) res->nb_overlap_pct = 0.0;
+    res->nb_wrong = wrong < 0 ? -1 : (long long)v[7];
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Output                                                                    */
 /* ------------------------------------------------------------------------ */
 
@@ -716,6 +1095,14 @@ static int method_width(const options_t *o)
     return w;
 }
 
+/* -N: which progress mode the library uses, and what decided it. */
+static void print_progress_line(FILE *f, const bench_t *b, const char *prefix)
+{
+    fprintf(f, "%snon-blocking: progress %s (CC_COLL_PROGRESS=%s, MPI thread level %s); %d test calls in the dummy "
+           "compute\n",
+           prefix, b->progress, b->progress_setting, thread_level_name(b->thread_level), b->opt->test_calls);
+}
+
 static void print_table_header(const bench_t *b, double density, int ef)
 {
     const options_t *o = b->opt;
@@ -726,8 +1113,20 @@ static void print_table_header(const bench_t *b, double density, int ef)
            "check %d\n",
            cc_coll_version_string(), b->ranks, dtype_names[o->dtype], op_names[o->op], lo, hi, o->factor, o->iters,
            o->warmup, o->check);
-    printf("# topk density %g%s, error feedback %d%s, input data %s\n", density,
-           o->has_density ? "" : " (CC_COLL_DENSITY)", ef, o->has_ef ? "" : " (CC_COLL_EF)", data_names[o->data]);
+    printf("# topk density %g%s, error feedback %d%s, lowrank rank %d%s, input data %s\n", density,
+           o->has_density ? "" : " (CC_COLL_DENSITY)", ef, o->has_ef ? "" : " (CC_COLL_EF)", b->lowrank_rank,
+           o->has_rank ? "" : " (CC_COLL_LOWRANK_RANK)", data_names[o->data]);
+    if (o->nonblocking) {
+        print_progress_line(stdout, b, "# ");
+        printf("# time: blocking call, average over iterations of the slowest rank; the non-blocking columns: "
+               "averages over iterations, then over ranks (OSU)\n#\n");
+        printf("# %11s %11s %5s %*s %7s   %10s %7s %7s   %10s %9s %11s %9s %10s %11s %10s %8s %8s\n", "size(B)",
+               "count", "dtype", method_width(o), "method", "inplace", "time(us)", "speedup", "#wrong", "pure(us)",
+               "init(us)", "compute(us)", "test(us)", "wait(us)", "overall(us)", "overlap(%)", "crate(%)",
+               "#nbwrong");
+        fflush(stdout);
+        return;
+    }
     printf("# time: average over iterations of the slowest rank; algbw, busbw on the uncompressed size\n#\n");
     printf("# %11s %11s %5s %*s %7s   %10s %11s %11s   %12s %8s %10s %7s %7s\n", "size(B)", "count", "dtype",
            method_width(o), "method", "inplace", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "wire(B)", "ratio",
@@ -739,6 +1138,18 @@ static void print_table_row(const bench_t *b, const result_t *r)
 {
     char wrong[24] = "-";
     if (r->wrong >= 0) snprintf(wrong, sizeof wrong, "%lld", r->wrong);
+    if (r->has_nb) {
+        char nb_wrong[24] = "-";
+        if (r->nb_wrong >= 0) snprintf(nb_wrong, sizeof nb_wrong, "%lld", r->nb_wrong);
+        printf("  %11zu %11zu %5s %*s %7s   %10.2f %7.2f %7s   %10.2f %9.2f %11.2f %9.2f %10.2f %11.2f %10.2f %8.1f "
+               "%8s\n",
+               r->bytes, r->count, dtype_names[b->opt->dtype], method_width(b->opt), method_label(r->method),
+               r->in_place ? "yes" : "no", r->time_us, r->speedup, wrong, r->nb_pure_us, r->nb_init_us,
+               r->nb_compute_us, r->nb_test_us, r->nb_wait_us, r->nb_overall_us, r->nb_overlap_pct,
+               r->nb_compute_rate_pct, nb_wrong);
+        fflush(stdout);
+        return;
+    }
     printf("  %11zu %11zu %5s %*s %7s   %10.2f %11.3f %11.3f   %12.0f %8.2f %10.2e %7s %7.2f\n", r->bytes, r->count,
            dtype_names[b->opt->dtype], method_width(b->opt), method_label(r->method), r->in_place ? "yes" : "no",
            r->time_us, r->algbw, r->busbw, r->wire, r->ratio, r->rel_err, wrong, r->speedup);
@@ -747,7 +1158,8 @@ static void print_table_row(const bench_t *b, const result_t *r)
 
 static void print_table_footer(const bench_t *b, const result_t *res, size_t n_res, long long total_wrong)
 {
-    printf("#\n# Wrong elements (mpi, none): %lld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+    printf("#\n# Wrong elements (mpi, none%s): %lld %s\n", b->opt->nonblocking ? "; non-blocking: every method" : "",
+           total_wrong, total_wrong ? "FAILED" : "OK");
     printf("# Avg bus bandwidth (GB/s) :");
     for (int m = METHOD_MPI; m < b->opt->n_methods; ++m) {
         double sum = 0.0;
@@ -758,6 +1170,19 @@ static void print_table_footer(const bench_t *b, const result_t *res, size_t n_r
                 ++n;
             }
         if (n) printf(" %s %.3f", method_label(m), sum / (double)n);
+    }
+    printf("\n");
+    if (!b->opt->nonblocking) return;
+    printf("# Avg overlap (%%)          :");
+    for (int m = METHOD_MPI; m < b->opt->n_methods; ++m) {
+        double sum = 0.0;
+        size_t n = 0;
+        for (size_t i = 0; i < n_res; ++i)
+            if (res[i].method == m && res[i].has_nb) {
+                sum += res[i].nb_overlap_pct;
+                ++n;
+            }
+        if (n) printf(" %s %.1f", method_label(m), sum / (double)n);
     }
     printf("\n");
 }
@@ -783,6 +1208,32 @@ static void print_osu(const bench_t *b, const result_t *res, size_t n_res)
             }
         }
     }
+    if (!o->nonblocking) return;
+    /* osu_iallreduce's full output (-f): the columns of print_stats_nbc. */
+    printf("#\n# OSU MPI Non-blocking Allreduce Latency Test (" PROG ", libcc_coll %s)\n", cc_coll_version_string());
+    print_progress_line(stdout, b, "# ");
+    printf("# Times: averages over iterations, then over ranks; Compute excludes MPI_Test\n");
+    printf("# Overall = Coll. Init + Compute + MPI_Test + MPI_Wait\n");
+    for (int mode = 0; mode < 2; ++mode) {
+        for (int m = METHOD_MPI; m < o->n_methods; ++m) {
+            int header = 0;
+            for (size_t i = 0; i < n_res; ++i) {
+                const result_t *r = &res[i];
+                if (r->method != m || r->in_place != (mode == 0) || !r->has_nb) continue;
+                if (!header) {
+                    printf("#\n# method: %s (%s)\n# in-place: %s\n", method_label(m),
+                           m == METHOD_MPI ? "MPI_Iallreduce, MPI_Test, MPI_Wait"
+                                           : "cc_coll_iallreduce, cc_coll_test, cc_coll_wait",
+                           mode == 0 ? "yes" : "no");
+                    printf("%-10s%18s%18s%18s%18s%18s%18s%18s\n", "# Size", "Overall(us)", "Compute(us)",
+                           "Coll. Init(us)", "MPI_Test(us)", "MPI_Wait(us)", "Pure Comm.(us)", "Overlap(%)");
+                    header = 1;
+                }
+                printf("%-10zu%18.2f%18.2f%18.2f%18.2f%18.2f%18.2f%18.2f\n", r->bytes, r->nb_overall_us,
+                       r->nb_compute_us, r->nb_init_us, r->nb_test_us, r->nb_wait_us, r->nb_pure_us, r->nb_overlap_pct);
+            }
+        }
+    }
 }
 
 static void json_number(double v)
@@ -799,7 +1250,12 @@ static void print_json(const bench_t *b, const result_t *res, size_t n_res, doub
            cc_coll_version_string(), b->ranks, dtype_names[o->dtype], op_names[o->op], data_names[o->data], o->iters,
            o->warmup);
     json_number(density);
-    printf(",\"ef\":%d,\"results\":[", ef);
+    printf(",\"ef\":%d,\"lowrank_rank\":%d", ef, b->lowrank_rank);
+    if (o->nonblocking)
+        printf(",\"nonblocking\":{\"method\":\"osu_iallreduce\",\"progress\":\"%s\",\"progress_setting\":\"%s\","
+               "\"thread_level\":\"%s\",\"test_calls\":%d}",
+               b->progress, b->progress_setting, thread_level_name(b->thread_level), o->test_calls);
+    printf(",\"results\":[");
     for (size_t i = 0; i < n_res; ++i) {
         const result_t *r = &res[i];
         printf("%s\n  {\"bytes\":%zu,\"count\":%zu,\"method\":\"%s\",\"in_place\":%s,\"time_us\":", i ? "," : "",
@@ -819,6 +1275,19 @@ static void print_json(const bench_t *b, const result_t *res, size_t n_res, doub
         else printf(",\"wrong\":null");
         printf(",\"speedup\":");
         json_number(r->speedup);
+        if (r->has_nb) {
+            const double v[] = {r->nb_pure_us,    r->nb_init_us,    r->nb_compute_us,  r->nb_test_us,
+                                r->nb_wait_us,    r->nb_overall_us, r->nb_overlap_pct, r->nb_compute_rate_pct};
+            static const char *const k[] = {"pure_us", "init_us",  "compute_us",  "test_us",
+                                             "wait_us", "overall_us", "overlap_pct", "compute_rate_pct"};
+            printf(",\"nonblocking\":{");
+            for (size_t j = 0; j < sizeof v / sizeof v[0]; ++j) {
+                printf("%s\"%s\":", j ? "," : "", k[j]);
+                json_number(v[j]);
+            }
+            if (r->nb_wrong >= 0) printf(",\"wrong\":%lld}", r->nb_wrong);
+            else printf(",\"wrong\":null}");
+        }
         printf("}");
     }
     printf("\n]}\n");
@@ -852,15 +1321,21 @@ static size_t make_counts(const options_t *o, size_t es, size_t **out)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    /* The command line first (it needs no MPI): -N asks for
+     * MPI_THREAD_MULTIPLE, which the progress thread needs; the blocking
+     * benchmark keeps MPI_Init. */
+    options_t opt;
+    char msg[512] = "";
+    const int parsed = parse_options(argc, argv, &opt, msg, sizeof msg);
+    int provided = MPI_THREAD_SINGLE;
+    if (parsed == 0 && opt.nonblocking) MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    else MPI_Init(&argc, &argv);
     bench_t b;
     memset(&b, 0, sizeof b);
     MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &b.ranks);
+    MPI_Query_thread(&b.thread_level);
 
-    options_t opt;
-    char msg[512] = "";
-    const int parsed = parse_options(argc, argv, &opt, msg, sizeof msg);
     if (parsed != 0) {
         if (b.rank == 0) {
             if (parsed == 1) print_help();
@@ -889,14 +1364,17 @@ int main(int argc, char **argv)
     b.send = malloc(max_bytes);
     b.recv = malloc(max_bytes);
     b.ref = malloc(max_bytes);
+    if (opt.nonblocking) b.first = malloc(max_bytes);
     b.times = malloc((size_t)opt.iters * sizeof *b.times);
     const int n_modes = opt.inplace_mode == MODE_BOTH ? 2 : 1;
     int n_wanted = 1;
     for (int m = 0; m < opt.n_methods; ++m) n_wanted += opt.want[m];
     const size_t max_results = n_counts * (size_t)n_modes * (size_t)n_wanted;
     result_t *results = calloc(max_results ? max_results : 1, sizeof *results);
-    if (!counts || !b.input || !b.send || !b.recv || !b.ref || !b.times || !results) {
-        fprintf(stderr, PROG ": [rank %d] out of memory for 4 buffers of %zu bytes\n", b.rank, max_bytes);
+    if (!counts || !b.input || !b.send || !b.recv || !b.ref || (opt.nonblocking && !b.first) || !b.times ||
+        !results) {
+        fprintf(stderr, PROG ": [rank %d] out of memory for %d buffers of %zu bytes\n", b.rank,
+                opt.nonblocking ? 5 : 4, max_bytes);
         ok = 0;
     }
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -917,6 +1395,12 @@ int main(int argc, char **argv)
     double density = 0.0;
     int ef = 0;
     effective_density_ef(&opt, &density, &ef);
+    b.lowrank_rank = effective_lowrank_rank(&opt);
+    if (opt.nonblocking) {
+        b.progress = effective_progress(b.progress_setting, sizeof b.progress_setting);
+        compute_init();
+        if (b.rank == 0 && opt.json && !opt.quiet) print_progress_line(stderr, &b, PROG ": ");
+    }
     if (b.rank == 0 && !opt.json && !opt.osu) {
         print_table_header(&b, density, ef);
         if (opt.check && opt.data == DATA_NORMAL)
@@ -949,13 +1433,15 @@ int main(int argc, char **argv)
             for (int m = METHOD_MPI; m < opt.n_methods && rc == 0; ++m) {
                 if (m != METHOD_MPI && !opt.want[m]) continue;
                 result_t *r = &results[n_res];
-                if (measure(&b, count, in_place, m, t_mpi_us, r) != 0) {
+                if (measure(&b, count, in_place, m, t_mpi_us, r) != 0 ||
+                    (opt.nonblocking && measure_nb(&b, count, in_place, m, r) != 0)) {
                     rc = 1;
                     break;
                 }
                 ++n_res;
                 if (m == METHOD_MPI) t_mpi_us = r->time_us;
                 if (r->wrong > 0) total_wrong += r->wrong;
+                if (r->has_nb && r->nb_wrong > 0) total_wrong += r->nb_wrong;
                 if (b.rank == 0 && !opt.json && !opt.osu) print_table_row(&b, r);
 
                 /* An out-of-place call must leave sendbuf alone. */
@@ -990,6 +1476,7 @@ done:
     free(b.send);
     free(b.recv);
     free(b.ref);
+    free(b.first);
     free(b.times);
     free(results);
     MPI_Finalize();

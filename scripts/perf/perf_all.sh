@@ -15,29 +15,34 @@
 #   4. scripts/perf/perf_results.sh    speedups on the emulated cluster
 #        -> ${CC_PERF_OUT:-docs/perf}/allreduce_*hosts.json, meta.json,
 #           speedup_*.png, relerr_*.png; section cluster-results
+#   5. scripts/perf/perf_overlap.sh    overlap of the non-blocking allreduce
+#        on the emulated cluster (OSU osu_iallreduce's method)
+#        -> ${CC_OVL_JSON:-docs/perf/overlap.json}, section overlap-results
 # The sections are rewritten in docs/performance.md (the cluster one in
-# ${CC_PERF_DOC:-docs/performance.md}). Each script gets the caller's
+# ${CC_PERF_DOC:-docs/performance.md}, the overlap one in
+# ${CC_OVL_DOC:-docs/performance.md}). Each script gets the caller's
 # environment. apt-get runs once: the first script gets the caller's
 # CC_COLL_SKIP_APT, the others CC_COLL_SKIP_APT=1; only when
 # python3-matplotlib, ip or tc is missing (perf_results.sh alone installs
 # them) does perf_results.sh keep the caller's setting too. Checks for
 # root and those tools come first, so a run that could not finish does not
-# start. Takes about 8 minutes; to redo one part, run its script alone.
+# start. Takes about 13 minutes; to redo one part, run its script alone.
 #
 # Options:
 #   -n, --dry-run   print the checks' outcome and the commands, run nothing
 #                   (status 2 when a check would stop the run)
 #   -h, --help      this text
 #
-# Settings (environment): those of the four scripts (see their --help),
+# Settings (environment): those of the five scripts (see their --help),
 # among them
 #   CC_COLL_BUILD_DIR     build folder                       [build]
 #   CC_COLL_SKIP_APT=1    do not run apt-get at all
 #   CC_COLL_JOBS          parallel build jobs                [nproc]
 #   CC_PERF_*             the cluster run (scripts/perf/perf_results.sh --help)
-# Exit status: 0 when all four succeeded; otherwise the failing script's
-# status (perf_results.sh: 1 when a host count failed), 2 for a usage or
-# setup error.
+#   CC_OVL_*              the overlap run (scripts/perf/perf_overlap.sh --help)
+# Exit status: 0 when all five succeeded; otherwise the failing script's
+# status (perf_results.sh: 1 when a host count failed; perf_overlap.sh: 1
+# when a run failed), 2 for a usage or setup error.
 set -eu
 me=perf_all.sh
 here=$(cd "$(dirname "$0")" && pwd)
@@ -60,12 +65,13 @@ case ${1:-} in
 esac
 [ "$#" -le 1 ] || die "one option at most (see --help)"
 
-for s in perf_selection.sh perf_sketch.sh perf_lowrank.sh perf_results.sh; do
+for s in perf_selection.sh perf_sketch.sh perf_lowrank.sh perf_results.sh perf_overlap.sh; do
     [ -x "$here/$s" ] || die "$here/$s is missing or not executable"
 done
 
-# perf_results.sh, the last and longest step, needs root, and installs
-# python3-matplotlib, ip and tc itself only when apt-get is allowed: check
+# perf_results.sh and perf_overlap.sh, the last and longest steps, need
+# root, and perf_results.sh installs python3-matplotlib, ip and tc itself
+# only when apt-get is allowed (perf_overlap.sh then finds ip and tc): check
 # before the first three steps spend their minutes. A dry run reports it and
 # ends with status 2.
 blocked=0
@@ -93,12 +99,12 @@ if [ -n "$missing" ]; then
     fi
 fi
 if [ "$(id -u)" != 0 ]; then
-    stop "must run as root (perf_results.sh's emulated cluster creates network namespaces)"
+    stop "must run as root (the emulated cluster of perf_results.sh and perf_overlap.sh creates network namespaces)"
 fi
 
 # step NUMBER SCRIPT SKIP_APT: runs scripts/perf/SCRIPT with CC_COLL_SKIP_APT=SKIP_APT.
 step() {
-    echo "== perf_all.sh: step $1 of 4: CC_COLL_SKIP_APT=$3 scripts/perf/$2"
+    echo "== perf_all.sh: step $1 of 5: CC_COLL_SKIP_APT=$3 scripts/perf/$2"
     if [ "$dry" = 1 ]; then
         return 0
     fi
@@ -110,13 +116,14 @@ step() {
             1) kept="nothing was regenerated" ;;
             2) kept="step 1's results are in place" ;;
             3) kept="steps 1 and 2's results are in place" ;;
-            *) kept="steps 1 to 3's results are in place" ;;
+            4) kept="steps 1 to 3's results are in place" ;;
+            *) kept="steps 1 to 4's results are in place" ;;
         esac
-        echo "$me: FAILED: step $1 of 4, scripts/perf/$2, exited with status $rc after" \
+        echo "$me: FAILED: step $1 of 5, scripts/perf/$2, exited with status $rc after" \
             "$(($(date +%s) - start)) s; stopped here ($kept; see its messages above)" >&2
         exit "$rc"
     fi
-    echo "== perf_all.sh: step $1 of 4 done in $(($(date +%s) - start)) s"
+    echo "== perf_all.sh: step $1 of 5 done in $(($(date +%s) - start)) s"
 }
 
 began=$(date +%s)
@@ -124,6 +131,7 @@ step 1 perf_selection.sh "$caller_skip"
 step 2 perf_sketch.sh 1
 step 3 perf_lowrank.sh 1
 step 4 perf_results.sh "$results_skip"
+step 5 perf_overlap.sh 1
 if [ "$dry" = 1 ]; then
     echo "$me: dry run: nothing was run"
     exit $((2 * blocked))
@@ -134,11 +142,13 @@ doc=${CC_PERF_DOC:-$root/docs/performance.md}
 rel() {
     case $1 in "$root"/*) echo "${1#"$root"/}" ;; *) echo "$1" ;; esac
 }
-echo "== perf_all.sh: all four steps done in $(($(date +%s) - began)) s. Results:"
+echo "== perf_all.sh: all five steps done in $(($(date +%s) - began)) s. Results:"
 printf '   %-26s %s\n' \
     docs/perf/selection.json "top-k selection: section selection-results of docs/performance.md" \
     docs/perf/sketch.json "count sketch: section sketch-results of docs/performance.md" \
     docs/perf/lowrank.json "PowerSGD: section lowrank-results of docs/performance.md" \
     "$(rel "$out")/" "emulated cluster: allreduce_*hosts.json, meta.json, speedup_*.png, relerr_*.png;" \
-    "" "section cluster-results of $(rel "$doc")"
+    "" "section cluster-results of $(rel "$doc")" \
+    "$(rel "${CC_OVL_JSON:-$root/docs/perf/overlap.json}")" \
+    "overlap of the non-blocking allreduce: section overlap-results of $(rel "${CC_OVL_DOC:-$root/docs/performance.md}")"
 echo "   Review with: git diff --stat -- docs/"

@@ -10,8 +10,9 @@ docs/performance.md. Everything but the tables and the prose is here:
                        the program, the benchmark flags, the environment
                        it runs in, and the function that writes its section
   main                 the command line: --run (run the program, annotate
-                       the JSON, rewrite the page), --annotate, or
-                       JSON DOC (rewrite the page from the JSON alone)
+                       the JSON, rewrite the page), --annotate,
+                       JSON DOC (rewrite the page from the JSON alone), or
+                       --check JSON DOC (compare only: CTest docs_perf_<name>)
   run_benchmark        the --run step: the program from the build folder,
                        the load check before it, the command as the page
                        shows it (relative to the checkout, never absolute)
@@ -227,6 +228,32 @@ def run_benchmark(gen, build_dir, json_path, doc_path, min_time=None):
     doc_shown = checkout_relative(doc_path) or doc_path
     print("== python3 scripts/perf/%s %s %s" % (gen.prog, out, doc_shown), flush=True)
     return regenerate(gen, json_path, doc_path, doc_shown)
+
+
+def check(gen, json_path, doc_path):
+    """Changes nothing: 0 when the generator's section of doc_path is what the JSON gives, byte for byte, else 1
+    with a diff (CTest docs_perf_<name>)."""
+    import difflib
+
+    with open(json_path) as f:
+        run = Run(json.load(f))
+    text = gen.section(run, display_path(json_path, doc_path))
+    with open(doc_path) as f:
+        old = f.read()
+    b = old.find(gen.begin)
+    e = old.find(gen.end, b + len(gen.begin)) if b >= 0 else -1
+    if b < 0 or e < 0:
+        print("%s: %s lacks the markers %s / %s" % (gen.prog, doc_path, gen.begin, gen.end))
+        return 1
+    new = old[:b] + text + old[e + len(gen.end):]
+    if new == old:
+        print("%s: the %s-results section of %s is what %s gives" % (gen.prog, gen.name, doc_path, json_path))
+        return 0
+    sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), doc_path,
+                                               "regenerated from " + json_path))
+    print("%s: the %s-results section of %s differs from what %s gives; rewrite it with: python3 "
+          "scripts/perf/%s %s %s" % (gen.prog, gen.name, doc_path, json_path, gen.prog, json_path, doc_path))
+    return 1
 
 
 def regenerate(gen, json_path, doc_path, doc_shown=None):
@@ -517,6 +544,9 @@ def main(gen):
     ap.add_argument("--min-time", help="with --run: --benchmark_min_time instead of %s (a quick check)"
                                        % gen.min_time)
     ap.add_argument("--annotate", action="store_true", help="add machine details to the JSON, then exit")
+    ap.add_argument("--check", action="store_true",
+                    help="with JSON DOC: change nothing; exit status 1 (with a diff) when the section is not "
+                         "what the JSON gives")
     ap.add_argument("--command", help="with --annotate: the benchmark command line, as the page shows it")
     ap.add_argument("--build-dir", help="the CMake build folder (--run: where the program is [build]; "
                                         "--annotate: where the compiler and build type are read)")
@@ -534,4 +564,6 @@ def main(gen):
         return 0
     if args.doc is None:
         ap.error("the Markdown file to rewrite is required (or --annotate)")
+    if args.check:
+        return check(gen, args.json, args.doc)
     return regenerate(gen, args.json, args.doc)
