@@ -544,8 +544,12 @@ class Comm:
     duplicates comm, so its traffic never mixes with the caller's.
 
     Close it with close() or a `with` block before MPI is finalised; close()
-    is local (not collective) and may be called more than once. After close()
-    every method raises Error(Status.INVALID_COMM).
+    is local (not collective) and may be called more than once; it completes
+    the requests still in flight first. After close() every method raises
+    Error(Status.INVALID_COMM).
+
+    iallreduce, iallreduce_group and ireduce_scatter start the collectives
+    of allreduce, allreduce_group and reduce_scatter and return a Request.
     """
 
     def __init__(self, comm):
