@@ -10,6 +10,13 @@
 // which carries the status code and the library's message. Params builds a
 // cc_coll_params_t: each setter sets the field and its mask bit.
 //
+// Non-blocking collectives return a cc_coll::Request (move-only; its
+// destructor frees the handle):
+//
+//   cc_coll::Request r = comm.iallreduce(send, recv, n, CC_COLL_F32, CC_COLL_SUM);
+//   ...                                          // compute; leave send/recv alone
+//   r.wait();                                    // throws the collective's error
+//
 // SPDX-License-Identifier: BSD-3-Clause
 #ifndef CC_COLL_HPP
 #define CC_COLL_HPP
@@ -22,6 +29,14 @@
 #include <vector>
 
 #include "cc_coll.h"
+
+// Dropping a Request frees it at once (the collective still runs, with no
+// way left to see it complete): the calls that return one say so.
+#if __cplusplus >= 201703L
+#define CC_COLL_HPP_NODISCARD [[nodiscard]]
+#else
+#define CC_COLL_HPP_NODISCARD
+#endif
 
 namespace cc_coll {
 
@@ -177,6 +192,114 @@ struct LowRankState {
     std::vector<double> q;
 };
 
+// A non-blocking collective in flight (cc_coll_request_h), as Comm's
+// iallreduce, ireduce_scatter and iallreduce_group return it. Move-only; the
+// destructor (and free()) frees the handle with cc_coll_request_free. Freeing
+// does not cancel: a request freed in flight still runs to its end, and its
+// buffers stay in use until then (until a blocking call on its communicator,
+// the communicator's destruction or MPI_Finalize completes it), so wait()
+// before the buffers go away. Completion does not free the handle: status()
+// and message() stay readable until it is freed.
+//
+// wait() and test() throw Error with the collective's status and message
+// when it failed (and, like every call given a freed or moved-from Request,
+// CC_COLL_ERR_INVALID_ARG for a dead handle).
+class Request {
+public:
+    Request() noexcept = default;
+    // Takes ownership of a handle from the C API (nullptr: an empty Request).
+    explicit Request(cc_coll_request_h handle) noexcept : handle_(handle) {}
+
+    ~Request()
+    {
+        if (handle_ != nullptr) cc_coll_request_free(handle_);
+    }
+
+    Request(const Request &) = delete;
+    Request &operator=(const Request &) = delete;
+    Request(Request &&other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+    Request &operator=(Request &&other) noexcept
+    {
+        if (this != &other) {
+            if (handle_ != nullptr) cc_coll_request_free(handle_);
+            handle_ = std::exchange(other.handle_, nullptr);
+        }
+        return *this;
+    }
+
+    // The raw C handle (nullptr when empty, moved from or freed).
+    cc_coll_request_h handle() const noexcept { return handle_; }
+    explicit operator bool() const noexcept { return handle_ != nullptr; }
+
+    // Gives up ownership: the caller frees the returned handle.
+    cc_coll_request_h release() noexcept { return std::exchange(handle_, nullptr); }
+
+    // Frees the handle now (cc_coll_request_free); the Request is then empty.
+    void free()
+    {
+        if (handle_ == nullptr) return;
+        check(cc_coll_request_free(std::exchange(handle_, nullptr)));
+    }
+
+    // Until the collective has completed (cc_coll_wait); throws its error.
+    // Waiting again returns (or throws) at once.
+    void wait() { check(cc_coll_wait(handle_)); }
+
+    // Whether it has completed (cc_coll_test; with caller-driven progress
+    // this advances the requests in flight first). Throws its error once it
+    // has completed with one.
+    bool test()
+    {
+        int done = 0;
+        check(cc_coll_test(handle_, &done));
+        return done != 0;
+    }
+
+    // The request's state, without advancing it (cc_coll_request_status).
+    bool done() const
+    {
+        int d = 0;
+        check(cc_coll_request_status(handle_, &d, nullptr, nullptr));
+        return d != 0;
+    }
+
+    // Its status once done (CC_COLL_OK while it runs).
+    cc_coll_status_t status() const
+    {
+        cc_coll_status_t st = CC_COLL_OK;
+        check(cc_coll_request_status(handle_, nullptr, &st, nullptr));
+        return st;
+    }
+
+    // Its error message once done ("" on success and while it runs).
+    std::string message() const
+    {
+        const char *m = nullptr;
+        check(cc_coll_request_status(handle_, nullptr, nullptr, &m));
+        return m != nullptr ? std::string(m) : std::string();
+    }
+
+private:
+    cc_coll_request_h handle_ = nullptr;
+};
+
+// Waits for requests[0..n) (cc_coll_waitall); empty Requests are skipped.
+// Once all have completed, throws Error with the status and message of the
+// first that failed. statuses, when not nullptr, receives each request's
+// status (n entries).
+inline void waitall(Request *requests, size_t n, cc_coll_status_t *statuses = nullptr)
+{
+    std::vector<cc_coll_request_h> handles(n);
+    for (size_t i = 0; i < n; ++i) handles[i] = requests[i].handle();
+    check(cc_coll_waitall(n, handles.data(), statuses));
+}
+
+inline void waitall(std::vector<Request> &requests, std::vector<cc_coll_status_t> *statuses = nullptr)
+{
+    if (statuses != nullptr) statuses->assign(requests.size(), CC_COLL_OK);
+    waitall(requests.data(), requests.size(), statuses != nullptr ? statuses->data() : nullptr);
+}
+
 class Comm {
 public:
     // Collective over mpi_comm, like cc_coll_comm_create().
@@ -244,25 +367,83 @@ public:
     // same order.
     void allreduce_group(const Tensor *tensors, size_t ntensors, cc_coll_op_t op) const
     {
-        std::vector<const void *> send(ntensors);
-        std::vector<void *> recv(ntensors);
-        std::vector<size_t> counts(ntensors);
-        std::vector<cc_coll_dtype_t> dtypes(ntensors);
-        std::vector<cc_coll_params_t> params(ntensors);
-        for (size_t i = 0; i < ntensors; ++i) {
-            const Tensor &t = tensors[i];
-            send[i] = t.send != nullptr ? t.send : t.recv;
-            recv[i] = t.recv;
-            counts[i] = t.count;
-            dtypes[i] = t.dtype;
-            params[i] = t.params;
-        }
-        allreduce_group(ntensors, send.data(), recv.data(), counts.data(), dtypes.data(), op, params.data());
+        const GroupArrays g(tensors, ntensors);
+        allreduce_group(ntensors, g.send.data(), g.recv.data(), g.counts.data(), g.dtypes.data(), op,
+                        g.params.data());
     }
 
     void allreduce_group(const std::vector<Tensor> &tensors, cc_coll_op_t op) const
     {
         allreduce_group(tensors.data(), tensors.size(), op);
+    }
+
+    // Reduce-scatter, like MPI_Reduce_scatter_block (cc_coll_reduce_scatter):
+    // sendbuf holds recvcount x size() elements, this rank receives the
+    // reduction of every rank's block rank() in recvbuf (recvcount elements).
+    // sendbuf == recvbuf: in place, the shard lands in the buffer's first
+    // recvcount elements.
+    void reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, cc_coll_dtype_t dtype,
+                        cc_coll_op_t op, ParamsRef params = {}) const
+    {
+        check(cc_coll_reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, params.get(), handle_, nullptr));
+    }
+
+    // --- non-blocking collectives ---------------------------------------------
+    //
+    // The same calls, started and returned at once as a Request; the result
+    // is the blocking call's, bit for bit. Argument errors throw here (nothing
+    // is posted). The buffers belong to the request until it completes: do
+    // not write the send buffer, nor touch the receive buffer, meanwhile.
+    // Every rank posts the collectives of a communicator, blocking and
+    // non-blocking, in the same order. The group's arrays (and the Tensors)
+    // are copied: only the tensors' memory stays in use.
+
+    CC_COLL_HPP_NODISCARD Request iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                             cc_coll_dtype_t dtype, cc_coll_op_t op, ParamsRef params = {}) const
+    {
+        cc_coll_request_h r = nullptr;
+        check(cc_coll_iallreduce(sendbuf, recvbuf, count, dtype, op, params.get(), handle_, nullptr, &r));
+        return Request(r);
+    }
+
+    // In place.
+    CC_COLL_HPP_NODISCARD Request iallreduce(void *buf, size_t count, cc_coll_dtype_t dtype, cc_coll_op_t op,
+                                             ParamsRef params = {}) const
+    {
+        return iallreduce(buf, buf, count, dtype, op, params);
+    }
+
+    CC_COLL_HPP_NODISCARD Request ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                                  cc_coll_dtype_t dtype, cc_coll_op_t op,
+                                                  ParamsRef params = {}) const
+    {
+        cc_coll_request_h r = nullptr;
+        check(cc_coll_ireduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, params.get(), handle_, nullptr, &r));
+        return Request(r);
+    }
+
+    CC_COLL_HPP_NODISCARD Request iallreduce_group(size_t ntensors, const void *const *sendbufs,
+                                                   void *const *recvbufs, const size_t *counts,
+                                                   const cc_coll_dtype_t *dtypes, cc_coll_op_t op,
+                                                   const cc_coll_params_t *params) const
+    {
+        cc_coll_request_h r = nullptr;
+        check(cc_coll_iallreduce_group(ntensors, sendbufs, recvbufs, counts, dtypes, op, params, handle_, nullptr,
+                                       &r));
+        return Request(r);
+    }
+
+    CC_COLL_HPP_NODISCARD Request iallreduce_group(const Tensor *tensors, size_t ntensors,
+                                                   cc_coll_op_t op) const
+    {
+        const GroupArrays g(tensors, ntensors);
+        return iallreduce_group(ntensors, g.send.data(), g.recv.data(), g.counts.data(), g.dtypes.data(), op,
+                                g.params.data());
+    }
+
+    CC_COLL_HPP_NODISCARD Request iallreduce_group(const std::vector<Tensor> &tensors, cc_coll_op_t op) const
+    {
+        return iallreduce_group(tensors.data(), tensors.size(), op);
     }
 
     // --- compressed point-to-point ----------------------------------------------
@@ -358,9 +539,32 @@ public:
     void reset_stats() const { check(cc_coll_comm_reset_stats(handle_)); }
 
 private:
+    // The C arrays of a group of Tensors.
+    struct GroupArrays {
+        std::vector<const void *> send;
+        std::vector<void *> recv;
+        std::vector<size_t> counts;
+        std::vector<cc_coll_dtype_t> dtypes;
+        std::vector<cc_coll_params_t> params;
+
+        GroupArrays(const Tensor *tensors, size_t n) : send(n), recv(n), counts(n), dtypes(n), params(n)
+        {
+            for (size_t i = 0; i < n; ++i) {
+                const Tensor &t = tensors[i];
+                send[i] = t.send != nullptr ? t.send : t.recv;
+                recv[i] = t.recv;
+                counts[i] = t.count;
+                dtypes[i] = t.dtype;
+                params[i] = t.params;
+            }
+        }
+    };
+
     cc_coll_comm_h handle_ = nullptr;
 };
 
 }  // namespace cc_coll
+
+#undef CC_COLL_HPP_NODISCARD
 
 #endif  // CC_COLL_HPP

@@ -1,12 +1,16 @@
-// The header-only C++ wrapper (include/cc_coll.hpp) on one MPI rank.
+// The header-only C++ wrapper (include/cc_coll.hpp) on one MPI rank; the
+// WrapperNonBlocking cases also run on two ranks (mpi_wrapper_nonblocking_*,
+// tests/CMakeLists.txt), so they hold on any number of ranks.
 //
 // Only the public headers are included here: the wrapper's cc_coll::Comm and
 // the library's internal cc_coll::Comm (src/core/comm.hpp) share a name, so
 // they must never meet in one translation unit.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -30,6 +34,11 @@ static_assert(std::is_convertible<const cc_coll_params_t *, cc_coll::ParamsRef>:
 static_assert(std::is_convertible<const cc_coll::Params &, cc_coll::ParamsRef>::value, "Params are params");
 static_assert(std::is_convertible<const cc_coll_params_t &, cc_coll::ParamsRef>::value, "structs are params");
 static_assert(std::is_convertible<std::nullptr_t, cc_coll::ParamsRef>::value, "nullptr is params");
+static_assert(!std::is_copy_constructible<cc_coll::Request>::value, "Request must not be copyable");
+static_assert(!std::is_copy_assignable<cc_coll::Request>::value, "Request must not be copy-assignable");
+static_assert(std::is_nothrow_move_constructible<cc_coll::Request>::value, "Request moves must not throw");
+static_assert(std::is_nothrow_move_assignable<cc_coll::Request>::value, "Request moves must not throw");
+static_assert(!std::is_convertible<cc_coll_request_h, cc_coll::Request>::value, "adopting a handle is explicit");
 
 TEST(Wrapper, ConstructsAndQueries)
 {
@@ -472,6 +481,332 @@ TEST(WrapperP2P, OneRankHasNoPeer)
     expect_invalid("lep_residual of oneself", [&] { (void)comm.lep_residual(0, 1, 4, CC_COLL_F32); });
     expect_invalid("lep_reset of oneself", [&] { comm.lep_reset(0, 1, topk); });
     EXPECT_EQ(buf[3], 4.0f);
+}
+
+// --- non-blocking collectives ----------------------------------------------------
+
+int world_rank()
+{
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
+int world_size()
+{
+    int s = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &s);
+    return s;
+}
+
+// Reproducible values in [-1, 1) from a seed (splitmix64).
+template <typename T>
+void fill_uniform(std::vector<T> &x, std::uint64_t seed)
+{
+    for (T &v : x) {
+        std::uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        v = static_cast<T>(static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+    }
+}
+
+template <typename T>
+bool same_bits(const std::vector<T> &a, const std::vector<T> &b)
+{
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+std::vector<double> residual(const cc_coll::Comm &comm, std::uint64_t key, std::size_t count, cc_coll_dtype_t dtype)
+{
+    std::vector<double> out(count, -1.0);
+    const cc_coll::Params p = cc_coll::Params().ef_key(key);
+    cc_coll::check(cc_coll_ef_get_residual(comm.handle(), &p.c(), nullptr, count, dtype, out.data()));
+    return out;
+}
+
+// The buffers of one step of the workload below.
+struct Step {
+    static constexpr std::size_t kN = 2000, kRows = 20, kCols = 30, kBias = 7;
+    std::vector<float> topk_in, topk_out, inplace, rs_in, rs_out, matrix_in, matrix_out;
+    std::vector<double> none_in, none_out, bias;
+
+    Step(int step, int rank, int size)
+        : topk_in(kN), topk_out(kN, -1.0f), inplace(kN), rs_in(kN * static_cast<std::size_t>(size)),
+          rs_out(kN, -1.0f), matrix_in(kRows * kCols), matrix_out(kRows * kCols, -1.0f), none_in(kN),
+          none_out(kN, -1.0), bias(kBias)
+    {
+        const std::uint64_t s = 1000u * static_cast<std::uint64_t>(step) + 17u * static_cast<std::uint64_t>(rank);
+        fill_uniform(topk_in, s + 1);
+        fill_uniform(inplace, s + 2);
+        fill_uniform(rs_in, s + 3);
+        fill_uniform(matrix_in, s + 4);
+        fill_uniform(none_in, s + 5);
+        fill_uniform(bias, s + 6);
+    }
+};
+
+const cc_coll::Params kTopk = cc_coll::Params().method(CC_COLL_METHOD_TOPK).density(0.05).ef_key(1);
+const cc_coll::Params kTopkInPlace = cc_coll::Params().method(CC_COLL_METHOD_TOPK).density(0.02).ef_key(2);
+const cc_coll::Params kNone = cc_coll::Params().method(CC_COLL_METHOD_NONE);
+const cc_coll::Params kLowRank =
+    cc_coll::Params().method(CC_COLL_METHOD_LOWRANK).shape(Step::kRows, Step::kCols).rank(2).ef_key(10);
+const cc_coll::Params kReduceScatter = cc_coll::Params().method(CC_COLL_METHOD_TOPK).density(0.1).ef_key(20);
+
+// One step on two communicators (every method but SKETCH, a group and a
+// reduce-scatter): blocking calls, or, with `requests`, the same calls
+// posted into it.
+void workload(const cc_coll::Comm &a, const cc_coll::Comm &b, Step &x, std::vector<cc_coll::Request> *requests)
+{
+    const std::vector<cc_coll::Tensor> group = {
+        cc_coll::Tensor(x.matrix_in.data(), x.matrix_out.data(), x.matrix_in.size(), kLowRank),
+        cc_coll::Tensor(x.bias.data(), x.bias.size(), kNone)};
+    if (requests == nullptr) {
+        a.allreduce(x.topk_in.data(), x.topk_out.data(), Step::kN, CC_COLL_F32, CC_COLL_AVG, kTopk);
+        b.allreduce(x.none_in.data(), x.none_out.data(), Step::kN, CC_COLL_F64, CC_COLL_SUM, kNone);
+        a.allreduce(x.inplace.data(), Step::kN, CC_COLL_F32, CC_COLL_SUM, kTopkInPlace);
+        b.allreduce_group(group, CC_COLL_AVG);
+        a.reduce_scatter(x.rs_in.data(), x.rs_out.data(), Step::kN, CC_COLL_F32, CC_COLL_SUM, kReduceScatter);
+        return;
+    }
+    requests->push_back(a.iallreduce(x.topk_in.data(), x.topk_out.data(), Step::kN, CC_COLL_F32, CC_COLL_AVG, kTopk));
+    requests->push_back(
+        b.iallreduce(x.none_in.data(), x.none_out.data(), Step::kN, CC_COLL_F64, CC_COLL_SUM, kNone));
+    requests->push_back(a.iallreduce(x.inplace.data(), Step::kN, CC_COLL_F32, CC_COLL_SUM, kTopkInPlace));
+    requests->push_back(b.iallreduce_group(group, CC_COLL_AVG));
+    requests->push_back(
+        a.ireduce_scatter(x.rs_in.data(), x.rs_out.data(), Step::kN, CC_COLL_F32, CC_COLL_SUM, kReduceScatter));
+}
+
+// Every result, residual and LOWRANK state of requests in flight on two
+// communicators, completed in a rank-dependent order (wait, test loops,
+// waitall), equals that of the same calls made blocking on two others,
+// bit for bit, step after step.
+TEST(WrapperNonBlocking, ResultsEqualTheBlockingCallsBitForBit)
+{
+    const int rank = world_rank(), size = world_size();
+    cc_coll::Comm a(MPI_COMM_WORLD), b(MPI_COMM_WORLD), ra(MPI_COMM_WORLD), rb(MPI_COMM_WORLD);
+    for (int step = 0; step < 3; ++step) {
+        Step nb(step, rank, size), bl(step, rank, size);
+        std::vector<cc_coll::Request> requests;
+        workload(a, b, nb, &requests);
+        ASSERT_EQ(requests.size(), 5u);
+        for (const cc_coll::Request &r : requests) ASSERT_TRUE(r);
+        std::vector<std::size_t> order(requests.size());
+        std::iota(order.begin(), order.end(), std::size_t{0});
+        std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>((rank + step) % 5), order.end());
+        std::reverse(order.begin(), order.end());
+        requests[order[0]].wait();
+        requests[order[1]].wait();
+        while (!requests[order[2]].test()) {
+        }
+        EXPECT_TRUE(requests[order[2]].done());
+        std::vector<cc_coll_status_t> statuses;
+        cc_coll::waitall(requests, &statuses);  // order[3], order[4], and again the others
+        EXPECT_EQ(statuses, std::vector<cc_coll_status_t>(requests.size(), CC_COLL_OK));
+        for (const cc_coll::Request &r : requests) {
+            EXPECT_TRUE(r.done());
+            EXPECT_EQ(r.status(), CC_COLL_OK);
+            EXPECT_EQ(r.message(), "");
+        }
+
+        workload(ra, rb, bl, nullptr);
+        EXPECT_TRUE(same_bits(nb.topk_out, bl.topk_out)) << "TOPK, step " << step;
+        EXPECT_TRUE(same_bits(nb.none_out, bl.none_out)) << "NONE, step " << step;
+        EXPECT_TRUE(same_bits(nb.inplace, bl.inplace)) << "TOPK in place, step " << step;
+        EXPECT_TRUE(same_bits(nb.matrix_out, bl.matrix_out)) << "LOWRANK group matrix, step " << step;
+        EXPECT_TRUE(same_bits(nb.bias, bl.bias)) << "group bias, step " << step;
+        EXPECT_TRUE(same_bits(nb.rs_out, bl.rs_out)) << "TOPK reduce-scatter, step " << step;
+        EXPECT_TRUE(same_bits(nb.topk_in, bl.topk_in)) << "sendbuf untouched, step " << step;
+    }
+    EXPECT_TRUE(same_bits(residual(a, 1, Step::kN, CC_COLL_F32), residual(ra, 1, Step::kN, CC_COLL_F32)));
+    EXPECT_TRUE(same_bits(residual(a, 2, Step::kN, CC_COLL_F32), residual(ra, 2, Step::kN, CC_COLL_F32)));
+    const std::size_t rs_count = Step::kN * static_cast<std::size_t>(size);
+    EXPECT_TRUE(same_bits(residual(a, 20, rs_count, CC_COLL_F32), residual(ra, 20, rs_count, CC_COLL_F32)));
+    const std::size_t m = Step::kRows * Step::kCols;
+    EXPECT_TRUE(same_bits(residual(b, 10, m, CC_COLL_F32), residual(rb, 10, m, CC_COLL_F32)));
+    const std::vector<float> named_by_key(m);
+    const cc_coll::LowRankState s1 = b.lowrank_state(named_by_key.data(), m, CC_COLL_F32, kLowRank);
+    const cc_coll::LowRankState s2 = rb.lowrank_state(named_by_key.data(), m, CC_COLL_F32, kLowRank);
+    EXPECT_EQ(s1.calls, 3u);
+    EXPECT_EQ(s1.rank, 2);
+    EXPECT_TRUE(same_bits(s1.p, s2.p) && same_bits(s1.q, s2.q)) << "LOWRANK P and Q";
+    const cc_coll_stats_t st = a.stats();
+    EXPECT_EQ(st.calls, ra.stats().calls);
+    EXPECT_EQ(st.bytes_wire, ra.stats().bytes_wire);
+}
+
+// A Request owns its handle: the destructor, a move assignment over it and
+// free() free it; a moved-from or released Request holds none.
+TEST(WrapperNonBlocking, RequestOwnsAndFreesItsHandle)
+{
+    cc_coll::Comm comm(MPI_COMM_WORLD);
+    const std::size_t n = 64;
+    std::vector<float> x(n, 1.0f), y1(n), y2(n), y3(n), y4(n);
+    auto live = [](cc_coll_request_h h) {
+        int done = 0;
+        return cc_coll_request_status(h, &done, nullptr, nullptr) == CC_COLL_OK;
+    };
+
+    cc_coll_request_h h = nullptr;
+    {
+        cc_coll::Request r = comm.iallreduce(x.data(), y1.data(), n, CC_COLL_F32, CC_COLL_SUM);
+        h = r.handle();
+        ASSERT_NE(h, nullptr);
+        r.wait();
+        EXPECT_TRUE(live(h));  // completion does not free it
+    }
+    EXPECT_FALSE(live(h)) << "the destructor frees the handle";
+
+    cc_coll::Request a = comm.iallreduce(x.data(), y1.data(), n, CC_COLL_F32, CC_COLL_SUM);
+    const cc_coll_request_h ha = a.handle();
+    cc_coll::Request b(std::move(a));
+    EXPECT_EQ(a.handle(), nullptr);  // NOLINT(bugprone-use-after-move): moved-from state is specified
+    EXPECT_FALSE(a);                 // NOLINT(bugprone-use-after-move)
+    EXPECT_EQ(b.handle(), ha);
+    EXPECT_TRUE(live(ha));
+    try {
+        a.wait();  // NOLINT(bugprone-use-after-move)
+        ADD_FAILURE() << "no exception for a moved-from Request";
+    } catch (const cc_coll::Error &e) {
+        EXPECT_EQ(e.status(), CC_COLL_ERR_INVALID_ARG);
+        EXPECT_STREQ(e.what(), cc_coll_last_error());
+    }
+
+    cc_coll::Request c = comm.iallreduce(x.data(), y2.data(), n, CC_COLL_F32, CC_COLL_SUM);
+    const cc_coll_request_h hc = c.handle();
+    c = std::move(b);  // frees c's own handle (its collective still completes)
+    EXPECT_FALSE(live(hc));
+    EXPECT_EQ(c.handle(), ha);
+    EXPECT_EQ(b.handle(), nullptr);  // NOLINT(bugprone-use-after-move)
+    cc_coll::Request &self = c;
+    c = std::move(self);
+    EXPECT_EQ(c.handle(), ha);
+    EXPECT_TRUE(live(ha));
+
+    c.free();
+    EXPECT_FALSE(c);
+    EXPECT_FALSE(live(ha));
+    EXPECT_NO_THROW(c.free());  // an empty Request: nothing to free
+
+    cc_coll::Request d = comm.iallreduce(x.data(), y3.data(), n, CC_COLL_F32, CC_COLL_SUM);
+    const cc_coll_request_h hd = d.release();
+    EXPECT_FALSE(d);
+    EXPECT_EQ(cc_coll_wait(hd), CC_COLL_OK);
+    EXPECT_EQ(cc_coll_request_free(hd), CC_COLL_OK);  // the caller's to free
+
+    cc_coll::Request adopted(nullptr);
+    EXPECT_FALSE(adopted);
+    try {
+        adopted.wait();
+        ADD_FAILURE() << "no exception for an empty Request";
+    } catch (const cc_coll::Error &e) {
+        EXPECT_EQ(e.status(), CC_COLL_ERR_INVALID_ARG);
+    }
+
+    // Empty Requests are skipped by waitall; a Request destroyed in flight
+    // still completes (here the blocking call completes it), its result lands.
+    std::vector<cc_coll::Request> some(3);
+    some[1] = comm.iallreduce(x.data(), y4.data(), n, CC_COLL_F32, CC_COLL_SUM);
+    cc_coll::waitall(some);
+    std::fill(y4.begin(), y4.end(), -1.0f);
+    { (void)comm.iallreduce(x.data(), y4.data(), n, CC_COLL_F32, CC_COLL_SUM); }
+    std::vector<float> z(n);
+    comm.allreduce(x.data(), z.data(), n, CC_COLL_F32, CC_COLL_SUM);
+    EXPECT_EQ(z, std::vector<float>(n, static_cast<float>(world_size())));
+    for (const std::vector<float> *y : {&y1, &y2, &y3, &y4}) EXPECT_EQ(*y, z);
+}
+
+TEST(WrapperNonBlocking, ErrorsThrowWithStatusAndMessage)
+{
+    cc_coll::Comm comm(MPI_COMM_WORLD);
+    const int rank = world_rank(), size = world_size();
+    const std::size_t n = 1024;
+    std::vector<float> x(2 * n, 1.0f), y(2 * n, 0.0f);
+
+    // Argument errors throw at once and post nothing.
+    try {
+        (void)comm.iallreduce(nullptr, y.data(), n, CC_COLL_F32, CC_COLL_SUM);
+        ADD_FAILURE() << "no exception for a NULL sendbuf";
+    } catch (const cc_coll::Error &e) {
+        EXPECT_EQ(e.status(), CC_COLL_ERR_NULL_BUFFER);
+        EXPECT_NE(std::string(e.what()).find("sendbuf"), std::string::npos) << e.what();
+    }
+    const cc_coll::Params rank0 = cc_coll::Params().method(CC_COLL_METHOD_LOWRANK).shape(32).rank(0);
+    try {
+        (void)comm.iallreduce_group({cc_coll::Tensor(y.data(), n, kNone), cc_coll::Tensor(x.data(), n, rank0)},
+                                    CC_COLL_SUM);
+        ADD_FAILURE() << "no exception for a LOWRANK rank 0";
+    } catch (const cc_coll::Error &e) {
+        EXPECT_EQ(e.status(), CC_COLL_ERR_INVALID_ARG);
+        EXPECT_NE(std::string(e.what()).find("params[1]"), std::string::npos) << e.what();
+    }
+    try {
+        (void)comm.ireduce_scatter(x.data(), nullptr, n / 2, CC_COLL_F32, CC_COLL_SUM);
+        ADD_FAILURE() << "no exception for a NULL recvbuf";
+    } catch (const cc_coll::Error &e) {
+        EXPECT_EQ(e.status(), CC_COLL_ERR_NULL_BUFFER);
+        EXPECT_NE(std::string(e.what()).find("recvbuf"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(x, std::vector<float>(2 * n, 1.0f));
+    EXPECT_EQ(y, std::vector<float>(2 * n, 0.0f));
+
+    if (size < 2) return;  // the rest needs a request in flight, and ranks that disagree
+
+    // Rank 0's request waits for the others, which post after the barrier:
+    // meanwhile a second request on its receive buffer is refused.
+    cc_coll::Request first;
+    if (rank == 0) {
+        first = comm.iallreduce(x.data(), y.data(), n, CC_COLL_F32, CC_COLL_SUM);
+        EXPECT_FALSE(first.done());
+        try {
+            (void)comm.iallreduce(x.data() + n, y.data() + n / 2, n, CC_COLL_F32, CC_COLL_SUM);
+            ADD_FAILURE() << "no exception for a recvbuf in flight";
+        } catch (const cc_coll::Error &e) {
+            EXPECT_EQ(e.status(), CC_COLL_ERR_INVALID_ARG);
+            EXPECT_NE(std::string(e.what()).find("in flight"), std::string::npos) << e.what();
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0) first = comm.iallreduce(x.data(), y.data(), n, CC_COLL_F32, CC_COLL_SUM);
+    first.wait();
+    EXPECT_EQ(y[0], static_cast<float>(size));
+
+    // The ranks post TOPK and NONE in different orders: both requests fail
+    // with MISMATCH on every rank; wait, test, waitall and the accessors
+    // all report it, with the library's message.
+    const cc_coll::Params topk = cc_coll::Params().method(CC_COLL_METHOD_TOPK).density(0.05);
+    std::vector<float> y1(n, -7.0f), y2(n, -7.0f);
+    std::vector<cc_coll::Request> r;
+    r.push_back(comm.iallreduce(x.data(), y1.data(), n, CC_COLL_F32, CC_COLL_SUM, rank == 0 ? topk : kNone));
+    r.push_back(comm.iallreduce(x.data(), y2.data(), n, CC_COLL_F32, CC_COLL_SUM, rank == 0 ? kNone : topk));
+    try {
+        r[1].wait();
+        ADD_FAILURE() << "no exception for requests posted in different orders";
+    } catch (const cc_coll::Error &e) {
+        EXPECT_EQ(e.status(), CC_COLL_ERR_MISMATCH);
+        EXPECT_NE(std::string(e.what()).find("method"), std::string::npos) << e.what();
+        EXPECT_EQ(r[1].message(), e.what());
+    }
+    EXPECT_EQ(r[1].status(), CC_COLL_ERR_MISMATCH);
+    try {
+        (void)r[0].test();
+        ADD_FAILURE() << "test() of a failed request did not throw";
+    } catch (const cc_coll::Error &e) {
+        EXPECT_EQ(e.status(), CC_COLL_ERR_MISMATCH);
+    }
+    std::vector<cc_coll_status_t> statuses;
+    try {
+        cc_coll::waitall(r, &statuses);
+        ADD_FAILURE() << "waitall of failed requests did not throw";
+    } catch (const cc_coll::Error &e) {
+        EXPECT_EQ(e.status(), CC_COLL_ERR_MISMATCH);
+        EXPECT_NE(std::string(e.what()).find("method"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(statuses, std::vector<cc_coll_status_t>(2, CC_COLL_ERR_MISMATCH));
+    EXPECT_EQ(y1, std::vector<float>(n, -7.0f));
+    EXPECT_EQ(y2, std::vector<float>(n, -7.0f));
 }
 
 }  // namespace

@@ -4,7 +4,10 @@
 ! the enumerators as integer(c_int) parameters, the params and stats structs
 ! as bind(C) derived types, and Fortran procedures that take arrays and
 ! Fortran (integer) MPI communicator handles. Every procedure returns the C
-! status in `ierr` (CC_COLL_OK = 0, negative on error). See docs/fortran.md.
+! status in `ierr` (CC_COLL_OK = 0, negative on error). The non-blocking
+! collectives (cc_coll_iallreduce and the others) return a
+! type(cc_coll_request), completed with cc_coll_wait, cc_coll_test or
+! cc_coll_waitall and freed with cc_coll_request_free. See docs/fortran.md.
 !
 ! The module is compiled into libcc_coll_fortran, which calls libcc_coll.
 ! CMake passes the project version as CC_COLL_FORTRAN_VERSION_MAJOR / _MINOR
@@ -138,6 +141,13 @@ module cc_coll
     type(c_ptr) :: ptr = c_null_ptr
   end type cc_coll_comm
 
+  ! A non-blocking collective in flight: the C cc_coll_request_h. `ptr` is
+  ! that handle; null before a collective is posted into it and after
+  ! cc_coll_request_free.
+  type, public :: cc_coll_request
+    type(c_ptr) :: ptr = c_null_ptr
+  end type cc_coll_request
+
   ! --- procedures ---------------------------------------------------------------
   public :: cc_coll_comm_create, cc_coll_comm_destroy, cc_coll_comm_rank, cc_coll_comm_size
   public :: cc_coll_allreduce, cc_coll_allreduce_inplace, cc_coll_allreduce_raw
@@ -152,6 +162,10 @@ module cc_coll
   public :: cc_coll_lowrank_set_q, cc_coll_lowrank_set_q_raw
   public :: cc_coll_send, cc_coll_send_raw, cc_coll_recv, cc_coll_recv_raw, cc_coll_p2p_tag_ub
   public :: cc_coll_lep_get_residual, cc_coll_lep_reset
+  public :: cc_coll_iallreduce, cc_coll_iallreduce_inplace, cc_coll_iallreduce_raw
+  public :: cc_coll_ireduce_scatter, cc_coll_ireduce_scatter_inplace, cc_coll_ireduce_scatter_raw
+  public :: cc_coll_iallreduce_group, cc_coll_iallreduce_group_inplace
+  public :: cc_coll_wait, cc_coll_test, cc_coll_waitall, cc_coll_request_status, cc_coll_request_free
 
   ! cc_coll_allreduce(sendbuf, recvbuf, count, op, handle, ierr [, params])
   interface cc_coll_allreduce
@@ -183,6 +197,36 @@ module cc_coll
   interface cc_coll_allreduce_group_inplace
     module procedure cc_coll_allreduce_group_inplace_size_t, cc_coll_allreduce_group_inplace_int
   end interface cc_coll_allreduce_group_inplace
+
+  ! cc_coll_iallreduce(sendbuf, recvbuf, count, op, handle, request, ierr [, params])
+  interface cc_coll_iallreduce
+    module procedure cc_coll_iallreduce_f32, cc_coll_iallreduce_f64
+  end interface cc_coll_iallreduce
+
+  ! cc_coll_iallreduce_inplace(buf, count, op, handle, request, ierr [, params])
+  interface cc_coll_iallreduce_inplace
+    module procedure cc_coll_iallreduce_inplace_f32, cc_coll_iallreduce_inplace_f64
+  end interface cc_coll_iallreduce_inplace
+
+  ! cc_coll_ireduce_scatter(sendbuf, recvbuf, recvcount, op, handle, request, ierr [, params])
+  interface cc_coll_ireduce_scatter
+    module procedure cc_coll_ireduce_scatter_f32, cc_coll_ireduce_scatter_f64
+  end interface cc_coll_ireduce_scatter
+
+  ! cc_coll_ireduce_scatter_inplace(buf, recvcount, op, handle, request, ierr [, params])
+  interface cc_coll_ireduce_scatter_inplace
+    module procedure cc_coll_ireduce_scatter_inplace_f32, cc_coll_ireduce_scatter_inplace_f64
+  end interface cc_coll_ireduce_scatter_inplace
+
+  ! cc_coll_iallreduce_group(sendbufs, recvbufs, counts, dtypes, op, handle, request, ierr [, params])
+  interface cc_coll_iallreduce_group
+    module procedure cc_coll_iallreduce_group_size_t, cc_coll_iallreduce_group_int
+  end interface cc_coll_iallreduce_group
+
+  ! cc_coll_iallreduce_group_inplace(bufs, counts, dtypes, op, handle, request, ierr [, params])
+  interface cc_coll_iallreduce_group_inplace
+    module procedure cc_coll_iallreduce_group_inplace_size_t, cc_coll_iallreduce_group_inplace_int
+  end interface cc_coll_iallreduce_group_inplace
 
   ! cc_coll_lowrank_get_state(recvbuf, count, handle, ierr [, params, rows, cols, rank, calls, p, q])
   interface cc_coll_lowrank_get_state
@@ -294,6 +338,76 @@ module cc_coll
       type(c_ptr), value :: params, comm, stream
       integer(c_int) :: status
     end function c_allreduce_group
+
+    ! The non-blocking forms: the arguments of the blocking ones and the
+    ! request (cc_coll_request_h *).
+    function c_iallreduce(sendbuf, recvbuf, count, dtype, op, params, comm, stream, request) &
+        bind(C, name="cc_coll_iallreduce") result(status)
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: sendbuf, recvbuf
+      integer(c_size_t), value :: count
+      integer(c_int), value :: dtype, op
+      type(c_ptr), value :: params, comm, stream
+      type(c_ptr), intent(out) :: request
+      integer(c_int) :: status
+    end function c_iallreduce
+
+    function c_ireduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, params, comm, stream, request) &
+        bind(C, name="cc_coll_ireduce_scatter") result(status)
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: sendbuf, recvbuf
+      integer(c_size_t), value :: recvcount
+      integer(c_int), value :: dtype, op
+      type(c_ptr), value :: params, comm, stream
+      type(c_ptr), intent(out) :: request
+      integer(c_int) :: status
+    end function c_ireduce_scatter
+
+    function c_iallreduce_group(ntensors, sendbufs, recvbufs, counts, dtypes, op, params, comm, stream, request) &
+        bind(C, name="cc_coll_iallreduce_group") result(status)
+      import :: c_int, c_ptr, c_size_t
+      integer(c_size_t), value :: ntensors
+      type(c_ptr), value :: sendbufs, recvbufs, counts, dtypes
+      integer(c_int), value :: op
+      type(c_ptr), value :: params, comm, stream
+      type(c_ptr), intent(out) :: request
+      integer(c_int) :: status
+    end function c_iallreduce_group
+
+    function c_test(request, done) bind(C, name="cc_coll_test") result(status)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: request
+      integer(c_int), intent(out) :: done
+      integer(c_int) :: status
+    end function c_test
+
+    function c_wait(request) bind(C, name="cc_coll_wait") result(status)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: request
+      integer(c_int) :: status
+    end function c_wait
+
+    function c_waitall(n, requests, statuses) bind(C, name="cc_coll_waitall") result(status)
+      import :: c_int, c_ptr, c_size_t
+      integer(c_size_t), value :: n
+      type(c_ptr), value :: requests, statuses   ! const cc_coll_request_h *, cc_coll_status_t *
+      integer(c_int) :: status
+    end function c_waitall
+
+    function c_request_status(request, done, req_status, message) &
+        bind(C, name="cc_coll_request_status") result(status)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: request
+      integer(c_int), intent(out) :: done, req_status
+      type(c_ptr), intent(out) :: message          ! const char **
+      integer(c_int) :: status
+    end function c_request_status
+
+    function c_request_free(request) bind(C, name="cc_coll_request_free") result(status)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: request
+      integer(c_int) :: status
+    end function c_request_free
 
     function c_send(buf, count, dtype, dest, tag, compress, params, comm, stream) &
         bind(C, name="cc_coll_send") result(status)
@@ -522,19 +636,21 @@ contains
 
   ! --- allreduce ----------------------------------------------------------------------
 
-  ! The one place the C allreduce is called. Argument errors found here (a
-  ! negative count, a count larger than a buffer) return
-  ! CC_COLL_ERR_INVALID_ARG without calling the library; its last-error
-  ! message is then cleared rather than left from an earlier call.
-  function allreduce_c(sendbuf, recvbuf, count, dtype, op, handle, params) result(status)
+  ! The one place the C allreduce is called, blocking or, with `request`,
+  ! non-blocking. Argument errors found here (a negative count, a count
+  ! larger than a buffer) return CC_COLL_ERR_INVALID_ARG without calling the
+  ! library; its last-error message is then cleared rather than left from
+  ! an earlier call.
+  function allreduce_c(sendbuf, recvbuf, count, dtype, op, handle, params, request) result(status)
     type(c_ptr), intent(in) :: sendbuf, recvbuf
     integer, intent(in) :: count
     integer(c_int), intent(in) :: dtype
     integer, intent(in) :: op
     type(cc_coll_comm), intent(in) :: handle
     type(cc_coll_params), intent(in), optional, target :: params
+    type(cc_coll_request), intent(inout), optional :: request
     integer :: status
-    type(c_ptr) :: p
+    type(c_ptr) :: p, r
 
     if (count < 0) then
       status = fortran_arg_error()
@@ -542,7 +658,14 @@ contains
     end if
     p = c_null_ptr
     if (present(params)) p = c_loc(params)
-    status = c_allreduce(sendbuf, recvbuf, int(count, c_size_t), dtype, int(op, c_int), p, handle%ptr, c_null_ptr)
+    if (present(request)) then
+      r = c_null_ptr
+      status = c_iallreduce(sendbuf, recvbuf, int(count, c_size_t), dtype, int(op, c_int), p, handle%ptr, &
+                            c_null_ptr, r)
+      request%ptr = r
+    else
+      status = c_allreduce(sendbuf, recvbuf, int(count, c_size_t), dtype, int(op, c_int), p, handle%ptr, c_null_ptr)
+    end if
   end function allreduce_c
 
   ! CC_COLL_ERR_INVALID_ARG for an argument error the Fortran layer finds.
@@ -633,19 +756,115 @@ contains
     ierr = allreduce_c(sendbuf, recvbuf, count, int(dtype, c_int), op, handle, params)
   end subroutine cc_coll_allreduce_raw
 
+  ! --- non-blocking allreduce ------------------------------------------------------------
+
+  ! cc_coll_allreduce started and returned at once (cc_coll_iallreduce):
+  ! the same arguments and checks, and `request` to complete with
+  ! cc_coll_wait, cc_coll_test or cc_coll_waitall, then free with
+  ! cc_coll_request_free; the result is the blocking call's, bit for bit.
+  ! On an error nothing is posted and request%ptr is null. The buffers are
+  ! asynchronous assumed-rank arrays that must be contiguous: the collective
+  ! runs after the call returns, so a compiler temporary cannot stand in for
+  ! an array section with strides (CC_COLL_ERR_INVALID_ARG). Until the
+  ! request completes the buffers belong to it: do not write sendbuf, nor
+  ! read or write recvbuf, and give the caller's arrays the asynchronous
+  ! attribute, so that the compiler keeps no copy of them across
+  ! cc_coll_wait.
+  subroutine cc_coll_iallreduce_f32(sendbuf, recvbuf, count, op, handle, request, ierr, params)
+    real(c_float), intent(in), target, asynchronous :: sendbuf(..)
+    real(c_float), intent(inout), target, asynchronous :: recvbuf(..)
+    integer, intent(in) :: count, op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_request), intent(out) :: request
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (count > size(sendbuf) .or. count > size(recvbuf) .or. .not. is_contiguous(sendbuf) .or. &
+        .not. is_contiguous(recvbuf)) then
+      ierr = fortran_arg_error()
+    else if (count <= 0) then
+      ierr = allreduce_c(c_null_ptr, c_null_ptr, count, CC_COLL_F32, op, handle, params, request)
+    else
+      ierr = allreduce_c(c_loc(sendbuf), c_loc(recvbuf), count, CC_COLL_F32, op, handle, params, request)
+    end if
+  end subroutine cc_coll_iallreduce_f32
+
+  subroutine cc_coll_iallreduce_f64(sendbuf, recvbuf, count, op, handle, request, ierr, params)
+    real(c_double), intent(in), target, asynchronous :: sendbuf(..)
+    real(c_double), intent(inout), target, asynchronous :: recvbuf(..)
+    integer, intent(in) :: count, op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_request), intent(out) :: request
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (count > size(sendbuf) .or. count > size(recvbuf) .or. .not. is_contiguous(sendbuf) .or. &
+        .not. is_contiguous(recvbuf)) then
+      ierr = fortran_arg_error()
+    else if (count <= 0) then
+      ierr = allreduce_c(c_null_ptr, c_null_ptr, count, CC_COLL_F64, op, handle, params, request)
+    else
+      ierr = allreduce_c(c_loc(sendbuf), c_loc(recvbuf), count, CC_COLL_F64, op, handle, params, request)
+    end if
+  end subroutine cc_coll_iallreduce_f64
+
+  ! In place (cc_coll_allreduce_inplace started).
+  subroutine cc_coll_iallreduce_inplace_f32(buf, count, op, handle, request, ierr, params)
+    real(c_float), intent(inout), target, asynchronous :: buf(..)
+    integer, intent(in) :: count, op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_request), intent(out) :: request
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (count > size(buf) .or. .not. is_contiguous(buf)) then
+      ierr = fortran_arg_error()
+    else if (count <= 0) then
+      ierr = allreduce_c(c_null_ptr, c_null_ptr, count, CC_COLL_F32, op, handle, params, request)
+    else
+      ierr = allreduce_c(c_loc(buf), c_loc(buf), count, CC_COLL_F32, op, handle, params, request)
+    end if
+  end subroutine cc_coll_iallreduce_inplace_f32
+
+  subroutine cc_coll_iallreduce_inplace_f64(buf, count, op, handle, request, ierr, params)
+    real(c_double), intent(inout), target, asynchronous :: buf(..)
+    integer, intent(in) :: count, op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_request), intent(out) :: request
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (count > size(buf) .or. .not. is_contiguous(buf)) then
+      ierr = fortran_arg_error()
+    else if (count <= 0) then
+      ierr = allreduce_c(c_null_ptr, c_null_ptr, count, CC_COLL_F64, op, handle, params, request)
+    else
+      ierr = allreduce_c(c_loc(buf), c_loc(buf), count, CC_COLL_F64, op, handle, params, request)
+    end if
+  end subroutine cc_coll_iallreduce_inplace_f64
+
+  ! cc_coll_allreduce_raw started: C addresses and an explicit dtype.
+  subroutine cc_coll_iallreduce_raw(sendbuf, recvbuf, count, dtype, op, handle, request, ierr, params)
+    type(c_ptr), intent(in) :: sendbuf, recvbuf
+    integer, intent(in) :: count, dtype, op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_request), intent(out) :: request
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    ierr = allreduce_c(sendbuf, recvbuf, count, int(dtype, c_int), op, handle, params, request)
+  end subroutine cc_coll_iallreduce_raw
+
   ! --- reduce-scatter ------------------------------------------------------------------
 
-  ! The one place the C reduce-scatter is called; a negative recvcount is
-  ! CC_COLL_ERR_INVALID_ARG from the Fortran layer.
-  function reduce_scatter_c(sendbuf, recvbuf, recvcount, dtype, op, handle, params) result(status)
+  ! The one place the C reduce-scatter is called (non-blocking with
+  ! `request`); a negative recvcount is CC_COLL_ERR_INVALID_ARG from the
+  ! Fortran layer.
+  function reduce_scatter_c(sendbuf, recvbuf, recvcount, dtype, op, handle, params, request) result(status)
     type(c_ptr), intent(in) :: sendbuf, recvbuf
     integer, intent(in) :: recvcount
     integer(c_int), intent(in) :: dtype
     integer, intent(in) :: op
     type(cc_coll_comm), intent(in) :: handle
     type(cc_coll_params), intent(in), optional, target :: params
+    type(cc_coll_request), intent(inout), optional :: request
     integer :: status
-    type(c_ptr) :: p
+    type(c_ptr) :: p, r
 
     if (recvcount < 0) then
       status = fortran_arg_error()
@@ -653,8 +872,15 @@ contains
     end if
     p = c_null_ptr
     if (present(params)) p = c_loc(params)
-    status = c_reduce_scatter(sendbuf, recvbuf, int(recvcount, c_size_t), dtype, int(op, c_int), p, &
-                              handle%ptr, c_null_ptr)
+    if (present(request)) then
+      r = c_null_ptr
+      status = c_ireduce_scatter(sendbuf, recvbuf, int(recvcount, c_size_t), dtype, int(op, c_int), p, &
+                                 handle%ptr, c_null_ptr, r)
+      request%ptr = r
+    else
+      status = c_reduce_scatter(sendbuf, recvbuf, int(recvcount, c_size_t), dtype, int(op, c_int), p, &
+                                handle%ptr, c_null_ptr)
+    end if
   end function reduce_scatter_c
 
   ! Whether `recvcount` times the communicator size fits in `nsend` elements
@@ -760,14 +986,103 @@ contains
     ierr = reduce_scatter_c(sendbuf, recvbuf, recvcount, int(dtype, c_int), op, handle, params)
   end subroutine cc_coll_reduce_scatter_raw
 
+  ! --- non-blocking reduce-scatter -------------------------------------------------------
+
+  ! cc_coll_reduce_scatter started (cc_coll_ireduce_scatter), with `request`
+  ! and the buffer rules of cc_coll_iallreduce.
+  subroutine cc_coll_ireduce_scatter_f32(sendbuf, recvbuf, recvcount, op, handle, request, ierr, params)
+    real(c_float), intent(in), target, asynchronous :: sendbuf(..)
+    real(c_float), intent(inout), target, asynchronous :: recvbuf(..)
+    integer, intent(in) :: recvcount, op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_request), intent(out) :: request
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (.not. reduce_scatter_fits(handle, recvcount, size(sendbuf, kind=c_int64_t), &
+                                  size(recvbuf, kind=c_int64_t)) .or. .not. is_contiguous(sendbuf) .or. &
+        .not. is_contiguous(recvbuf)) then
+      ierr = fortran_arg_error()
+    else if (recvcount <= 0) then
+      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F32, op, handle, params, request)
+    else
+      ierr = reduce_scatter_c(c_loc(sendbuf), c_loc(recvbuf), recvcount, CC_COLL_F32, op, handle, params, request)
+    end if
+  end subroutine cc_coll_ireduce_scatter_f32
+
+  subroutine cc_coll_ireduce_scatter_f64(sendbuf, recvbuf, recvcount, op, handle, request, ierr, params)
+    real(c_double), intent(in), target, asynchronous :: sendbuf(..)
+    real(c_double), intent(inout), target, asynchronous :: recvbuf(..)
+    integer, intent(in) :: recvcount, op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_request), intent(out) :: request
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (.not. reduce_scatter_fits(handle, recvcount, size(sendbuf, kind=c_int64_t), &
+                                  size(recvbuf, kind=c_int64_t)) .or. .not. is_contiguous(sendbuf) .or. &
+        .not. is_contiguous(recvbuf)) then
+      ierr = fortran_arg_error()
+    else if (recvcount <= 0) then
+      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F64, op, handle, params, request)
+    else
+      ierr = reduce_scatter_c(c_loc(sendbuf), c_loc(recvbuf), recvcount, CC_COLL_F64, op, handle, params, request)
+    end if
+  end subroutine cc_coll_ireduce_scatter_f64
+
+  ! In place (cc_coll_reduce_scatter_inplace started).
+  subroutine cc_coll_ireduce_scatter_inplace_f32(buf, recvcount, op, handle, request, ierr, params)
+    real(c_float), intent(inout), target, asynchronous :: buf(..)
+    integer, intent(in) :: recvcount, op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_request), intent(out) :: request
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (.not. reduce_scatter_fits(handle, recvcount, size(buf, kind=c_int64_t), size(buf, kind=c_int64_t)) .or. &
+        .not. is_contiguous(buf)) then
+      ierr = fortran_arg_error()
+    else if (recvcount <= 0) then
+      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F32, op, handle, params, request)
+    else
+      ierr = reduce_scatter_c(c_loc(buf), c_loc(buf), recvcount, CC_COLL_F32, op, handle, params, request)
+    end if
+  end subroutine cc_coll_ireduce_scatter_inplace_f32
+
+  subroutine cc_coll_ireduce_scatter_inplace_f64(buf, recvcount, op, handle, request, ierr, params)
+    real(c_double), intent(inout), target, asynchronous :: buf(..)
+    integer, intent(in) :: recvcount, op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_request), intent(out) :: request
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    if (.not. reduce_scatter_fits(handle, recvcount, size(buf, kind=c_int64_t), size(buf, kind=c_int64_t)) .or. &
+        .not. is_contiguous(buf)) then
+      ierr = fortran_arg_error()
+    else if (recvcount <= 0) then
+      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F64, op, handle, params, request)
+    else
+      ierr = reduce_scatter_c(c_loc(buf), c_loc(buf), recvcount, CC_COLL_F64, op, handle, params, request)
+    end if
+  end subroutine cc_coll_ireduce_scatter_inplace_f64
+
+  ! cc_coll_reduce_scatter_raw started.
+  subroutine cc_coll_ireduce_scatter_raw(sendbuf, recvbuf, recvcount, dtype, op, handle, request, ierr, params)
+    type(c_ptr), intent(in) :: sendbuf, recvbuf
+    integer, intent(in) :: recvcount, dtype, op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_request), intent(out) :: request
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params
+    ierr = reduce_scatter_c(sendbuf, recvbuf, recvcount, int(dtype, c_int), op, handle, params, request)
+  end subroutine cc_coll_ireduce_scatter_raw
+
   ! --- grouped allreduce ---------------------------------------------------------------
 
-  ! The one place the C grouped allreduce is called. Without sendbufs every
-  ! tensor is reduced in place. Arrays of different sizes, a negative count
-  ! or a params array of another size are CC_COLL_ERR_INVALID_ARG from the
-  ! Fortran layer. The arrays are copied into contiguous C arrays (the
-  ! descriptors of a few tensors, not their data).
-  function allreduce_group_c(recvbufs, counts, dtypes, op, handle, params, sendbufs) result(status)
+  ! The one place the C grouped allreduce is called (non-blocking with
+  ! `request`). Without sendbufs every tensor is reduced in place. Arrays of
+  ! different sizes, a negative count or a params array of another size are
+  ! CC_COLL_ERR_INVALID_ARG from the Fortran layer. The arrays are copied
+  ! into contiguous C arrays (the descriptors of a few tensors, not their
+  ! data), which the library copies in turn when it posts a request.
+  function allreduce_group_c(recvbufs, counts, dtypes, op, handle, params, sendbufs, request) result(status)
     type(c_ptr), intent(in) :: recvbufs(:)
     integer(c_int64_t), intent(in) :: counts(:)
     integer(c_int), intent(in) :: dtypes(:)
@@ -775,12 +1090,13 @@ contains
     type(cc_coll_comm), intent(in) :: handle
     type(cc_coll_params), intent(in), optional :: params(:)
     type(c_ptr), intent(in), optional :: sendbufs(:)
+    type(cc_coll_request), intent(inout), optional :: request
     integer :: status
     type(c_ptr), allocatable, target :: sb(:), rb(:)
     integer(c_size_t), allocatable, target :: cn(:)
     integer(c_int), allocatable, target :: dt(:)
     type(cc_coll_params), allocatable, target :: pa(:)
-    type(c_ptr) :: psend, pparams
+    type(c_ptr) :: psend, precv, pcounts, pdtypes, pparams, r
     integer :: n
 
     n = size(recvbufs)
@@ -804,26 +1120,37 @@ contains
       status = fortran_arg_error()
       return
     end if
-    if (n == 0) then
-      status = c_allreduce_group(0_c_size_t, c_null_ptr, c_null_ptr, c_null_ptr, c_null_ptr, int(op, c_int), &
-                                 c_null_ptr, handle%ptr, c_null_ptr)
-      return
-    end if
-    rb = recvbufs
-    cn = int(counts, c_size_t)
-    dt = dtypes
+    ! No tensors: every array NULL.
     psend = c_null_ptr
-    if (present(sendbufs)) then
-      sb = sendbufs
-      psend = c_loc(sb)
-    end if
+    precv = c_null_ptr
+    pcounts = c_null_ptr
+    pdtypes = c_null_ptr
     pparams = c_null_ptr
-    if (present(params)) then
-      pa = params
-      pparams = c_loc(pa)
+    if (n > 0) then
+      rb = recvbufs
+      cn = int(counts, c_size_t)
+      dt = dtypes
+      precv = c_loc(rb)
+      pcounts = c_loc(cn)
+      pdtypes = c_loc(dt)
+      if (present(sendbufs)) then
+        sb = sendbufs
+        psend = c_loc(sb)
+      end if
+      if (present(params)) then
+        pa = params
+        pparams = c_loc(pa)
+      end if
     end if
-    status = c_allreduce_group(int(n, c_size_t), psend, c_loc(rb), c_loc(cn), c_loc(dt), int(op, c_int), &
-                               pparams, handle%ptr, c_null_ptr)
+    if (present(request)) then
+      r = c_null_ptr
+      status = c_iallreduce_group(int(n, c_size_t), psend, precv, pcounts, pdtypes, int(op, c_int), pparams, &
+                                  handle%ptr, c_null_ptr, r)
+      request%ptr = r
+    else
+      status = c_allreduce_group(int(n, c_size_t), psend, precv, pcounts, pdtypes, int(op, c_int), pparams, &
+                                 handle%ptr, c_null_ptr)
+    end if
   end function allreduce_group_c
 
   ! Several tensors in one call: tensor i is sendbufs(i) -> recvbufs(i)
@@ -874,6 +1201,148 @@ contains
     type(cc_coll_params), intent(in), optional :: params(:)
     ierr = allreduce_group_c(bufs, int(counts, c_int64_t), dtypes, op, handle, params)
   end subroutine cc_coll_allreduce_group_inplace_int
+
+  ! cc_coll_allreduce_group started (cc_coll_iallreduce_group), with
+  ! `request`. The arrays sendbufs, recvbufs, counts, dtypes and params are
+  ! copied: only the tensors' memory (the c_loc of contiguous arrays) stays
+  ! in use until the request completes.
+  subroutine cc_coll_iallreduce_group_size_t(sendbufs, recvbufs, counts, dtypes, op, handle, request, ierr, params)
+    type(c_ptr), intent(in) :: sendbufs(:), recvbufs(:)
+    integer(c_size_t), intent(in) :: counts(:)
+    integer(c_int), intent(in) :: dtypes(:)
+    integer, intent(in) :: op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_request), intent(out) :: request
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params(:)
+    ierr = allreduce_group_c(recvbufs, int(counts, c_int64_t), dtypes, op, handle, params, sendbufs, request)
+  end subroutine cc_coll_iallreduce_group_size_t
+
+  subroutine cc_coll_iallreduce_group_int(sendbufs, recvbufs, counts, dtypes, op, handle, request, ierr, params)
+    type(c_ptr), intent(in) :: sendbufs(:), recvbufs(:)
+    integer, intent(in) :: counts(:)
+    integer(c_int), intent(in) :: dtypes(:)
+    integer, intent(in) :: op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_request), intent(out) :: request
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params(:)
+    ierr = allreduce_group_c(recvbufs, int(counts, c_int64_t), dtypes, op, handle, params, sendbufs, request)
+  end subroutine cc_coll_iallreduce_group_int
+
+  ! Every tensor in place.
+  subroutine cc_coll_iallreduce_group_inplace_size_t(bufs, counts, dtypes, op, handle, request, ierr, params)
+    type(c_ptr), intent(in) :: bufs(:)
+    integer(c_size_t), intent(in) :: counts(:)
+    integer(c_int), intent(in) :: dtypes(:)
+    integer, intent(in) :: op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_request), intent(out) :: request
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params(:)
+    ierr = allreduce_group_c(bufs, int(counts, c_int64_t), dtypes, op, handle, params, request=request)
+  end subroutine cc_coll_iallreduce_group_inplace_size_t
+
+  subroutine cc_coll_iallreduce_group_inplace_int(bufs, counts, dtypes, op, handle, request, ierr, params)
+    type(c_ptr), intent(in) :: bufs(:)
+    integer, intent(in) :: counts(:)
+    integer(c_int), intent(in) :: dtypes(:)
+    integer, intent(in) :: op
+    type(cc_coll_comm), intent(in) :: handle
+    type(cc_coll_request), intent(out) :: request
+    integer, intent(out) :: ierr
+    type(cc_coll_params), intent(in), optional :: params(:)
+    ierr = allreduce_group_c(bufs, int(counts, c_int64_t), dtypes, op, handle, params, request=request)
+  end subroutine cc_coll_iallreduce_group_inplace_int
+
+  ! --- requests --------------------------------------------------------------------------
+
+  ! Until the collective of `request` has completed (cc_coll_wait); ierr is
+  ! its status (its message in cc_coll_last_error()). Waiting again returns
+  ! at once. A null or freed request is CC_COLL_ERR_INVALID_ARG.
+  subroutine cc_coll_wait(request, ierr)
+    type(cc_coll_request), intent(in) :: request
+    integer, intent(out) :: ierr
+    ierr = c_wait(request%ptr)
+  end subroutine cc_coll_wait
+
+  ! done = .true. once the collective has completed, and ierr is then its
+  ! status; while it runs done = .false. and ierr = CC_COLL_OK (cc_coll_test;
+  ! with caller-driven progress this advances the requests in flight).
+  subroutine cc_coll_test(request, done, ierr)
+    type(cc_coll_request), intent(in) :: request
+    logical, intent(out) :: done
+    integer, intent(out) :: ierr
+    integer(c_int) :: d
+    d = 0
+    ierr = c_test(request%ptr, d)
+    done = d /= 0
+  end subroutine cc_coll_test
+
+  ! Waits for every request (cc_coll_waitall); null ones are skipped. ierr:
+  ! CC_COLL_OK when all succeeded, else the status of the first that failed
+  ! (a freed one: CC_COLL_ERR_INVALID_ARG), once all have completed.
+  ! statuses(i), when present (at least size(requests) elements), receives
+  ! the status of requests(i).
+  subroutine cc_coll_waitall(requests, ierr, statuses)
+    type(cc_coll_request), intent(in) :: requests(:)
+    integer, intent(out) :: ierr
+    integer, intent(out), optional :: statuses(:)
+    type(c_ptr), allocatable, target :: handles(:)
+    integer(c_int), allocatable, target :: st(:)
+    integer :: i, n
+
+    n = size(requests)
+    if (present(statuses)) then
+      if (size(statuses) < n) then
+        ierr = fortran_arg_error()
+        return
+      end if
+    end if
+    if (n == 0) then
+      ierr = c_waitall(0_c_size_t, c_null_ptr, c_null_ptr)
+      return
+    end if
+    allocate(handles(n), st(n))
+    do i = 1, n
+      handles(i) = requests(i)%ptr
+    end do
+    st = CC_COLL_OK
+    ierr = c_waitall(int(n, c_size_t), c_loc(handles), c_loc(st))
+    if (present(statuses)) statuses(1:n) = int(st)
+  end subroutine cc_coll_waitall
+
+  ! The request's state without advancing it (cc_coll_request_status): done,
+  ! and once done its status and message ('' on success); while it runs
+  ! status = CC_COLL_OK and message = ''.
+  subroutine cc_coll_request_status(request, done, status, ierr, message)
+    type(cc_coll_request), intent(in) :: request
+    logical, intent(out) :: done
+    integer, intent(out) :: status, ierr
+    character(len=:), allocatable, intent(out), optional :: message
+    integer(c_int) :: d, st
+    type(c_ptr) :: m
+
+    d = 0
+    st = CC_COLL_OK
+    m = c_null_ptr
+    ierr = c_request_status(request%ptr, d, st, m)
+    done = d /= 0
+    status = int(st)
+    if (present(message)) message = c_to_f_string(m)
+  end subroutine cc_coll_request_status
+
+  ! Frees the request (cc_coll_request_free); on success request%ptr is reset
+  ! to null, and freeing it again is CC_COLL_ERR_INVALID_ARG. Freeing does
+  ! not cancel: a request still in flight runs to its end, and its buffers
+  ! stay in use until then (a blocking call on its communicator,
+  ! cc_coll_comm_destroy or MPI_Finalize completes it).
+  subroutine cc_coll_request_free(request, ierr)
+    type(cc_coll_request), intent(inout) :: request
+    integer, intent(out) :: ierr
+    ierr = c_request_free(request%ptr)
+    if (ierr == CC_COLL_OK) request%ptr = c_null_ptr
+  end subroutine cc_coll_request_free
 
   ! --- LOWRANK ---------------------------------------------------------------------------
 

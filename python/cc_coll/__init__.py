@@ -8,6 +8,9 @@
     with cc_coll.Comm(MPI.COMM_WORLD) as comm:
         grad = np.ones(1000, dtype=np.float32)
         comm.allreduce(grad, op="avg", method="topk", density=0.01)
+        req = comm.iallreduce(grad, op="avg", method="topk", density=0.01)
+        ...                                   # compute; leave grad alone
+        req.wait()
 
 A thin ctypes layer over the C ABI of libcc_coll (include/cc_coll.h). The
 shared library is found through the environment variable CC_COLL_LIBRARY (a
@@ -17,12 +20,12 @@ loader (ctypes.util.find_library, LD_LIBRARY_PATH). See docs/python.md.
 
 from ._version import ABI_MAJOR, ABI_MINOR, ABI_PATCH, __version__
 from ._lib import library_path
-from ._api import (Comm, Dtype, Error, LowRankState, Method, Op, Params, Sparsifier, Status, build_info,
-                   check_version, from_bfloat16, settings, to_bfloat16, version, version_info)
+from ._api import (Comm, Dtype, Error, LowRankState, Method, Op, Params, Request, Sparsifier, Status, build_info,
+                   check_version, from_bfloat16, settings, to_bfloat16, version, version_info, waitall)
 
 __all__ = [
-    "Comm", "Dtype", "Error", "LowRankState", "Method", "Op", "Params", "Sparsifier", "Status",
-    "build_info", "check_version", "from_bfloat16", "settings", "to_bfloat16",
+    "Comm", "Dtype", "Error", "LowRankState", "Method", "Op", "Params", "Request", "Sparsifier", "Status",
+    "build_info", "check_version", "from_bfloat16", "settings", "to_bfloat16", "waitall",
     "version", "version_info", "library_path", "__version__",
     "ABI_MAJOR", "ABI_MINOR", "ABI_PATCH",
 ]

@@ -7,6 +7,7 @@ import ctypes
 import enum
 import math
 import numbers
+import threading
 
 import numpy as np
 
@@ -15,8 +16,8 @@ from ._lib import lib
 from ._version import ABI_MAJOR, ABI_MINOR
 
 __all__ = [
-    "Status", "Dtype", "Op", "Method", "Sparsifier", "Error", "Params", "LowRankState", "Comm",
-    "version", "version_info", "check_version", "settings", "build_info",
+    "Status", "Dtype", "Op", "Method", "Sparsifier", "Error", "Params", "LowRankState", "Comm", "Request",
+    "waitall", "version", "version_info", "check_version", "settings", "build_info",
     "to_bfloat16", "from_bfloat16",
 ]
 
@@ -543,8 +544,12 @@ class Comm:
     duplicates comm, so its traffic never mixes with the caller's.
 
     Close it with close() or a `with` block before MPI is finalised; close()
-    is local (not collective) and may be called more than once. After close()
-    every method raises Error(Status.INVALID_COMM).
+    is local (not collective) and may be called more than once; it completes
+    the requests still in flight first. After close() every method raises
+    Error(Status.INVALID_COMM).
+
+    iallreduce, iallreduce_group and ireduce_scatter start the collectives
+    of allreduce, allreduce_group and reduce_scatter and return a Request.
     """
 
     def __init__(self, comm):
@@ -554,6 +559,11 @@ class Comm:
                                                       ABI_MAJOR, ABI_MINOR))
         self._handle = handle.value
         self._closed = False
+        # Requests posted here, numbered from 1; the arrays of those freed in
+        # flight, as (number, objects), kept until they complete.
+        self._posted = 0
+        self._held = []
+        self._held_lock = threading.Lock()
         # The configuration the library read from the environment just now,
         # for the Python-side defaults that depend on it (the LOWRANK matrix
         # view of an n-d array, the expected size of a Q).
@@ -574,11 +584,26 @@ class Comm:
         if self._closed:
             return
         self._closed = True
+        # Destroying the communicator completes its requests first.
         _check(lib.cc_coll_comm_destroy(self._handle))
+        self._completed_through(self._posted)
 
     @property
     def closed(self):
         return self._closed
+
+    def _hold(self, number, objects):
+        """Keep the arrays of request `number`, freed in flight, until it completes."""
+        with self._held_lock:
+            self._held.append((number, objects))
+
+    def _completed_through(self, number):
+        """Requests 1..number have completed. The requests of a communicator
+        run one at a time in posting order, so once one has completed, so has
+        every request posted before it."""
+        with self._held_lock:
+            if self._held:
+                self._held = [h for h in self._held if h[0] > number]
 
     def __enter__(self):
         return self
@@ -634,6 +659,37 @@ class Comm:
         return p
 
     # -- collectives -------------------------------------------------------
+    #
+    # Each collective has a blocking form (allreduce) and a non-blocking one
+    # (iallreduce) that share their argument checks: _*_call gives the C
+    # arguments up to the communicator, what the call returns, and the
+    # objects the library reads or writes until the collective completes.
+
+    def _blocking(self, fn, call):
+        _check(fn(*call.args, None))
+        # A blocking collective first completes the requests in flight on
+        # the communicator.
+        self._completed_through(self._posted)
+        return call.result
+
+    def _post(self, fn, call):
+        handle = ctypes.c_void_p()
+        _check(fn(*call.args, None, ctypes.byref(handle)))
+        self._posted += 1
+        return Request(self, handle.value, self._posted, call.result, call.keep)
+
+    def _allreduce_call(self, sendbuf, recvbuf, op, dtype, params, fields):
+        in_place = recvbuf is None or recvbuf is sendbuf
+        _array(sendbuf, "sendbuf", writable=in_place)
+        d = _dtype_of(sendbuf, dtype, "sendbuf")
+        if in_place:
+            recvbuf = sendbuf
+        else:
+            _check_recvbuf(sendbuf, recvbuf, "sendbuf", "recvbuf")
+        op = _enum_arg(Op, op, "op")
+        p = self._call_params(params, fields, sendbuf)._struct()
+        return _Call((sendbuf.ctypes.data, recvbuf.ctypes.data, sendbuf.size, int(d), int(op), ctypes.byref(p),
+                      self._handle), recvbuf, (sendbuf, recvbuf, p))
 
     def allreduce(self, sendbuf, recvbuf=None, op=Op.SUM, method=None, density=None,
                   ef=None, ef_key=None, dtype=None, sparsifier=None, zero_fraction=None,
@@ -663,46 +719,26 @@ class Comm:
         Every rank must pass the same shape, dtype, op and parameters.
         Returns recvbuf (sendbuf when in place).
         """
-        in_place = recvbuf is None or recvbuf is sendbuf
-        _array(sendbuf, "sendbuf", writable=in_place)
-        d = _dtype_of(sendbuf, dtype, "sendbuf")
-        if in_place:
-            recvbuf = sendbuf
-        else:
-            _check_recvbuf(sendbuf, recvbuf, "sendbuf", "recvbuf")
-        op = _enum_arg(Op, op, "op")
-        p = self._call_params(params, dict(
+        return self._blocking(lib.cc_coll_allreduce, self._allreduce_call(sendbuf, recvbuf, op, dtype, params, dict(
             method=method, density=density, ef=ef, ef_key=ef_key, sparsifier=sparsifier,
             zero_fraction=zero_fraction, load_factor=load_factor, seed=seed, shape=shape, rank=rank,
-            warm_start=warm_start, start_iter=start_iter, min_compression_rate=min_compression_rate), sendbuf)
-        _check(lib.cc_coll_allreduce(sendbuf.ctypes.data, recvbuf.ctypes.data, sendbuf.size,
-                                     int(d), int(op), ctypes.byref(p._struct()), self._handle, None))
-        return recvbuf
+            warm_start=warm_start, start_iter=start_iter, min_compression_rate=min_compression_rate)))
 
-    def allreduce_group(self, sendbufs, recvbufs=None, op=Op.SUM, params=None, dtype=None):
-        """Allreduce several arrays in one call (cc_coll_allreduce_group), as
-        a DDP bucket: the compressed LOWRANK tensors share one MPI_Allreduce
-        for their P and one for their Q, and the NONE tensors and the LOWRANK
-        tensors not compressed this step share one plain allreduce per dtype.
+    def iallreduce(self, sendbuf, recvbuf=None, op=Op.SUM, method=None, density=None,
+                   ef=None, ef_key=None, dtype=None, sparsifier=None, zero_fraction=None,
+                   load_factor=None, seed=None, shape=None, rank=None, warm_start=None,
+                   start_iter=None, min_compression_rate=None, params=None):
+        """Start allreduce() without waiting for it (cc_coll_iallreduce):
+        the same arguments, checked at once (an error raises here and posts
+        nothing); returns a Request whose wait() returns what allreduce()
+        would, bit for bit. Until the request completes, the arrays belong
+        to it: do not write sendbuf, nor read or write recvbuf."""
+        return self._post(lib.cc_coll_iallreduce, self._allreduce_call(sendbuf, recvbuf, op, dtype, params, dict(
+            method=method, density=density, ef=ef, ef_key=ef_key, sparsifier=sparsifier,
+            zero_fraction=zero_fraction, load_factor=load_factor, seed=seed, shape=shape, rank=rank,
+            warm_start=warm_start, start_iter=start_iter, min_compression_rate=min_compression_rate)))
 
-        sendbufs -- a sequence of C-contiguous numpy arrays (as for allreduce)
-        recvbufs -- None (every tensor in place), or a sequence as long as
-                    sendbufs of arrays of the same shapes and dtypes; an entry
-                    that is None or sendbufs[i] itself is in place
-        op       -- one Op for all tensors
-        params   -- None, one Params (or dict) for every tensor, or a sequence
-                    of one per tensor (entries may be None)
-        dtype    -- None, one Dtype for every tensor, or a sequence of one per
-                    tensor (as for allreduce)
-
-        Each array of two or more dimensions with LOWRANK and no shape gets
-        the view (shape[0], rest), as in allreduce; a 1-D array without a
-        shape joins the plain allreduce, as powerSGD_hook's uncompressed
-        tensors do. Tensors that set ef_key
-        need distinct keys. Every rank must pass the same tensors, in the
-        same order, with the same parameters. Returns the list of results
-        (recvbufs[i], or sendbufs[i] in place).
-        """
+    def _allreduce_group_call(self, sendbufs, recvbufs, op, params, dtype):
         if isinstance(sendbufs, np.ndarray) or not isinstance(sendbufs, collections.abc.Iterable):
             raise TypeError("sendbufs must be a sequence of numpy arrays, not %s" % type(sendbufs).__name__)
         sendbufs = list(sendbufs)
@@ -729,12 +765,72 @@ class Comm:
                 keys[p.ef_key] = i
             outs.append(recv)
             structs.append(p._struct())
-        _check(lib.cc_coll_allreduce_group(
-            n, (ctypes.c_void_p * n)(*(a.ctypes.data for a in sendbufs)),
-            (ctypes.c_void_p * n)(*(a.ctypes.data for a in outs)),
-            (ctypes.c_size_t * n)(*(a.size for a in sendbufs)), (ctypes.c_int * n)(*dtypes), int(op),
-            (_lib.ParamsStruct * n)(*structs), self._handle, None))
-        return outs
+        # The library copies the arrays of a group: only the tensors stay in use.
+        return _Call((n, (ctypes.c_void_p * n)(*(a.ctypes.data for a in sendbufs)),
+                      (ctypes.c_void_p * n)(*(a.ctypes.data for a in outs)),
+                      (ctypes.c_size_t * n)(*(a.size for a in sendbufs)), (ctypes.c_int * n)(*dtypes), int(op),
+                      (_lib.ParamsStruct * n)(*structs), self._handle), outs, (sendbufs, outs))
+
+    def allreduce_group(self, sendbufs, recvbufs=None, op=Op.SUM, params=None, dtype=None):
+        """Allreduce several arrays in one call (cc_coll_allreduce_group), as
+        a DDP bucket: the compressed LOWRANK tensors share one MPI_Allreduce
+        for their P and one for their Q, and the NONE tensors and the LOWRANK
+        tensors not compressed this step share one plain allreduce per dtype.
+
+        sendbufs -- a sequence of C-contiguous numpy arrays (as for allreduce)
+        recvbufs -- None (every tensor in place), or a sequence as long as
+                    sendbufs of arrays of the same shapes and dtypes; an entry
+                    that is None or sendbufs[i] itself is in place
+        op       -- one Op for all tensors
+        params   -- None, one Params (or dict) for every tensor, or a sequence
+                    of one per tensor (entries may be None)
+        dtype    -- None, one Dtype for every tensor, or a sequence of one per
+                    tensor (as for allreduce)
+
+        Each array of two or more dimensions with LOWRANK and no shape gets
+        the view (shape[0], rest), as in allreduce; a 1-D array without a
+        shape joins the plain allreduce, as powerSGD_hook's uncompressed
+        tensors do. Tensors that set ef_key
+        need distinct keys. Every rank must pass the same tensors, in the
+        same order, with the same parameters. Returns the list of results
+        (recvbufs[i], or sendbufs[i] in place).
+        """
+        return self._blocking(lib.cc_coll_allreduce_group,
+                              self._allreduce_group_call(sendbufs, recvbufs, op, params, dtype))
+
+    def iallreduce_group(self, sendbufs, recvbufs=None, op=Op.SUM, params=None, dtype=None):
+        """Start allreduce_group() without waiting for it
+        (cc_coll_iallreduce_group): the same arguments, checked at once;
+        returns a Request whose wait() returns the list allreduce_group()
+        would, bit for bit. The arrays belong to the request until it
+        completes."""
+        return self._post(lib.cc_coll_iallreduce_group,
+                          self._allreduce_group_call(sendbufs, recvbufs, op, params, dtype))
+
+    def _reduce_scatter_call(self, sendbuf, recvbuf, op, dtype, params, fields):
+        in_place = recvbuf is None or recvbuf is sendbuf
+        _array(sendbuf, "sendbuf", writable=in_place)
+        d = _dtype_of(sendbuf, dtype, "sendbuf")
+        nranks = self.size
+        if sendbuf.size % nranks != 0:
+            raise ValueError("sendbuf has %d elements, not a multiple of the communicator size %d"
+                             % (sendbuf.size, nranks))
+        recvcount = sendbuf.size // nranks
+        if in_place:
+            recvbuf = sendbuf
+        else:
+            _array(recvbuf, "recvbuf", writable=True)
+            if recvbuf.dtype != sendbuf.dtype:
+                raise TypeError("recvbuf has dtype %s but sendbuf has %s"
+                                % (recvbuf.dtype, sendbuf.dtype))
+            if recvbuf.size != recvcount:
+                raise ValueError("recvbuf has %d elements but sendbuf has %d = %d x %d ranks; recvbuf "
+                                 "needs %d" % (recvbuf.size, sendbuf.size, recvcount, nranks, recvcount))
+        op = _enum_arg(Op, op, "op")
+        p = _merge(params, fields)._struct()
+        result = sendbuf.reshape(-1)[:recvcount] if in_place else recvbuf
+        return _Call((sendbuf.ctypes.data, recvbuf.ctypes.data, recvcount, int(d), int(op), ctypes.byref(p),
+                      self._handle), result, (sendbuf, recvbuf, p))
 
     def reduce_scatter(self, sendbuf, recvbuf=None, op=Op.SUM, method=None, density=None,
                        ef=None, ef_key=None, dtype=None, sparsifier=None, zero_fraction=None,
@@ -761,32 +857,22 @@ class Comm:
         (recvbuf address, recvcount * P, dtype), and ef_residual(sendbuf,
         ef_key=...) reads it back.
         """
-        in_place = recvbuf is None or recvbuf is sendbuf
-        _array(sendbuf, "sendbuf", writable=in_place)
-        d = _dtype_of(sendbuf, dtype, "sendbuf")
-        nranks = self.size
-        if sendbuf.size % nranks != 0:
-            raise ValueError("sendbuf has %d elements, not a multiple of the communicator size %d"
-                             % (sendbuf.size, nranks))
-        recvcount = sendbuf.size // nranks
-        if in_place:
-            recvbuf = sendbuf
-        else:
-            _array(recvbuf, "recvbuf", writable=True)
-            if recvbuf.dtype != sendbuf.dtype:
-                raise TypeError("recvbuf has dtype %s but sendbuf has %s"
-                                % (recvbuf.dtype, sendbuf.dtype))
-            if recvbuf.size != recvcount:
-                raise ValueError("recvbuf has %d elements but sendbuf has %d = %d x %d ranks; recvbuf "
-                                 "needs %d" % (recvbuf.size, sendbuf.size, recvcount, nranks, recvcount))
-        op = _enum_arg(Op, op, "op")
-        p = _merge(params, dict(method=method, density=density, ef=ef, ef_key=ef_key, sparsifier=sparsifier,
-                                zero_fraction=zero_fraction, load_factor=load_factor, seed=seed))
-        _check(lib.cc_coll_reduce_scatter(sendbuf.ctypes.data, recvbuf.ctypes.data, recvcount,
-                                          int(d), int(op), ctypes.byref(p._struct()), self._handle, None))
-        if in_place:
-            return sendbuf.reshape(-1)[:recvcount]
-        return recvbuf
+        return self._blocking(lib.cc_coll_reduce_scatter, self._reduce_scatter_call(
+            sendbuf, recvbuf, op, dtype, params, dict(method=method, density=density, ef=ef, ef_key=ef_key,
+                                                      sparsifier=sparsifier, zero_fraction=zero_fraction,
+                                                      load_factor=load_factor, seed=seed)))
+
+    def ireduce_scatter(self, sendbuf, recvbuf=None, op=Op.SUM, method=None, density=None,
+                        ef=None, ef_key=None, dtype=None, sparsifier=None, zero_fraction=None,
+                        load_factor=None, seed=None, params=None):
+        """Start reduce_scatter() without waiting for it
+        (cc_coll_ireduce_scatter): the same arguments, checked at once;
+        returns a Request whose wait() returns what reduce_scatter() would,
+        bit for bit. The arrays belong to the request until it completes."""
+        return self._post(lib.cc_coll_ireduce_scatter, self._reduce_scatter_call(
+            sendbuf, recvbuf, op, dtype, params, dict(method=method, density=density, ef=ef, ef_key=ef_key,
+                                                      sparsifier=sparsifier, zero_fraction=zero_fraction,
+                                                      load_factor=load_factor, seed=seed)))
 
     # -- point to point ----------------------------------------------------
 
@@ -977,3 +1063,207 @@ class Comm:
     def reset_stats(self):
         """Zero the counters."""
         _check(lib.cc_coll_comm_reset_stats(self._handle))
+
+
+# --------------------------------------------------------------------------
+# Non-blocking collectives
+# --------------------------------------------------------------------------
+
+#: What a collective's argument checks give: the C arguments up to the
+#: communicator, the call's result, and the objects the library uses until
+#: the collective completes.
+_Call = collections.namedtuple("_Call", "args result keep")
+
+
+class Request:
+    """A non-blocking collective in flight (cc_coll_request_h), as
+    Comm.iallreduce, Comm.ireduce_scatter and Comm.iallreduce_group return
+    it.
+
+    wait()   -- until it completes (cc_coll_wait); returns the result the
+                blocking call returns, or raises its Error
+    test()   -- whether it has completed (cc_coll_test), raising its Error
+                once it has failed; with caller-driven progress
+                (CC_COLL_PROGRESS=caller) this advances the requests
+    done, status, message -- its state without advancing it
+                (cc_coll_request_status): status is Status.OK and message ""
+                while it runs
+    free()   -- frees the handle (cc_coll_request_free); idempotent, and done
+                by `del`, garbage collection and the end of a `with` block.
+                Freeing does not cancel: a request freed in flight still
+                runs to its end, and the package keeps its arrays until then
+
+    Until the request completes its arrays belong to it: do not write the
+    send buffers, nor read or write the receive buffers. The request keeps
+    them alive meanwhile. Completion does not free the handle: wait(), done,
+    status and message keep answering until free(); after free() they raise
+    Error(Status.INVALID_ARG) with the library's message.
+    """
+
+    def __init__(self, comm, handle, number, result, keep):
+        self._comm = comm
+        self._handle = handle
+        self._number = number
+        self._result = result
+        self._keep = keep
+        self._freed = False
+        self._lock = threading.Lock()
+
+    @property
+    def handle(self):
+        """The C handle (cc_coll_request_h) as an int; it stays the freed
+        handle after free()."""
+        return self._handle
+
+    @property
+    def comm(self):
+        """The Comm the request was posted on."""
+        return self._comm
+
+    def _completed(self):
+        """The library reported the request complete: its arrays are free
+        again (the result stays, for wait()), and so are those of the
+        requests posted before it on the communicator."""
+        self._keep = None
+        self._comm._completed_through(self._number)
+
+    def wait(self):
+        """Wait until the collective completes; return its result (what the
+        blocking call returns: the receive array, the list of a group, the
+        shard of a reduce-scatter) or raise its Error. Waiting again returns
+        (or raises) at once."""
+        status = lib.cc_coll_wait(self._handle)
+        if not self._freed:
+            self._completed()
+        _check(status)
+        return self._result
+
+    def test(self):
+        """True once the collective has completed (raising its Error if it
+        failed), else False."""
+        done = ctypes.c_int()
+        status = lib.cc_coll_test(self._handle, ctypes.byref(done))
+        if done.value and not self._freed:
+            self._completed()
+        _check(status)
+        return bool(done.value)
+
+    def _query(self):
+        done, status, message = ctypes.c_int(), ctypes.c_int(), ctypes.c_char_p()
+        _check(lib.cc_coll_request_status(self._handle, ctypes.byref(done), ctypes.byref(status),
+                                          ctypes.byref(message)))
+        if done.value and not self._freed:
+            self._completed()
+        return bool(done.value), status.value, (message.value or b"").decode("utf-8", "replace")
+
+    @property
+    def done(self):
+        """Whether the collective has completed (without advancing it)."""
+        return self._query()[0]
+
+    @property
+    def status(self):
+        """Its Status once done (Status.OK while it runs)."""
+        status = self._query()[1]
+        try:
+            return Status(status)
+        except ValueError:
+            return status
+
+    @property
+    def message(self):
+        """Its error message once done ("" on success and while it runs)."""
+        return self._query()[2]
+
+    @property
+    def freed(self):
+        return self._freed
+
+    def free(self):
+        """Free the handle (cc_coll_request_free); a no-op once freed. A
+        request still in flight runs to its end: its arrays are kept (by its
+        Comm) until it has completed."""
+        with self._lock:
+            if self._freed:
+                return
+            self._freed = True
+            keep, self._keep = self._keep, None
+        if keep is not None:
+            done = ctypes.c_int()
+            if lib.cc_coll_request_status(self._handle, ctypes.byref(done), None, None) != Status.OK \
+                    or not done.value:
+                self._comm._hold(self._number, keep)
+        _check(lib.cc_coll_request_free(self._handle))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+        return False
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:  # interpreter shutdown, or nothing left to report to
+            pass
+
+    def __repr__(self):
+        if self._freed:
+            state = "freed"
+        else:
+            try:
+                state = "done" if self.done else "in flight"
+            except Error:
+                state = "dead"
+        return "<cc_coll.Request %s>" % state
+
+    def to_torch_future(self):
+        """A torch.futures.Future completed with wait()'s result
+        (set_result) or its Error (set_exception) once the collective
+        completes, so that a DDP communication hook can return it. A thread
+        waits for the request (the C wait releases the GIL). It is not a
+        daemon thread: the interpreter waits for it at exit, as MPI_Finalize
+        would wait for the request; it must not be killed inside PyTorch's
+        set_result. The request must be able to complete without the
+        caller's help: with
+        the progress thread (CC_COLL_PROGRESS=thread, or auto under
+        MPI_THREAD_MULTIPLE, mpi4py's default) it does; with caller-driven
+        progress the waiting thread drives it, which MPI allows only under
+        MPI_THREAD_MULTIPLE. Raises ImportError when PyTorch cannot be
+        imported."""
+        try:
+            import torch.futures
+        except ImportError as exc:
+            raise ImportError("cc_coll.Request.to_torch_future needs PyTorch (torch.futures), which cannot be "
+                              "imported: %s" % exc) from exc
+        future = torch.futures.Future()
+
+        def complete():
+            try:
+                result = self.wait()
+            except Exception as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        threading.Thread(target=complete, name="cc_coll request %d" % self._number).start()
+        return future
+
+
+def waitall(requests):
+    """Wait for every request of `requests` (cc_coll_waitall); None entries
+    are skipped. Returns the list of their results (None for None entries);
+    once all have completed, raises the Error of the first that failed."""
+    requests = list(requests)
+    for i, r in enumerate(requests):
+        if r is not None and not isinstance(r, Request):
+            raise TypeError("requests[%d] must be a cc_coll.Request or None, not %s" % (i, type(r).__name__))
+    n = len(requests)
+    handles = (ctypes.c_void_p * n)(*(r._handle if r is not None else None for r in requests))
+    status = lib.cc_coll_waitall(n, handles, None)
+    for r in requests:
+        if r is not None and not r._freed:
+            r._completed()
+    _check(status)
+    return [r._result if r is not None else None for r in requests]

@@ -174,6 +174,17 @@ _proto("cc_coll_reduce_scatter", _status, ctypes.c_void_p, ctypes.c_void_p, _siz
        ctypes.c_int, _P(ParamsStruct), _handle, ctypes.c_void_p)
 _proto("cc_coll_allreduce_group", _status, _size_t, _P(ctypes.c_void_p), _P(ctypes.c_void_p), _P(_size_t),
        _P(ctypes.c_int), ctypes.c_int, _P(ParamsStruct), _handle, ctypes.c_void_p)
+_proto("cc_coll_iallreduce", _status, ctypes.c_void_p, ctypes.c_void_p, _size_t, ctypes.c_int,
+       ctypes.c_int, _P(ParamsStruct), _handle, ctypes.c_void_p, _P(_handle))
+_proto("cc_coll_ireduce_scatter", _status, ctypes.c_void_p, ctypes.c_void_p, _size_t, ctypes.c_int,
+       ctypes.c_int, _P(ParamsStruct), _handle, ctypes.c_void_p, _P(_handle))
+_proto("cc_coll_iallreduce_group", _status, _size_t, _P(ctypes.c_void_p), _P(ctypes.c_void_p), _P(_size_t),
+       _P(ctypes.c_int), ctypes.c_int, _P(ParamsStruct), _handle, ctypes.c_void_p, _P(_handle))
+_proto("cc_coll_test", _status, _handle, _P(ctypes.c_int))
+_proto("cc_coll_wait", _status, _handle)
+_proto("cc_coll_waitall", _status, _size_t, _P(_handle), _P(ctypes.c_int))
+_proto("cc_coll_request_status", _status, _handle, _P(ctypes.c_int), _P(ctypes.c_int), _P(ctypes.c_char_p))
+_proto("cc_coll_request_free", _status, _handle)
 _proto("cc_coll_lowrank_get_state", _status, _handle, _P(ParamsStruct), ctypes.c_void_p, _size_t, ctypes.c_int,
        _P(ctypes.c_uint64), _P(ctypes.c_uint64), _P(ctypes.c_int), _P(ctypes.c_uint64), ctypes.c_void_p,
        ctypes.c_void_p)

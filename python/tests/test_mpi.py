@@ -8,9 +8,14 @@ sets them). A failure on any rank aborts the whole job, so no rank waits
 forever in a collective its peer has left.
 """
 
+import contextlib
+import gc
 import math
+import os
 import sys
 import unittest
+import unittest.mock
+import weakref
 
 import numpy as np
 from mpi4py import MPI
@@ -617,6 +622,278 @@ class Errors(Base):
 
     def test_comm_null(self):
         self.assertStatus(Status.INVALID_ARG, cc_coll.Comm, MPI.COMM_NULL)
+
+
+@contextlib.contextmanager
+def progress(mode):
+    """CC_COLL_PROGRESS=mode for the Comms created in the block (the library
+    reads the environment when a communicator is created)."""
+    old = os.environ.get("CC_COLL_PROGRESS")
+    os.environ["CC_COLL_PROGRESS"] = mode
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["CC_COLL_PROGRESS"]
+        else:
+            os.environ["CC_COLL_PROGRESS"] = old
+
+
+def torch_or_none():
+    try:
+        import torch
+        import torch.futures  # noqa: F401
+        return torch
+    except ImportError:
+        return None
+
+
+class NonBlocking(Base):
+    """iallreduce, ireduce_scatter and iallreduce_group: the blocking calls'
+    results, bit for bit, through Request objects; mpi4py initialises MPI
+    with MPI_THREAD_MULTIPLE, so the progress thread runs them (auto), and
+    the caller-driven mode is checked too."""
+
+    N = 3000
+
+    def inputs(self, step, seed=0):
+        rng = np.random.default_rng(1000 * step + 17 * RANK + seed)
+        return {
+            "topk": rng.standard_normal(self.N).astype(np.float32),
+            "none": rng.standard_normal(self.N),
+            "inplace": rng.standard_normal(self.N).astype(np.float32),
+            "group": [rng.standard_normal(self.N).astype(np.float32), rng.standard_normal(50)],
+            "rs": rng.standard_normal(self.N * SIZE).astype(np.float32),
+        }
+
+    def workload(self, comm, x, post):
+        """The calls of one step on `comm`: posted (post=True: a list of
+        Requests) or blocking (their results)."""
+        ar = comm.iallreduce if post else comm.allreduce
+        return [
+            ar(x["topk"], np.empty_like(x["topk"]), op="avg", method="topk", density=0.05, ef_key=1),
+            ar(x["none"], np.empty_like(x["none"]), method="none"),
+            ar(x["inplace"], method="topk", density=0.02, ef_key=2),
+            (comm.iallreduce_group if post else comm.allreduce_group)(
+                x["group"], [np.empty_like(a) for a in x["group"]],
+                params=[dict(method="topk", density=0.1, ef_key=3), dict(method="none")]),
+            (comm.ireduce_scatter if post else comm.reduce_scatter)(
+                x["rs"], method="topk", density=0.1, ef_key=4),
+        ]
+
+    def assertSameBits(self, a, b, what):
+        if isinstance(a, list):
+            self.assertEqual(len(a), len(b), what)
+            for i, (u, v) in enumerate(zip(a, b)):
+                self.assertSameBits(u, v, "%s[%d]" % (what, i))
+            return
+        self.assertEqual((a.dtype, a.shape), (b.dtype, b.shape), what)
+        self.assertTrue(np.array_equal(bits(a), bits(b)), what)
+
+    def check_equals_blocking(self, mode, complete):
+        """Three steps of the workload posted on one communicator and
+        completed by complete(requests) (returning their results), and the
+        same calls blocking on another: equal results and residuals."""
+        with progress(mode):
+            nb, ref = cc_coll.Comm(WORLD), cc_coll.Comm(WORLD)
+        try:
+            for step in range(3):
+                x, y = self.inputs(step), self.inputs(step)
+                requests = self.workload(nb, x, post=True)
+                self.assertTrue(all(isinstance(r, cc_coll.Request) for r in requests))
+                got = complete(requests, step)
+                want = self.workload(ref, y, post=False)
+                for i, (g, w) in enumerate(zip(got, want)):
+                    self.assertSameBits(g, w, "%s progress, step %d, call %d" % (mode, step, i))
+                # in place: the results are the caller's arrays
+                self.assertIs(got[2], x["inplace"])
+                self.assertTrue(np.shares_memory(got[4], x["rs"]))
+                self.assertTrue(np.array_equal(got[1], mpi_reference(x["none"], Op.SUM)))
+                for r in requests:
+                    self.assertTrue(r.done)
+                    self.assertEqual((r.status, r.message), (Status.OK, ""))
+                    r.free()
+            for key, like in ((1, y["topk"]), (2, y["inplace"]), (3, y["group"][0]), (4, y["rs"])):
+                self.assertSameBits(nb.ef_residual(like, ef_key=key), ref.ef_residual(like, ef_key=key),
+                                    "%s progress, residual %d" % (mode, key))
+            self.assertEqual(nb.stats()["bytes_wire"], ref.stats()["bytes_wire"])
+        finally:
+            nb.close()
+            ref.close()
+
+    def test_equal_blocking_completed_in_order(self):
+        for mode in ("auto", "caller"):
+            self.check_equals_blocking(mode, lambda requests, step: [r.wait() for r in requests])
+
+    def test_equal_blocking_completed_out_of_order(self):
+        def complete(requests, step):
+            # a rank- and step-dependent order: some wait(), some test() loops
+            order = np.random.default_rng(100 * RANK + step).permutation(len(requests))
+            results = [None] * len(requests)
+            for n, i in enumerate(order):
+                if n % 2:
+                    while not requests[i].test():
+                        pass
+                    results[i] = requests[i].wait()
+                else:
+                    results[i] = requests[i].wait()
+            return results
+
+        for mode in ("auto", "caller"):
+            self.check_equals_blocking(mode, complete)
+
+    def test_waitall(self):
+        def complete(requests, step):
+            first = requests[(RANK + step) % len(requests)]
+            first.wait()  # waiting again in waitall returns at once
+            return cc_coll.waitall(requests)
+
+        for mode in ("auto", "caller"):
+            self.check_equals_blocking(mode, complete)
+        x = integer_valued((100,), np.float64, seed=RANK)
+        out = np.empty_like(x)
+        with self.comm.iallreduce(x, out) as r:
+            results = cc_coll.waitall([None, r, None])
+        self.assertIsNone(results[0])
+        self.assertIs(results[1], out)
+        self.assertIsNone(results[2])
+        self.assertEqual(cc_coll.waitall([]), [])
+        self.assertTrue(np.array_equal(out, mpi_reference(x, Op.SUM)))
+        with self.assertRaisesRegex(TypeError, r"requests\[0\] must be a cc_coll.Request"):
+            cc_coll.waitall([out])
+
+    def test_arrays_live_until_completion(self):
+        # A request freed (or collected) in flight still runs to its end:
+        # its arrays stay alive until then, then are released.
+        x = integer_valued((4096,), np.float32, seed=RANK)
+        out = np.full_like(x, -1)
+        alive = weakref.ref(out)
+        if RANK == 0:
+            r = self.comm.iallreduce(x, out, method="none")
+            del out
+            in_flight = not r.done  # on two or more ranks, until the others post after the barrier
+            self.assertTrue(in_flight or SIZE == 1)
+            del r
+            gc.collect()
+            if in_flight:
+                self.assertIsNotNone(alive(), "recvbuf released while its request was in flight")
+        WORLD.Barrier()
+        if RANK != 0:
+            self.comm.iallreduce(x, out, method="none").free()
+            del out
+        # a blocking call on the communicator completes the requests in flight
+        self.comm.allreduce(np.zeros(1))
+        gc.collect()
+        self.assertIsNone(alive(), "recvbuf kept after its request completed")
+
+    def test_torch_future(self):
+        torch = torch_or_none()
+        if torch is None:
+            self.skipTest("torch is not importable")
+        x = integer_valued((1000,), np.float32, seed=RANK)
+        out = np.empty_like(x)
+        with self.comm.iallreduce(x, out, op="avg") as r:
+            future = r.to_torch_future()
+            self.assertIsInstance(future, torch.futures.Future)
+            chained = future.then(lambda f: f.value().sum())
+            self.assertIs(future.wait(), out)
+            self.assertTrue(future.done())
+            self.assertTrue(np.array_equal(out, mpi_reference(x, Op.AVG)))
+            self.assertEqual(chained.wait(), out.sum())
+        # a torch tensor's memory, through a numpy view of it
+        t = torch.arange(64, dtype=torch.float64) * (RANK + 1)
+        view = t.numpy()
+        with self.comm.iallreduce(view, method="topk", density=1.0) as r:
+            self.assertIs(r.to_torch_future().wait(), view)
+        self.assertTrue(torch.equal(t, torch.arange(64, dtype=torch.float64) * (SIZE * (SIZE + 1) // 2)))
+        if SIZE > 1:
+            # The ranks disagree on the method: the future carries the Error.
+            y = np.ones(100, dtype=np.float32)
+            with self.comm.iallreduce(y, method="topk" if RANK == 0 else "none", density=0.5) as r:
+                with self.assertRaises(cc_coll.Error) as cm:
+                    r.to_torch_future().wait()
+                self.assertEqual(cm.exception.status, Status.MISMATCH)
+                self.assertIn("method", cm.exception.message)
+                self.assertEqual(cm.exception.message, r.message)
+            self.assertTrue(np.all(y == 1))
+
+    def test_torch_future_without_torch(self):
+        with self.comm.iallreduce(np.ones(4)) as r:
+            r.wait()
+            with unittest.mock.patch.dict(sys.modules, {"torch": None, "torch.futures": None}):
+                with self.assertRaisesRegex(ImportError, "to_torch_future needs PyTorch"):
+                    r.to_torch_future()
+
+    def assertStatus(self, status, fn, *args, **kwargs):
+        with self.assertRaises(cc_coll.Error) as cm:
+            fn(*args, **kwargs)
+        self.assertEqual(cm.exception.status, status, str(cm.exception))
+        return cm.exception
+
+    def test_misuse(self):
+        x = np.ones(1024, dtype=np.float32)
+        out = np.zeros_like(x)
+        r = self.comm.iallreduce(x, out)
+        self.assertIs(r.comm, self.comm)
+        self.assertIs(r.wait(), out)
+        self.assertIs(r.wait(), out)  # waiting again returns at once
+        self.assertTrue(r.test())
+        self.assertFalse(r.freed)
+        r.free()
+        r.free()  # idempotent
+        self.assertTrue(r.freed)
+        self.assertEqual(repr(r), "<cc_coll.Request freed>")
+        # A freed request: the library's error, through the package's type.
+        for call in (r.wait, r.test, lambda: r.done, lambda: r.status, lambda: r.message,
+                     lambda: cc_coll.waitall([r])):
+            e = self.assertStatus(Status.INVALID_ARG, call)
+            self.assertIn("is not a live request", e.message)
+        with self.comm.iallreduce(x, out) as r2:
+            pass
+        self.assertTrue(r2.freed)
+        self.assertStatus(Status.INVALID_ARG, r2.wait)
+        # waitall waits for the others before reporting the dead handle
+        out3 = np.zeros_like(x)
+        with self.comm.iallreduce(x, out3) as r3:
+            e = self.assertStatus(Status.INVALID_ARG, cc_coll.waitall, [r3, r])
+            self.assertTrue(r3.done)
+        self.assertTrue(np.all(out3 == SIZE))
+        # Argument errors raise at once and post nothing.
+        with self.assertRaisesRegex(ValueError, "sendbuf is not C-contiguous"):
+            self.comm.iallreduce(x[::2])
+        self.assertStatus(Status.INVALID_ARG, self.comm.iallreduce, x, method="topk", density=2.0)
+        self.assertStatus(Status.INVALID_ARG, self.comm.iallreduce_group, [x], params=dict(method="lowrank", rank=0))
+        if SIZE > 1:
+            with self.assertRaisesRegex(ValueError, "not a multiple of the communicator size"):
+                self.comm.ireduce_scatter(np.ones(SIZE * 3 + 1))
+        self.assertTrue(np.all(x == 1))
+        if SIZE > 1:
+            # rank 0's request waits for the others, who post after the
+            # barrier: meanwhile its recvbuf cannot be another request's.
+            y = np.zeros(2048, dtype=np.float32)
+            if RANK == 0:
+                first = self.comm.iallreduce(x, y[:1024])
+                e = self.assertStatus(Status.INVALID_ARG, self.comm.iallreduce, x, y[512:1536])
+                self.assertIn("in flight", e.message)
+                self.assertEqual(repr(first), "<cc_coll.Request in flight>")
+            WORLD.Barrier()
+            if RANK != 0:
+                first = self.comm.iallreduce(x, y[:1024])
+            self.assertTrue(np.shares_memory(first.wait(), y))
+            self.assertTrue(np.all(y[:1024] == SIZE))
+            self.assertEqual(repr(first), "<cc_coll.Request done>")
+            first.free()
+        # closing the communicator completes its requests; their handles
+        # stay readable until freed
+        c = cc_coll.Comm(WORLD)
+        out4 = np.zeros_like(x)
+        r4 = c.iallreduce(x, out4)
+        c.close()
+        self.assertTrue(r4.done)
+        self.assertIs(r4.wait(), out4)
+        self.assertTrue(np.all(out4 == SIZE))
+        r4.free()
+        self.assertStatus(Status.INVALID_COMM, c.iallreduce, x)
 
 
 class Stats(Base):
