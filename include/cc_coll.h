@@ -401,10 +401,13 @@ typedef struct cc_coll_request *cc_coll_request_h;
 
 /* cc_coll_iallreduce, cc_coll_iallreduce_group and cc_coll_ireduce_scatter
  * take the arguments of their blocking forms plus `request`, check them as
- * the blocking forms do (an argument error returns at once, with *request
- * NULL and nothing posted), start the collective and return. The collective
- * gives the blocking form's result, bit for bit, and updates residuals and
- * LOWRANK state as the blocking form would.
+ * the blocking forms' entry points do (an argument error returns at once,
+ * with *request NULL and nothing posted), start the collective and return.
+ * The collective gives the blocking form's result, bit for bit, and updates
+ * residuals and LOWRANK state as the blocking form would. What the blocking
+ * form reports through the agreement (a LOWRANK shape that does not fit the
+ * count, a residual over the cap, ranks that disagree) is the request's
+ * status, from cc_coll_wait or cc_coll_test.
  *
  * Rules (docs/api.md, "Non-blocking collectives"):
  *  - The buffers belong to the request until it completes: the caller must

@@ -56,7 +56,7 @@ public:
         r->reads = std::move(reads);
         r->writes = std::move(writes);
         Request *raw = r.get();
-        r->fiber = std::make_unique<Fiber>([raw, body = std::move(body)] {
+        r->fiber = std::make_unique<Fiber>([raw, fn, body = std::move(body)] {
             cc_coll_status_t st = CC_COLL_OK;
             try {
                 clear_error();
@@ -69,7 +69,12 @@ public:
                 st = fail(CC_COLL_ERR_INTERNAL, "unexpected non-standard exception");
             }
             raw->status = st;  // read once `done` is set, under the engine lock
-            if (st != CC_COLL_OK) raw->message = last_error();
+            if (st != CC_COLL_OK) {
+                // Named after the call that posted it, as the blocking
+                // form's messages are.
+                const std::string m = last_error();
+                raw->message = m.rfind("cc_coll_", 0) == 0 ? m : std::string(fn) + ": " + m;
+            }
         });
         {
             std::lock_guard<std::mutex> lock(m_);
@@ -83,8 +88,12 @@ public:
             }
         }
         *out = reinterpret_cast<cc_coll_request_h>(r->id);
-        if (driver == kThread) work_cv_.notify_one();
-        else drive(kCaller);  // up to its first MPI wait: the agreement is on the wire
+        if (driver == kThread) {
+            work_cv_.notify_one();
+        } else {
+            drive(kCaller);  // up to its first MPI wait: the agreement is on the wire
+            clear_error();   // a request's failure is its own, not the post's
+        }
         return CC_COLL_OK;
     }
 
