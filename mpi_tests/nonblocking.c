@@ -340,6 +340,19 @@ static void nb_misuse(cc_coll_comm_h h)
     expect_status(cc_coll_wait(NULL), CC_COLL_ERR_INVALID_ARG, "NULL handle");
     cc_coll_request_h none[2] = {NULL, NULL};
     CHECK_CC(cc_coll_waitall(2, none, NULL));
+    /* An error the blocking form reports through the agreement (a LOWRANK
+     * shape that does not divide the count, on every rank) is the request's
+     * status: the post succeeds with no last error. */
+    const cc_coll_params_t bad_shape = lowrank_params(7, 0, 1);
+    for (int i = 0; i < N; ++i) y[i] = 1.0f;
+    CHECK_CC(cc_coll_iallreduce(x, y, N, CC_COLL_F32, CC_COLL_SUM, &bad_shape, h, NULL, &r));
+    CHECK(cc_coll_last_error()[0] == '\0', "a successful post leaves no last error");
+    expect_status(cc_coll_wait(r), CC_COLL_ERR_INVALID_ARG, "LOWRANK shape that does not divide the count");
+    CHECK(strncmp(cc_coll_last_error(), "cc_coll_iallreduce: ", 20) == 0 &&
+              strstr(cc_coll_last_error(), "does not divide") != NULL,
+          "the request's message names the call and the shape");
+    for (int i = 0; i < N; ++i) CHECK(y[i] == 1.0f, "recvbuf untouched by the failed request");
+    CHECK_CC(cc_coll_request_free(r));
     CHECK_CC(cc_coll_ef_reset_all(h));
     free(x);
     free(y);
