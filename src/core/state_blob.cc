@@ -400,7 +400,7 @@ cc_coll_status_t read_residuals(StateReader &in, KeyScope scope, int ranks, EfSt
         if (memory == kStateDeviceMemory) {
             if (gpu::device_count() == 0)
                 return fail(CC_COLL_ERR_NOT_SUPPORTED,
-                            "%s: the blob holds the residual of %s in device memory, and this process has no "
+                            "%s: the state blob holds the residual of %s in device memory, and this process has no "
                             "usable CUDA device (a build without CUDA, or no GPU); nothing was changed",
                             in.fn(), key_text(key).c_str());
             cc_coll_status_t st = CC_COLL_OK;
