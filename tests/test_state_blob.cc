@@ -468,6 +468,23 @@ TEST(StateBlob, MalformedFieldsAreNamed)
     put(b, 72 + 44 + 8, 8, 1);  // the second record's ef_key
     fix_checksum(b);
     expect_rejected(*c, b, CC_COLL_ERR_INVALID_ARG, "a second residual of ef_key 1");
+    // Two LOWRANK entries of one key.
+    auto f = make_comm();
+    lowrank_entry<float>(*f, EfKey::from(true, 1, nullptr, 0, CC_COLL_F32), 2, 2, 1, 1);
+    lowrank_entry<float>(*f, EfKey::from(true, 2, nullptr, 0, CC_COLL_F32), 2, 2, 1, 1);
+    b = blob_of(*f);
+    const std::size_t first = 72 + 24 + 16 + 2 + 7 + 8;  // both residual sections empty
+    put(b, first + 24 + 48 + 16 + 8, 8, 1);  // the second entry's ef_key
+    fix_checksum(b);
+    expect_rejected(*c, b, CC_COLL_ERR_INVALID_ARG, "a second LOWRANK entry of the same key");
+    // Two sections of one method: the LOWRANK section repeated.
+    b = blob_of(*f);
+    const std::vector<unsigned char> section(b.begin() + 96, b.end());
+    b.insert(b.end(), section.begin(), section.end());
+    put(b, 24, 8, b.size() - 48);
+    put(b, 32, 4, 4);
+    fix_checksum(b);
+    expect_rejected(*c, b, CC_COLL_ERR_INVALID_ARG, "a second state section of method \"lowrank\"");
     // A channel whose peer is not a rank of the communicator.
     auto e = make_comm();
     residual(*e, e->lep(), EfKey::channel(1, false, 0, 2), 1, CC_COLL_F32, 1.0);

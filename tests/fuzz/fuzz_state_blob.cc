@@ -278,14 +278,10 @@ std::string reason_class(cc_coll_status_t st, const std::string &message)
     m = m.substr(0, m.find("; nothing was changed"));
     const std::string name = status_string(st);
     std::string out = name.substr(0, name.find(':')) + ": ";
-    bool quoted = false;
+    // A quoted name (a method's, as the blob spells it) is one word.
+    const std::size_t open = m.find('"'), close = m.rfind('"');
+    if (open != std::string::npos && close > open) m = m.substr(0, open) + "\"#\"" + m.substr(close + 1);
     for (std::size_t i = 0; i < m.size(); ++i) {
-        if (m[i] == '"') {
-            quoted = !quoted;
-            out += quoted ? "\"#" : "\"";
-            continue;
-        }
-        if (quoted) continue;
         if (m.compare(i, 2, "0x") == 0) {
             i += 2;
             while (i < m.size() && std::isxdigit(static_cast<unsigned char>(m[i]))) ++i;
