@@ -525,7 +525,8 @@ cc_coll_status_t cc_coll_state_import(cc_coll_comm_h comm, const void *buf, size
         std::shared_ptr<Comm> c;
         cc_coll_status_t st = lookup(fn, comm, &c);
         if (st != CC_COLL_OK) return st;
-        if (buf == nullptr && size > 0) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: buf is NULL with size = %zu", fn, size);
+        if (buf == nullptr && size > 0)
+            return fail(CC_COLL_ERR_NULL_BUFFER, "%s: buf is NULL with size = %zu", fn, size);
         CC_COLL_TRY(check_no_requests(fn, *c));
         std::lock_guard<CollectiveLock> collective(c->collective_mutex());
         std::lock_guard<std::mutex> p2p(c->p2p_mutex());

@@ -80,7 +80,10 @@ static void fill(void *buf, size_t n, cc_coll_dtype_t d, uint64_t seed)
     free(x);
 }
 
-static uint64_t seed_of(int step, int tensor) { return 0x5eedull * 1000003u + (uint64_t)g_rank * 7919u + (uint64_t)step * 104729u + (uint64_t)tensor; }
+static uint64_t seed_of(int step, int tensor)
+{
+    return 0x5eedull * 1000003u + (uint64_t)g_rank * 7919u + (uint64_t)step * 104729u + (uint64_t)tensor;
+}
 
 /* What one step produced on this rank: every received buffer, in order. */
 typedef struct {

@@ -278,7 +278,8 @@ cc_coll_status_t read_state_key(StateReader &in, KeyScope scope, int ranks, EfKe
             return in.malformed("channel key with dtype %u and count %llu (both must be 0)", dtype, ull(count));
         if (kind == kKeyChannelTag && value > static_cast<std::uint64_t>(INT_MAX))
             return in.malformed("channel key by tag %llu, above the largest tag", ull(value));
-        *key = EfKey::channel(peer, kind == kKeyChannelExplicit, value, static_cast<int>(kind == kKeyChannelTag ? value : 0));
+        const bool by_tag = kind == kKeyChannelTag;
+        *key = EfKey::channel(peer, !by_tag, value, static_cast<int>(by_tag ? value : 0));
         return CC_COLL_OK;
     }
     if (peer != -1) return in.malformed("tensor key with peer %d (must be -1)", peer);

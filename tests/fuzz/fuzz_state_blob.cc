@@ -164,8 +164,10 @@ void populate(Rng &rng, Comm &c)
         add_residual(rng, c.lep(), channel_key(rng, c.size()), n, static_cast<cc_coll_dtype_t>(rng.below(4)));
     }
     const int tensors = static_cast<int>(rng.below(5)), lr_channels = static_cast<int>(rng.below(3));
-    for (int i = 0; i < tensors; ++i)
-        add_lowrank(rng, lowrank_tensor_states(c), tensor_key(rng, pick_count(rng), static_cast<cc_coll_dtype_t>(rng.below(4))));
+    for (int i = 0; i < tensors; ++i) {
+        const std::size_t n = pick_count(rng);
+        add_lowrank(rng, lowrank_tensor_states(c), tensor_key(rng, n, static_cast<cc_coll_dtype_t>(rng.below(4))));
+    }
     for (int i = 0; i < lr_channels; ++i) add_lowrank(rng, lowrank_channel_states(c), channel_key(rng, c.size()));
 }
 
@@ -353,7 +355,8 @@ int main(int argc, char **argv)
             continue;
         }
         ++accepted;
-        if (mutations > 0 && !fixed && !pristine) failed("a mutated blob with its checksum unfixed was accepted", blob, "");
+        if (mutations > 0 && !fixed && !pristine)
+            failed("a mutated blob with its checksum unfixed was accepted", blob, "");
         if (field(blob, 16, 4) != static_cast<std::uint64_t>(target_rank) ||
             field(blob, 20, 4) != static_cast<std::uint64_t>(target_size))
             failed("a blob of another rank was accepted", blob, "");
