@@ -21,6 +21,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
+#include "core/state_blob.hpp"
 #include "gpu/gpu.hpp"
 #include "core/method.hpp"
 #include "transport/mpi_transport.hpp"
@@ -498,6 +499,38 @@ cc_coll_status_t cc_coll_ef_reset_all(cc_coll_comm_h comm)
         c->lep().reset_all();
         reset_method_states(*c, nullptr);
         return CC_COLL_OK;
+    });
+}
+
+cc_coll_status_t cc_coll_state_export(cc_coll_comm_h comm, void *buf, size_t *size)
+{
+    return guarded("cc_coll_state_export", [&] {
+        const char *fn = "cc_coll_state_export";
+        std::shared_ptr<Comm> c;
+        cc_coll_status_t st = lookup(fn, comm, &c);
+        if (st != CC_COLL_OK) return st;
+        if (size == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "%s: size is NULL", fn);
+        CC_COLL_TRY(check_no_requests(fn, *c));
+        std::lock_guard<CollectiveLock> collective(c->collective_mutex());
+        std::lock_guard<std::mutex> p2p(c->p2p_mutex());
+        bool too_small = false;
+        return export_state(*c, buf, size, &too_small, fn);
+    });
+}
+
+cc_coll_status_t cc_coll_state_import(cc_coll_comm_h comm, const void *buf, size_t size)
+{
+    return guarded("cc_coll_state_import", [&] {
+        const char *fn = "cc_coll_state_import";
+        std::shared_ptr<Comm> c;
+        cc_coll_status_t st = lookup(fn, comm, &c);
+        if (st != CC_COLL_OK) return st;
+        if (buf == nullptr && size > 0)
+            return fail(CC_COLL_ERR_NULL_BUFFER, "%s: buf is NULL with size = %zu", fn, size);
+        CC_COLL_TRY(check_no_requests(fn, *c));
+        std::lock_guard<CollectiveLock> collective(c->collective_mutex());
+        std::lock_guard<std::mutex> p2p(c->p2p_mutex());
+        return import_state(*c, buf, size, fn);
     });
 }
 

@@ -610,6 +610,47 @@ CC_COLL_API cc_coll_status_t cc_coll_ef_reset_all(cc_coll_comm_h comm);
 CC_COLL_API cc_coll_status_t cc_coll_state_bytes(cc_coll_comm_h comm, uint64_t *bytes);
 
 /* ------------------------------------------------------------------------ */
+/* Checkpointing compression state                                           */
+/* ------------------------------------------------------------------------ */
+
+/* A communicator's whole compression state on this rank as one versioned
+ * byte blob (docs/wire.md, "State checkpoint"): every residual with its key,
+ * every LEP residual of a point-to-point channel, and the methods' own
+ * per-tensor state (LOWRANK: call counts, shapes, P and Q of tensors and
+ * channels). Saved with a training checkpoint and restored into a new
+ * communicator, it lets a resumed run continue bit-identically to one that
+ * never stopped. Each rank exports and imports its own blob. Residuals named
+ * by address (no CC_COLL_PARAMS_FIELD_EF_KEY) keep that address: they match
+ * again only where the tensors lie at the same addresses, so give tensors
+ * ef_keys to checkpoint them across processes. Device-memory state is copied
+ * through host memory. Both calls are local (no MPI), wait for a collective
+ * or a send running on the communicator, and return
+ * CC_COLL_ERR_INVALID_ARG while non-blocking requests are in flight on it.
+ * Since 0.5. */
+
+/* The blob. With buf == NULL: *size = the blob's size, CC_COLL_OK. With a
+ * buffer of *size bytes: the blob written and *size = its size; a buffer too
+ * small is CC_COLL_ERR_INVALID_ARG with the size needed in *size, nothing
+ * written. Device state that cannot be copied down is CC_COLL_ERR_CUDA. */
+CC_COLL_API cc_coll_status_t cc_coll_state_export(cc_coll_comm_h comm, void *buf, size_t *size);
+
+/* Replaces the communicator's whole compression state (residuals, LEP
+ * residuals, every method's per-tensor state) with the blob's, all or
+ * nothing: the whole blob is checked first, and on any error the state is
+ * as before. Errors: CC_COLL_ERR_INVALID_ARG for bytes that are not a blob
+ * (magic), truncated, corrupt (checksum) or malformed (any field out of its
+ * domain), the message naming what and where; CC_COLL_ERR_VERSION_MISMATCH
+ * for a format version or library major version this library cannot read;
+ * CC_COLL_ERR_MISMATCH for a blob exported by another rank or on a
+ * communicator of another size; CC_COLL_ERR_EF_LIMIT when the residuals pass
+ * CC_COLL_EF_MAX_BYTES or the method state CC_COLL_STATE_MAX_BYTES;
+ * CC_COLL_ERR_NOT_SUPPORTED for device-memory state in a process without a
+ * usable CUDA device, or state of a method this library lacks. Device
+ * state is restored into device memory on the calling thread's current
+ * CUDA device. */
+CC_COLL_API cc_coll_status_t cc_coll_state_import(cc_coll_comm_h comm, const void *buf, size_t size);
+
+/* ------------------------------------------------------------------------ */
 /* Statistics                                                                */
 /* ------------------------------------------------------------------------ */
 

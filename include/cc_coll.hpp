@@ -524,6 +524,30 @@ public:
         lowrank_set_q(recvbuf, count, dtype, q.empty() ? nullptr : q.data(), params);
     }
 
+    // --- checkpoints -----------------------------------------------------------------
+
+    // This rank's whole compression state as a blob (cc_coll_state_export):
+    // residuals, LEP residuals, LOWRANK state. Save it with the training
+    // checkpoint; state_import() on a new Comm of the same rank restores it.
+    std::vector<unsigned char> state_export() const
+    {
+        size_t size = 0;
+        check(cc_coll_state_export(handle_, nullptr, &size));
+        std::vector<unsigned char> blob(size);
+        check(cc_coll_state_export(handle_, blob.data(), &size));
+        blob.resize(size);
+        return blob;
+    }
+
+    // Replaces the whole compression state with a blob of state_export(), all
+    // or nothing (cc_coll_state_import); a bad blob throws and changes nothing.
+    void state_import(const void *blob, size_t size) const { check(cc_coll_state_import(handle_, blob, size)); }
+
+    void state_import(const std::vector<unsigned char> &blob) const
+    {
+        state_import(blob.empty() ? nullptr : blob.data(), blob.size());
+    }
+
     // --- statistics ------------------------------------------------------------------
 
     cc_coll_stats_t stats() const

@@ -809,4 +809,35 @@ TEST(WrapperNonBlocking, ErrorsThrowWithStatusAndMessage)
     EXPECT_EQ(y2, std::vector<float>(n, -7.0f));
 }
 
+// --- checkpoints --------------------------------------------------------------------
+
+TEST(WrapperCheckpoint, ExportImportRoundTrip)
+{
+    std::vector<unsigned char> blob;
+    std::vector<float> x(256), y(256);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) - 6.5f;
+    const cc_coll::Params topk = cc_coll::Params().method(CC_COLL_METHOD_TOPK).density(0.05).ef_key(11);
+    {
+        cc_coll::Comm a(MPI_COMM_WORLD);
+        a.allreduce(x.data(), y.data(), x.size(), CC_COLL_F32, CC_COLL_SUM, topk);
+        blob = a.state_export();
+        EXPECT_GT(blob.size(), 48u);
+    }
+    cc_coll::Comm c(MPI_COMM_WORLD);
+    c.state_import(blob);
+    EXPECT_EQ(c.state_export(), blob);
+    uint64_t ef = 0;
+    ASSERT_EQ(cc_coll_ef_bytes(c.handle(), &ef), CC_COLL_OK);
+    EXPECT_GT(ef, 0u);
+    std::vector<unsigned char> bad = blob;
+    bad.pop_back();
+    try {
+        c.state_import(bad);
+        ADD_FAILURE() << "no exception for a truncated blob";
+    } catch (const cc_coll::Error &e) {
+        EXPECT_EQ(e.status(), CC_COLL_ERR_INVALID_ARG) << e.what();
+    }
+    EXPECT_EQ(c.state_export(), blob);
+}
+
 }  // namespace

@@ -21,7 +21,7 @@
 #endif
 
 module cc_coll
-  use, intrinsic :: iso_c_binding, only: c_int, c_int64_t, c_size_t, c_float, c_double, c_char, &
+  use, intrinsic :: iso_c_binding, only: c_int, c_int8_t, c_int64_t, c_size_t, c_float, c_double, c_char, &
                                          c_ptr, c_null_ptr, c_loc, c_associated, c_f_pointer
   implicit none
   private
@@ -155,6 +155,7 @@ module cc_coll
   public :: cc_coll_status_string, cc_coll_last_error, cc_coll_version_string, cc_coll_check_version
   public :: cc_coll_method_name
   public :: cc_coll_ef_bytes, cc_coll_ef_reset_all, cc_coll_state_bytes
+  public :: cc_coll_state_size, cc_coll_state_export, cc_coll_state_import
   public :: cc_coll_comm_get_stats, cc_coll_comm_reset_stats, cc_coll_build_flags
   public :: cc_coll_allreduce_group, cc_coll_allreduce_group_inplace
   public :: cc_coll_set_lowrank_shape
@@ -492,6 +493,22 @@ module cc_coll
       integer(c_int64_t), intent(out) :: bytes
       integer(c_int) :: status
     end function c_state_bytes
+
+    function c_state_export(comm, buf, size) bind(C, name="cc_coll_state_export") result(status)
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: comm
+      type(c_ptr), value :: buf
+      integer(c_size_t), intent(inout) :: size
+      integer(c_int) :: status
+    end function c_state_export
+
+    function c_state_import(comm, buf, size) bind(C, name="cc_coll_state_import") result(status)
+      import :: c_int, c_ptr, c_size_t
+      type(c_ptr), value :: comm
+      type(c_ptr), value :: buf
+      integer(c_size_t), value :: size
+      integer(c_int) :: status
+    end function c_state_import
 
     function c_ef_reset_all(comm) bind(C, name="cc_coll_ef_reset_all") result(status)
       import :: c_int, c_ptr
@@ -1783,6 +1800,55 @@ contains
     bytes = 0
     ierr = c_state_bytes(handle%ptr, bytes)
   end subroutine cc_coll_state_bytes
+
+  ! Checkpoints (cc_coll_state_export / cc_coll_state_import): this rank's
+  ! whole compression state as a blob of bytes. cc_coll_state_size gives the
+  ! blob's size; cc_coll_state_export writes it into `blob` (at least that
+  ! many elements; nbytes: the bytes written); cc_coll_state_import replaces
+  ! the communicator's state with blob(1:nbytes), all or nothing.
+  subroutine cc_coll_state_size(handle, nbytes, ierr)
+    type(cc_coll_comm), intent(in) :: handle
+    integer(c_int64_t), intent(out) :: nbytes
+    integer, intent(out) :: ierr
+    integer(c_size_t) :: n
+    n = 0
+    ierr = c_state_export(handle%ptr, c_null_ptr, n)
+    nbytes = int(n, c_int64_t)
+  end subroutine cc_coll_state_size
+
+  ! A blob too small is CC_COLL_ERR_INVALID_ARG with the size needed in nbytes.
+  subroutine cc_coll_state_export(handle, blob, nbytes, ierr)
+    type(cc_coll_comm), intent(in) :: handle
+    integer(c_int8_t), intent(inout), target, contiguous :: blob(:)
+    integer(c_int64_t), intent(out) :: nbytes
+    integer, intent(out) :: ierr
+    integer(c_size_t) :: n
+    if (size(blob) == 0) then
+      ! Never big enough: a blob has a header.
+      call cc_coll_state_size(handle, nbytes, ierr)
+      if (ierr == CC_COLL_OK) ierr = fortran_arg_error()
+      return
+    end if
+    n = int(size(blob), c_size_t)
+    ierr = c_state_export(handle%ptr, c_loc(blob), n)
+    nbytes = int(n, c_int64_t)
+  end subroutine cc_coll_state_export
+
+  subroutine cc_coll_state_import(handle, blob, nbytes, ierr)
+    type(cc_coll_comm), intent(in) :: handle
+    integer(c_int8_t), intent(in), target, contiguous :: blob(:)
+    integer(c_int64_t), intent(in) :: nbytes
+    integer, intent(out) :: ierr
+    if (nbytes < 0 .or. nbytes > size(blob, kind=c_int64_t)) then
+      ierr = fortran_arg_error()
+      return
+    end if
+    if (nbytes == 0) then
+      ierr = c_state_import(handle%ptr, c_null_ptr, 0_c_size_t)
+    else
+      ierr = c_state_import(handle%ptr, c_loc(blob), int(nbytes, c_size_t))
+    end if
+  end subroutine cc_coll_state_import
 
   ! Drops every residual of the communicator.
   subroutine cc_coll_ef_reset_all(handle, ierr)

@@ -213,3 +213,7 @@ _proto("cc_coll_build_flags", ctypes.c_uint)
 _proto("cc_coll_mpi_cuda_aware", ctypes.c_int)
 _proto("cc_coll_cuda_device_count", ctypes.c_int)
 _proto("cc_coll_buffer_on_device", ctypes.c_int, ctypes.c_void_p)
+
+# Checkpoints of the compression state.
+_proto("cc_coll_state_export", _status, _handle, ctypes.c_void_p, _P(_size_t))
+_proto("cc_coll_state_import", _status, _handle, ctypes.c_void_p, _size_t)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace cc_coll::detail {
 
@@ -125,6 +126,13 @@ void EfStore::reset_all()
 {
     residuals_.clear();
     bytes_ = 0;
+}
+
+void EfStore::replace_all(Map residuals)
+{
+    residuals_ = std::move(residuals);
+    bytes_ = 0;
+    for (const auto &kv : residuals_) bytes_ += kv.second.bytes();
 }
 
 cc_coll_status_t residual_to_host(const Residual &r, double *out, const char *fn)

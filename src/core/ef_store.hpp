@@ -96,13 +96,24 @@ public:
 
     void reset(const EfKey &key);
     void reset_all();
+
+    // Every residual, in no particular order (a checkpoint's export).
+    template <typename F>
+    void for_each(F &&f) const
+    {
+        for (const auto &kv : residuals_) f(kv.first, kv.second);
+    }
+    // Replaces every residual with `residuals` (a checkpoint's import, whose
+    // caller has checked them against the cap).
+    using Map = std::unordered_map<EfKey, Residual, EfKeyHash>;
+    void replace_all(Map residuals);
     std::uint64_t bytes() const { return bytes_; }
     std::uint64_t max_bytes() const { return max_bytes_; }
 
 private:
     std::uint64_t max_bytes_;  // 0: no cap
     std::uint64_t bytes_ = 0;
-    std::unordered_map<EfKey, Residual, EfKeyHash> residuals_;
+    Map residuals_;
 };
 
 }  // namespace cc_coll::detail

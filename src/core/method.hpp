@@ -25,6 +25,9 @@ struct AllreduceArgs;
 struct GroupTensor;
 struct TensorPlan;
 struct ReduceScatterArgs;
+class StateWriter;
+class StateReader;
+struct StagedState;
 
 // What cc_coll_send does with a method's compress = 1.
 enum class P2pCompression {
@@ -92,6 +95,23 @@ struct Method {
     // agreement, on this rank or another): forget what group_plan charged
     // for this call. May be null.
     void (*group_abort)(Comm &comm);
+
+    // Checkpoints (cc_coll_state_export / cc_coll_state_import,
+    // core/state_blob.hpp; the format in docs/wire.md, "State checkpoint").
+    // A method with per-tensor state of its own sets all three; the others
+    // leave them null (their residuals are core's). state_export writes the
+    // payload of the method's section, in its format version state_version,
+    // under both of the communicator's locks. state_parse reads a payload of
+    // `version` and checks every field, into a staged state that changes
+    // nothing yet (CC_COLL_ERR_INVALID_ARG for a malformed payload,
+    // CC_COLL_ERR_VERSION_MISMATCH for a version it cannot read; device
+    // memory, if any, is allocated here). state_install replaces the
+    // method's state, reset first, with a staged one and cannot fail: the
+    // import has checked its bytes against CC_COLL_STATE_MAX_BYTES.
+    std::uint16_t state_version;
+    cc_coll_status_t (*state_export)(Comm &comm, StateWriter &out);
+    cc_coll_status_t (*state_parse)(Comm &comm, std::uint16_t version, StateReader &in, StagedState *staged);
+    void (*state_install)(Comm &comm, StagedState &staged);
 };
 
 // Every registered method, in id order. Ids are dense from 0 and below

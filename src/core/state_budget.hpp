@@ -27,8 +27,11 @@ public:
     // would pass the cap; the message names `what` (the state and its
     // tensor or channel), the bytes in use and needed, and the setting.
     cc_coll_status_t reserve(std::uint64_t bytes, const char *what);
-    // Gives back `bytes` counted by reserve().
+    // Gives back `bytes` counted by reserve() or charge().
     void release(std::uint64_t bytes);
+    // Counts `bytes` more without the cap check, which the caller has made
+    // (a checkpoint's import, after it checked the whole state it installs).
+    void charge(std::uint64_t bytes) { bytes_.fetch_add(bytes, std::memory_order_relaxed); }
 
     std::uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
     std::uint64_t max_bytes() const { return max_bytes_; }

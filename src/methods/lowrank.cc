@@ -2,11 +2,13 @@
 // feedback and warm start. Its per-tensor state (call counts and the factors
 // of the last step) lives here, in the communicator's LOWRANK slot.
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "collectives/allreduce/allreduce.hpp"
@@ -14,6 +16,7 @@
 #include "core/comm.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/state_blob.hpp"
 #include "gpu/gpu.hpp"
 #include "methods/lowrank_state.hpp"
 #include "core/method.hpp"
@@ -186,6 +189,217 @@ void copy_out(const std::vector<W> &src, std::size_t n, double *dst)
     if (dst != nullptr && src.size() == n) std::copy(src.begin(), src.end(), dst);
 }
 
+// ---- checkpoints (core/state_blob.hpp; docs/wire.md, "State checkpoint") ----
+
+// The payload's format version, and where an entry's factors are.
+constexpr std::uint16_t kStateVersion = 1;
+constexpr std::uint8_t kFactorsNone = 0;
+constexpr std::uint8_t kFactorsHost = 1;
+constexpr std::uint8_t kFactorsDevice = 2;
+// An entry's bytes besides its factors: key, calls, rows, cols, rank,
+// where, work size, reserved, P and Q lengths.
+constexpr std::uint64_t kStateEntryBytes = kStateKeyBytes + 8 + 8 + 8 + 4 + 1 + 1 + 2 + 8 + 8;
+// The largest r a call accepts (core/params.hpp).
+constexpr std::uint64_t kMaxStateRank = 65536;
+
+// Every entry that holds something (a call counted or factors), tensors and
+// channels, in key order: per entry its key, call count, shape and rank,
+// then P and Q as the entry holds them (host or device memory, binary32 or
+// binary64).
+cc_coll_status_t checkpoint_export(Comm &comm, StateWriter &out)
+{
+    Stores &s = stores(comm);
+    std::vector<std::pair<EfKey, const LowRankState *>> all;
+    const auto add = [&](const EfKey &k, const LowRankState &st) {
+        if (!st.empty()) all.emplace_back(k, &st);
+    };
+    s.tensors.for_each(add);
+    s.channels.for_each(add);
+    std::sort(all.begin(), all.end(), [](const auto &a, const auto &b) { return state_key_less(a.first, b.first); });
+    out.u64(all.size());
+    for (const auto &ks : all) {
+        const LowRankState &st = *ks.second;
+        const bool f32 = !st.p_f32.empty() || !st.q_f32.empty();
+        const bool f64 = !st.p_f64.empty() || !st.q_f64.empty();
+        if (f32 && f64)
+            return fail(CC_COLL_ERR_INTERNAL, "cc_coll_state_export: a LOWRANK entry holds binary32 and binary64 "
+                                              "factors at once");
+        const std::size_t pn = st.rows * static_cast<std::size_t>(st.rank);
+        const std::size_t qn = st.cols * static_cast<std::size_t>(st.rank);
+        write_state_key(out, ks.first);
+        out.u64(st.calls);
+        out.u64(st.rows);
+        out.u64(st.cols);
+        out.u32(static_cast<std::uint32_t>(st.rank));
+        if (st.device != nullptr) {
+            out.u8(kFactorsDevice);
+            out.u8(static_cast<std::uint8_t>(st.device_work));
+            out.u16(0);
+            out.u64(pn);
+            out.u64(qn);
+            CC_COLL_TRY(out.device_values(st.device.get(), pn + qn, st.device_work, "cc_coll_state_export"));
+        } else if (f32 || f64) {
+            out.u8(kFactorsHost);
+            out.u8(f64 ? sizeof(double) : sizeof(float));
+            out.u16(0);
+            out.u64(f64 ? st.p_f64.size() : st.p_f32.size());
+            out.u64(f64 ? st.q_f64.size() : st.q_f32.size());
+            if (f64) {
+                out.values(st.p_f64.data(), st.p_f64.size());
+                out.values(st.q_f64.data(), st.q_f64.size());
+            } else {
+                out.values(st.p_f32.data(), st.p_f32.size());
+                out.values(st.q_f32.data(), st.q_f32.size());
+            }
+        } else {
+            out.u8(kFactorsNone);
+            out.u8(0);
+            out.u16(0);
+            out.u64(0);
+            out.u64(0);
+        }
+    }
+    return CC_COLL_OK;
+}
+
+// The entries of a payload, checked, before they replace the stores'.
+struct StagedStores {
+    std::unordered_map<EfKey, LowRankState, EfKeyHash> tensors;
+    std::unordered_map<EfKey, LowRankState, EfKeyHash> channels;
+};
+
+template <typename W>
+cc_coll_status_t read_factors(StateReader &in, std::uint64_t pn, std::uint64_t qn, LowRankState *st)
+{
+    CC_COLL_TRY(in.values<W>(pn, &st->p<W>(), "P"));
+    return in.values<W>(qn, &st->q<W>(), "Q");
+}
+
+cc_coll_status_t checkpoint_parse(Comm &comm, std::uint16_t version, StateReader &in, StagedState *staged)
+{
+    if (version != kStateVersion)
+        return fail(CC_COLL_ERR_VERSION_MISMATCH,
+                    "%s: the state blob's LOWRANK section has version %u; this library reads version %u; nothing "
+                    "was changed",
+                    in.fn(), version, kStateVersion);
+    const std::string section = in.context();
+    std::uint64_t n = 0;
+    CC_COLL_TRY(in.u64(&n, "the number of LOWRANK entries"));
+    if (n > in.remaining() / kStateEntryBytes)
+        return in.malformed("%llu LOWRANK entries cannot fit in the %zu bytes that remain",
+                            static_cast<unsigned long long>(n), in.remaining());
+    auto out = std::make_shared<StagedStores>();
+    std::uint64_t bytes = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+        in.set_context(section + ", entry " + std::to_string(i) + " of " + std::to_string(n));
+        EfKey key;
+        CC_COLL_TRY(read_state_key(in, KeyScope::Any, comm.size(), &key));
+        std::uint64_t calls = 0, rows = 0, cols = 0, pn = 0, qn = 0;
+        std::uint32_t rank = 0;
+        std::uint8_t where = 0, work = 0;
+        std::uint16_t reserved = 0;
+        CC_COLL_TRY(in.u64(&calls, "call count"));
+        CC_COLL_TRY(in.u64(&rows, "rows"));
+        CC_COLL_TRY(in.u64(&cols, "cols"));
+        CC_COLL_TRY(in.u32(&rank, "rank"));
+        CC_COLL_TRY(in.u8(&where, "factor memory"));
+        CC_COLL_TRY(in.u8(&work, "factor work size"));
+        CC_COLL_TRY(in.u16(&reserved, "reserved field"));
+        CC_COLL_TRY(in.u64(&pn, "P length"));
+        CC_COLL_TRY(in.u64(&qn, "Q length"));
+        if (reserved != 0) return in.malformed("reserved field is %u, not 0", reserved);
+        if (where > kFactorsDevice) return in.malformed("factor memory %u is not 0, 1 or 2", where);
+        if (rank == 0) {
+            if (rows != 0 || cols != 0 || where != kFactorsNone || work != 0 || pn != 0 || qn != 0)
+                return in.malformed("rank 0 (no factors) with rows, cols, factor memory, work size, P or Q length "
+                                    "not 0");
+        } else {
+            if (rank > kMaxStateRank) return in.malformed("rank %u is above %llu", rank,
+                                                          static_cast<unsigned long long>(kMaxStateRank));
+            if (rows == 0 || cols == 0 || rows > static_cast<std::uint64_t>(INT_MAX) ||
+                cols > static_cast<std::uint64_t>(INT_MAX))
+                return in.malformed("shape %llu x %llu (each side 1 to %d)", static_cast<unsigned long long>(rows),
+                                    static_cast<unsigned long long>(cols), INT_MAX);
+            if (rank > rows || rank > cols)
+                return in.malformed("rank %u above min(rows, cols) of the shape %llu x %llu", rank,
+                                    static_cast<unsigned long long>(rows), static_cast<unsigned long long>(cols));
+        }
+        const std::uint64_t full_p = rows * rank, full_q = cols * rank;
+        if (where == kFactorsNone) {
+            if (work != 0 || pn != 0 || qn != 0)
+                return in.malformed("no factors, but work size %u and P, Q lengths %llu, %llu", work,
+                                    static_cast<unsigned long long>(pn), static_cast<unsigned long long>(qn));
+        } else {
+            if (work != sizeof(float) && work != sizeof(double))
+                return in.malformed("factor work size %u (4 or 8)", work);
+            const bool device = where == kFactorsDevice;
+            if (device ? (pn != full_p || qn != full_q)
+                       : ((pn != 0 && pn != full_p) || (qn != 0 && qn != full_q) || pn + qn == 0))
+                return in.malformed("P and Q of %llu and %llu values for rows %llu, cols %llu at rank %u",
+                                    static_cast<unsigned long long>(pn), static_cast<unsigned long long>(qn),
+                                    static_cast<unsigned long long>(rows), static_cast<unsigned long long>(cols),
+                                    rank);
+            if (device && key.peer >= 0)
+                return in.malformed("a point-to-point channel with factors in device memory (channels keep "
+                                    "theirs in host memory)");
+        }
+        auto &map = key.peer >= 0 ? out->channels : out->tensors;
+        if (map.count(key) != 0) return in.malformed("a second LOWRANK entry of the same key");
+        LowRankState st;
+        st.calls = calls;
+        st.rows = static_cast<std::size_t>(rows);
+        st.cols = static_cast<std::size_t>(cols);
+        st.rank = static_cast<int>(rank);
+        if (where != kFactorsNone) {
+            if (work == sizeof(double)) CC_COLL_TRY(read_factors<double>(in, pn, qn, &st));
+            else CC_COLL_TRY(read_factors<float>(in, pn, qn, &st));
+        }
+        if (where == kFactorsDevice) {
+            if (gpu::device_count() == 0)
+                return fail(CC_COLL_ERR_NOT_SUPPORTED,
+                            "%s: the state blob holds LOWRANK factors in device memory (%s), and this process has "
+                            "no usable CUDA device (a build without CUDA, or no GPU); nothing was changed",
+                            in.fn(), in.context().c_str());
+            const std::size_t b = static_cast<std::size_t>(pn + qn) * work;
+            std::vector<unsigned char> host(b);
+            if (work == sizeof(double)) {
+                std::memcpy(host.data(), st.p_f64.data(), pn * work);
+                std::memcpy(host.data() + pn * work, st.q_f64.data(), qn * work);
+            } else {
+                std::memcpy(host.data(), st.p_f32.data(), pn * work);
+                std::memcpy(host.data() + pn * work, st.q_f32.data(), qn * work);
+            }
+            cc_coll_status_t status = CC_COLL_OK;
+            st.device = gpu::device_zeroed(b, &status);
+            if (st.device == nullptr) return status;
+            CC_COLL_TRY(gpu::copy_to_device(st.device.get(), host.data(), b, in.fn()));
+            st.device_work = work;
+            std::vector<float>().swap(st.p_f32);
+            std::vector<float>().swap(st.q_f32);
+            std::vector<double>().swap(st.p_f64);
+            std::vector<double>().swap(st.q_f64);
+        }
+        // Charged as a call leaves it: the entry, and P and Q of its shape
+        // once it holds factors.
+        st.charged = kLowRankEntryBytes + (where == kFactorsNone ? 0 : (full_p + full_q) * work);
+        bytes = bytes > UINT64_MAX - st.charged ? UINT64_MAX : bytes + st.charged;
+        map.emplace(key, std::move(st));
+    }
+    staged->state = out;
+    staged->bytes = bytes;
+    return CC_COLL_OK;
+}
+
+void checkpoint_install(Comm &comm, StagedState &staged)
+{
+    auto *in = static_cast<StagedStores *>(staged.state.get());
+    if (in == nullptr) return;
+    Stores &s = stores(comm);
+    for (auto &kv : in->tensors) s.tensors.install(kv.first, std::move(kv.second));
+    for (auto &kv : in->channels) s.channels.install(kv.first, std::move(kv.second));
+    staged.state.reset();
+}
+
 }  // namespace
 
 LowRankStore &lowrank_tensor_states(Comm &comm) { return stores(comm).tensors; }
@@ -315,6 +529,10 @@ const Method &lowrank_method()
         agreement_params,
         creates_residual,
         abort_group,
+        kStateVersion,
+        checkpoint_export,
+        checkpoint_parse,
+        checkpoint_install,
     };
     return m;
 }

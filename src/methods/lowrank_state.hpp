@@ -71,6 +71,9 @@ struct LowRankState {
         return device != nullptr && device_work == sizeof(W) && rank == k && rows == r && cols == c;
     }
     // Keeps host factors P (rows x rank) and Q (cols x rank) of shape s.
+    // Device factors of an earlier step on device buffers are dropped, as a
+    // step on device buffers drops host ones: an entry holds the factors of
+    // its last compressed step only.
     template <typename W, typename Shape>
     void keep_host(const Shape &s, const W *pf, const W *qf)
     {
@@ -80,6 +83,8 @@ struct LowRankState {
         p<W>().assign(pf, pf + s.rows * static_cast<std::size_t>(s.rank));
         q<W>().assign(qf, qf + s.cols * static_cast<std::size_t>(s.rank));
         clear_other<W>();
+        device.reset();
+        device_work = 0;
     }
     // True when the entry holds nothing a call has left: no call counted,
     // no factors (it behaves as an absent one).
@@ -209,6 +214,22 @@ public:
         states_.clear();
         pending_keys_.clear();
         prune_at_ = kMinPrune;
+    }
+
+    // Every entry, in no particular order (a checkpoint's export).
+    template <typename F>
+    void for_each(F &&f) const
+    {
+        for (const auto &kv : states_) f(kv.first, kv.second);
+    }
+    // Adds an entry restored from a checkpoint, charged `state.charged`
+    // bytes, whose cap check the caller has made; the key must be absent.
+    void install(const EfKey &key, LowRankState state)
+    {
+        state.pending = 0;
+        state.fresh = false;
+        budget_.charge(state.charged);
+        states_.emplace(key, std::move(state));
     }
 
 private:

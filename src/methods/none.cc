@@ -36,6 +36,10 @@ const Method &none_method()
         nullptr,  // no params shape a dense exchange
         nullptr,  // keeps no residual
         nullptr,
+        0,        // no state of its own to checkpoint: its residuals are core's
+        nullptr,
+        nullptr,
+        nullptr,
     };
     return m;
 }

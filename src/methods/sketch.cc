@@ -44,6 +44,10 @@ const Method &sketch_method()
         agreement_params,
         creates_residual,
         nullptr,
+        0,        // no state of its own to checkpoint: its residuals are core's
+        nullptr,
+        nullptr,
+        nullptr,
     };
     return m;
 }

@@ -43,6 +43,10 @@ const Method &topk_method()
         agreement_params,
         creates_residual,
         nullptr,
+        0,        // no state of its own to checkpoint: its residuals are core's
+        nullptr,
+        nullptr,
+        nullptr,
     };
     return m;
 }
