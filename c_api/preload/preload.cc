@@ -1135,29 +1135,29 @@ void unreserve(ShimRequest *r)
     r->e->residuals.erase(ResidualKey{r->recv, r->n, r->dtype});
 }
 
-// Hands a request to libcc_coll. True when posted; false: pass it through
-// (a status every rank sees together); otherwise the request failed.
-bool post_compressed(ShimRequest *r, bool *failed)
+// Hands a request to libcc_coll. kPosted; kPassThrough: a status every
+// rank sees together, so every rank passes the call through; kFailed: this
+// rank's failure, libcc_coll's status in *st (its message in
+// cc_coll_last_error()).
+enum class Posting { kPosted, kPassThrough, kFailed };
+Posting post_compressed(ShimRequest *r, cc_coll_status_t *st)
 {
-    *failed = false;
     const cc_coll_params_t p = compress_params();
     cc_coll_request_h h = nullptr;
-    const cc_coll_status_t st =
-        cc_coll_iallreduce(r->src, r->recv, r->n, r->dtype, CC_COLL_SUM, &p, r->e->handle, nullptr, &h);
-    if (st == CC_COLL_OK) {
+    *st = cc_coll_iallreduce(r->src, r->recv, r->n, r->dtype, CC_COLL_SUM, &p, r->e->handle, nullptr, &h);
+    if (*st == CC_COLL_OK) {
         r->lib = h;
         r->step = ShimRequest::Step::kCompressing;
-        return true;
+        return Posting::kPosted;
     }
-    if (failed_together(st)) {
-        report_once(st, r->e->rank, cc_coll_status_string(st), cc_coll_last_error());
-        return false;
+    if (failed_together(*st)) {
+        report_once(*st, r->e->rank, cc_coll_status_string(*st), cc_coll_last_error());
+        return Posting::kPassThrough;
     }
-    fail_request(r, st == CC_COLL_ERR_NO_MEMORY ? MPI_ERR_NO_MEM : MPI_ERR_OTHER, cc_coll_status_string(st),
-                 cc_coll_last_error());
-    *failed = true;
-    return false;
+    return Posting::kFailed;
 }
+
+int mpi_error_of(cc_coll_status_t st) { return st == CC_COLL_ERR_NO_MEMORY ? MPI_ERR_NO_MEM : MPI_ERR_OTHER; }
 
 // Decides and posts the undecided calls of an entry whose agreement has
 // completed, in order; stops at the first whose agreement has not. Failed
@@ -1178,12 +1178,14 @@ bool decide_locked(Entry *e, std::vector<ShimRequest *> *done)
         moved = true;
         e->undecided.pop_front();
         if (agreed_to_compress(*e, r->bits)) {
-            bool failed = false;
-            if (post_compressed(r, &failed)) {
+            cc_coll_status_t st = CC_COLL_OK;
+            const Posting posting = post_compressed(r, &st);
+            if (posting == Posting::kPosted) {
                 q.running.push_back(r);
                 continue;
             }
-            if (failed) {
+            if (posting == Posting::kFailed) {
+                fail_request(r, mpi_error_of(st), cc_coll_status_string(st), cc_coll_last_error());
                 unreserve(r);
                 done->push_back(r);
                 continue;
@@ -1229,8 +1231,7 @@ bool finished_locked(ShimRequest *r)
         const char *message = "";
         if (done == 0 || cc_coll_request_status(r->lib, nullptr, nullptr, &message) != CC_COLL_OK)
             message = cc_coll_last_error();
-        fail_request(r, st == CC_COLL_ERR_NO_MEMORY ? MPI_ERR_NO_MEM : MPI_ERR_OTHER, cc_coll_status_string(st),
-                     message);
+        fail_request(r, mpi_error_of(st), cc_coll_status_string(st), message);
     }
     cc_coll_request_free(r->lib);
     r->lib = nullptr;
@@ -1365,6 +1366,8 @@ bool intercept_nonblocking(const void *send, void *recv, int count, MPI_Datatype
 {
     State &s = state();
     if (!s.active.load() || s.torn_down.load()) return false;
+    // Until a request is handed out, a failure leaves the program none.
+    *request = MPI_REQUEST_NULL;
     std::unique_ptr<ShimRequest> owned;
     try {
         Candidate c;
@@ -1397,10 +1400,11 @@ bool intercept_nonblocking(const void *send, void *recv, int count, MPI_Datatype
             EfCheck ef;
             r->bits = c.local | local_bits(*e, c.src, recv, c.n, c.dtype, &ef, true, &r->reserved);
         } else {
-            bool failed = false;
-            if (!post_compressed(r, &failed)) {
-                if (!failed) return false;  // every rank passes it through
-                *rc = local_failure("MPI_Iallreduce", comm, r->error.load(), "libcc_coll refused the call",
+            cc_coll_status_t st = CC_COLL_OK;
+            const Posting posting = post_compressed(r, &st);
+            if (posting == Posting::kPassThrough) return false;
+            if (posting == Posting::kFailed) {
+                *rc = local_failure("MPI_Iallreduce", comm, mpi_error_of(st), cc_coll_status_string(st),
                                     cc_coll_last_error());
                 return true;
             }
@@ -1414,22 +1418,25 @@ bool intercept_nonblocking(const void *send, void *recv, int count, MPI_Datatype
                                 "no request for the program");
             return true;
         }
+        // The agreement is posted by the thread that makes the call, in the
+        // program's order on the communicator (MPI has the program make a
+        // communicator's collectives from one thread at a time).
+        if (agree && (err = PMPI_Iallreduce(MPI_IN_PLACE, &r->bits, 1, MPI_INT, MPI_BOR, e->agree, &r->agree)) !=
+                         MPI_SUCCESS) {
+            // The generalized request goes back to MPI, completed and freed.
+            unreserve(r);
+            r->refs.store(1);
+            MPI_Request user = r->user;
+            PMPI_Grequest_complete(user);
+            PMPI_Request_free(&user);
+            (void)owned.release();  // free_request deletes it
+            *rc = local_failure("MPI_Iallreduce", comm, MPI_ERR_OTHER, "the agreement failed",
+                                "MPI_Iallreduce of the shim's agreement could not start");
+            return true;
+        }
         Requests &q = requests();
         std::lock_guard<std::mutex> lock(q.drive);
         if (agree) {
-            err = PMPI_Iallreduce(MPI_IN_PLACE, &r->bits, 1, MPI_INT, MPI_BOR, e->agree, &r->agree);
-            if (err != MPI_SUCCESS) {
-                // The generalized request goes back to MPI, completed and freed.
-                unreserve(r);
-                r->refs.store(1);
-                MPI_Request user = r->user;
-                PMPI_Grequest_complete(user);
-                PMPI_Request_free(&user);
-                owned.release();  // freed by free_request
-                *rc = local_failure("MPI_Iallreduce", comm, MPI_ERR_OTHER, "the agreement failed",
-                                    "MPI_Iallreduce of the shim's agreement could not start");
-                return true;
-            }
             if (e->undecided.empty()) q.deciding.push_back(e);
             e->undecided.push_back(r);
         } else {
@@ -1543,7 +1550,7 @@ void fortran_iallreduce(FIallreduce real, void *s, void *r, MPI_Fint *count, MPI
         MPI_Request req = MPI_REQUEST_NULL;
         if (intercept_nonblocking(cs, cr, *count, PMPI_Type_f2c(*dt), PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm), ret,
                                   &req, &rc)) {
-            if (rc == MPI_SUCCESS) *request = PMPI_Request_c2f(req);
+            *request = PMPI_Request_c2f(req);  // MPI_REQUEST_NULL's after a failure
             if (ierr) *ierr = static_cast<MPI_Fint>(rc);
             return;
         }

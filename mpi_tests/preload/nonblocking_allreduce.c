@@ -132,6 +132,7 @@ static void work_free(struct work *w)
 static void complete_all(struct work *w, MPI_Request *reqs, int n, int variant)
 {
     int left = 0, rc = MPI_SUCCESS;
+    MPI_Status sts[NREQ];  /* (MPI_STATUSES_IGNORE draws a false warning from gcc with MPICH's mpi.h) */
     for (int k = 0; k < n; ++k) left += reqs[k] != MPI_REQUEST_NULL;
     switch (variant) {
     case 0: /* MPI_Wait, one by one */
@@ -149,7 +150,7 @@ static void complete_all(struct work *w, MPI_Request *reqs, int n, int variant)
             }
         break;
     case 2: /* MPI_Waitall */
-        rc |= MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
+        rc |= MPI_Waitall(n, reqs, sts);
         break;
     case 3: /* MPI_Waitany until none is left */
         for (;;) {
@@ -164,13 +165,12 @@ static void complete_all(struct work *w, MPI_Request *reqs, int n, int variant)
     case 4: /* MPI_Testsome loop */
         for (;;) {
             int out = 0, idx[NREQ + 1];
-            MPI_Status sts[NREQ + 1];
             rc |= MPI_Testsome(n, reqs, &out, idx, sts);
             if (out == MPI_UNDEFINED) break;
         }
         break;
     case 5: /* MPI_Testall loop */
-        for (int flag = 0; !flag;) rc |= MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
+        for (int flag = 0; !flag;) rc |= MPI_Testall(n, reqs, &flag, sts);
         break;
     case 6: /* MPI_Testany loop */
         for (;;) {
@@ -182,7 +182,7 @@ static void complete_all(struct work *w, MPI_Request *reqs, int n, int variant)
     default: /* MPI_Waitsome until none is left */
         for (;;) {
             int out = 0, idx[NREQ + 1];
-            rc |= MPI_Waitsome(n, reqs, &out, idx, MPI_STATUSES_IGNORE);
+            rc |= MPI_Waitsome(n, reqs, &out, idx, sts);
             if (out == MPI_UNDEFINED) break;
         }
         break;
@@ -326,6 +326,50 @@ static void check_free_and_cancel(void)
     free(s), free(g), free(g_twin);
 }
 
+/* `mismatch` mode (under the shim with CC_COLL_MIN_REPEATS=0): the ranks
+ * pass different counts to an eligible MPI_Iallreduce, which libcc_coll
+ * finds when the request runs; the request must complete with an MPI error
+ * (MPI_Wait's code, MPI_Waitall's MPI_ERR_IN_STATUS and the status'
+ * MPI_ERROR), and a right call afterwards must still work. */
+static void check_mismatch(void)
+{
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    float *s = malloc((N_F + 1) * sizeof *s), *r = malloc((N_F + 1) * sizeof *r), *twin = malloc(N_F * sizeof *twin);
+    for (long i = 0; i <= N_F; ++i) s[i] = (float)ival(rank, i, 700);
+    MPI_Request req[2];
+    MPI_Status st[2];
+    int cls = -1;
+    /* MPI_Wait */
+    int rc = MPI_Iallreduce(s, r, (int)N_F + (rank == 0), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[0]);
+    CHECK(rc == MPI_SUCCESS, "posting a call whose count differs between ranks: error %d", rc);
+    rc = MPI_Wait(&req[0], &st[0]);
+    MPI_Error_class(rc, &cls);
+    CHECK(rc != MPI_SUCCESS && cls == MPI_ERR_OTHER, "MPI_Wait of a failed request: error %d (class %d)", rc, cls);
+    CHECK(req[0] == MPI_REQUEST_NULL, "MPI_Wait left a failed request active");
+    /* MPI_Waitall, beside a good request */
+    MPI_Iallreduce(s, r, (int)N_F + (rank == 0), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[0]);
+    MPI_Iallreduce(s, twin, 1000, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[1]);
+    rc = MPI_Waitall(2, req, st);
+    MPI_Error_class(st[0].MPI_ERROR, &cls);
+    /* The good one completed (MPI_SUCCESS) or not yet (MPI_ERR_PENDING, as
+     * MPI may say once one request has failed). */
+    CHECK(rc == MPI_ERR_IN_STATUS && cls == MPI_ERR_OTHER &&
+              (st[1].MPI_ERROR == MPI_SUCCESS || st[1].MPI_ERROR == MPI_ERR_PENDING),
+          "MPI_Waitall with a failed request: error %d, statuses %d (class %d) %d", rc, st[0].MPI_ERROR, cls,
+          st[1].MPI_ERROR);
+    CHECK(req[0] == MPI_REQUEST_NULL, "MPI_Waitall left a failed request active");
+    if (st[1].MPI_ERROR == MPI_ERR_PENDING) MPI_Wait(&req[1], MPI_STATUS_IGNORE);
+    /* Later calls are fine. */
+    MPI_Iallreduce(s, r, (int)N_F, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[0]);
+    rc = MPI_Wait(&req[0], MPI_STATUS_IGNORE);
+    MPI_Allreduce(s, twin, (int)N_F, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(rc == MPI_SUCCESS && memcmp(r, twin, N_F * sizeof *r) == 0, "a right call after the failed ones");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+    free(s), free(r), free(twin);
+}
+
 int main(int argc, char **argv)
 {
     int provided = MPI_THREAD_SINGLE;
@@ -337,14 +381,25 @@ int main(int argc, char **argv)
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc != 3 || (strcmp(argv[1], "compressed") != 0 && strcmp(argv[1], "exact") != 0) ||
+    if (argc != 3 ||
+        (strcmp(argv[1], "compressed") != 0 && strcmp(argv[1], "exact") != 0 && strcmp(argv[1], "mismatch") != 0) ||
         (!multiple && strcmp(argv[2], "single") != 0)) {
-        if (rank == 0) fprintf(stderr, "usage: nonblocking_allreduce compressed|exact multiple|single\n");
+        if (rank == 0) fprintf(stderr, "usage: nonblocking_allreduce compressed|exact|mismatch multiple|single\n");
         MPI_Finalize();
         return 2;
     }
     compressed = strcmp(argv[1], "compressed") == 0;
     if (multiple) CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_Init_thread(MPI_THREAD_MULTIPLE) provided %d", provided);
+    if (strcmp(argv[1], "mismatch") == 0) {
+        check_mismatch();
+        int total = 0;
+        MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Finalize();
+        if (rank == 0)
+            fprintf(stderr, "nonblocking_allreduce: %d ranks, mismatch, %s: %s\n", size, argv[2],
+                    total == 0 ? "PASS" : "checks FAILED");
+        return total == 0 ? 0 : 1;
+    }
 
     struct work w;
     work_init(&w, MPI_COMM_WORLD, 1, "MPI_COMM_WORLD");
