@@ -22,7 +22,8 @@
  * exact sum (they were compressed); in `exact` mode none does. In
  * `compressed` mode, where the eligible calls are the shim's requests: an
  * MPI_Iallreduce whose request the program frees (MPI_Request_free) still
- * completes (checked after MPI_Finalize), and MPI_Cancel does not cancel
+ * completes, also one freed right before MPI_Finalize (both checked after
+ * MPI_Finalize), and MPI_Cancel does not cancel
  * one (MPI_Test_cancelled says so, the result is right); MPI makes both
  * erroneous for its own nonblocking collectives. Under
  * MPI_THREAD_MULTIPLE two threads make such steps at once on their own
@@ -301,8 +302,9 @@ static void *thread_main(void *p)
 }
 
 /* A freed request and a cancelled one. The freed request's buffer is
- * checked after MPI_Finalize. */
-static float *freed, *freed_twin;
+ * checked after MPI_Finalize; so is that of a request freed right before
+ * MPI_Finalize (`last`), which MPI_Finalize completes. */
+static float *freed, *freed_twin, *last, *last_twin;
 
 static void check_free_and_cancel(void)
 {
@@ -427,13 +429,25 @@ int main(int argc, char **argv)
         }
     }
 
+    float *last_in = NULL;
+    if (compressed) {
+        last_in = malloc(N_F * sizeof *last_in);
+        last = malloc(N_F * sizeof *last), last_twin = malloc(N_F * sizeof *last_twin);
+        for (long i = 0; i < N_F; ++i) last_in[i] = (float)ival(rank, i, 800);
+        MPI_Allreduce(last_in, last_twin, (int)N_F, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Request req;
+        MPI_Iallreduce(last_in, last, (int)N_F, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+        MPI_Request_free(&req);
+    }
     int total = 0;
     MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     fflush(stdout);
     MPI_Finalize();
-    /* The freed request has completed by now. */
-    const int freed_ok = !compressed || memcmp(freed, freed_twin, N_F * sizeof *freed) == 0;
-    if (!freed_ok) fprintf(stderr, "%s: rank %d: FAIL: the freed MPI_Iallreduce differs from its twin\n", test_name, rank);
+    /* The freed requests have completed by now. */
+    const int freed_ok = !compressed || (memcmp(freed, freed_twin, N_F * sizeof *freed) == 0 &&
+                                         memcmp(last, last_twin, N_F * sizeof *last) == 0);
+    free(last_in);
+    if (!freed_ok) fprintf(stderr, "%s: rank %d: FAIL: a freed MPI_Iallreduce differs from its twin\n", test_name, rank);
     if (rank == 0) {
         if (total == 0 && freed_ok)
             fprintf(stderr, "nonblocking_allreduce: %d ranks, %s, %s: PASS\n", size, argv[1], argv[2]);
