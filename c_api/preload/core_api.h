@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 /* Bumped when the table below changes: the front refuses another core. */
-#define CC_COLL_PRELOAD_CORE_API 1
+#define CC_COLL_PRELOAD_CORE_API 2
 
 /* The MPI's own Fortran entries a wrapper forwards to (pmpi_allreduce_,
  * ...): every argument by reference. */
@@ -32,6 +32,21 @@ typedef void (*cc_coll_preload_f_allreduce_fn)(void *sendbuf, void *recvbuf, int
 typedef void (*cc_coll_preload_f_init_fn)(int *ierror);
 typedef void (*cc_coll_preload_f_init_thread_fn)(int *required, int *provided, int *ierror);
 typedef void (*cc_coll_preload_f_finalize_fn)(int *ierror);
+typedef void (*cc_coll_preload_f_iallreduce_fn)(void *sendbuf, void *recvbuf, int *count, int *datatype, int *op,
+                                                int *comm, int *request, int *ierror);
+/* The completion functions (flag: a Fortran LOGICAL, an int; status and
+ * statuses: the MPI's Fortran status, passed on untouched). MPI_Test's
+ * type is also MPI_Request_get_status's. */
+typedef void (*cc_coll_preload_f_wait_fn)(int *request, void *status, int *ierror);
+typedef void (*cc_coll_preload_f_test_fn)(int *request, int *flag, void *status, int *ierror);
+typedef void (*cc_coll_preload_f_waitall_fn)(int *count, int *requests, void *statuses, int *ierror);
+typedef void (*cc_coll_preload_f_testall_fn)(int *count, int *requests, int *flag, void *statuses, int *ierror);
+typedef void (*cc_coll_preload_f_waitany_fn)(int *count, int *requests, int *index, void *status, int *ierror);
+typedef void (*cc_coll_preload_f_testany_fn)(int *count, int *requests, int *index, int *flag, void *status,
+                                             int *ierror);
+typedef void (*cc_coll_preload_f_waitsome_fn)(int *incount, int *requests, int *outcount, int *indices,
+                                              void *statuses, int *ierror);
+typedef cc_coll_preload_f_waitsome_fn cc_coll_preload_f_testsome_fn;
 
 struct cc_coll_preload_core {
     int (*init)(int *argc, char ***argv);
@@ -46,6 +61,42 @@ struct cc_coll_preload_core {
     void (*f_init)(cc_coll_preload_f_init_fn next, int *ierror);
     void (*f_init_thread)(cc_coll_preload_f_init_thread_fn next, int *required, int *provided, int *ierror);
     void (*f_finalize)(cc_coll_preload_f_finalize_fn next, int *ierror);
+
+    /* MPI_Iallreduce and the completion functions of its requests. A
+     * request (MPI_Request *) is a pointer to the program's handle, arrays
+     * and statuses are passed as they are; MPI_Request_get_status takes
+     * its handle register-wide. */
+    int (*iallreduce)(const void *sendbuf, void *recvbuf, int count, uintptr_t datatype, uintptr_t op,
+                      uintptr_t comm, void *request, const void *call_site);
+    int (*wait)(void *request, void *status);
+    int (*test)(void *request, int *flag, void *status);
+    int (*waitall)(int count, void *requests, void *statuses);
+    int (*testall)(int count, void *requests, int *flag, void *statuses);
+    int (*waitany)(int count, void *requests, int *index, void *status);
+    int (*testany)(int count, void *requests, int *index, int *flag, void *status);
+    int (*waitsome)(int incount, void *requests, int *outcount, int *indices, void *statuses);
+    int (*testsome)(int incount, void *requests, int *outcount, int *indices, void *statuses);
+    int (*request_get_status)(uintptr_t request, int *flag, void *status);
+    /* Fortran. next: the MPI's entry, never NULL for the completion
+     * functions; a wait also gets the MPI's matching test (`test`), which
+     * it calls in a loop while the shim has requests in flight. */
+    void (*f_iallreduce)(cc_coll_preload_f_iallreduce_fn next, void *sendbuf, void *recvbuf, int *count,
+                         int *datatype, int *op, int *comm, int *request, int *ierror, const void *call_site);
+    void (*f_wait)(cc_coll_preload_f_wait_fn next, cc_coll_preload_f_test_fn test, int *request, void *status,
+                   int *ierror);
+    void (*f_test)(cc_coll_preload_f_test_fn next, int *request, int *flag, void *status, int *ierror);
+    void (*f_waitall)(cc_coll_preload_f_waitall_fn next, cc_coll_preload_f_testall_fn test, int *count,
+                      int *requests, void *statuses, int *ierror);
+    void (*f_testall)(cc_coll_preload_f_testall_fn next, int *count, int *requests, int *flag, void *statuses,
+                      int *ierror);
+    void (*f_waitany)(cc_coll_preload_f_waitany_fn next, cc_coll_preload_f_testany_fn test, int *count,
+                      int *requests, int *index, void *status, int *ierror);
+    void (*f_testany)(cc_coll_preload_f_testany_fn next, int *count, int *requests, int *index, int *flag,
+                      void *status, int *ierror);
+    void (*f_waitsome)(cc_coll_preload_f_waitsome_fn next, cc_coll_preload_f_testsome_fn test, int *incount,
+                       int *requests, int *outcount, int *indices, void *statuses, int *ierror);
+    void (*f_testsome)(cc_coll_preload_f_testsome_fn next, int *incount, int *requests, int *outcount,
+                       int *indices, void *statuses, int *ierror);
 };
 
 /* The core's one export: its table when `api` is CC_COLL_PRELOAD_CORE_API,

@@ -15,7 +15,8 @@
  * libcc_coll_preload_core.so from its own folder and hands every call to
  * it; should that fail, it says so and forwards every call to MPI.
  *
- * MPI_Allreduce's handles arrive register-wide (uintptr_t): an Open MPI
+ * MPI_Allreduce's and MPI_Iallreduce's handles (and the request of
+ * MPI_Request_get_status) arrive register-wide (uintptr_t): an Open MPI
  * handle is a pointer, an MPICH-ABI handle an int, each passed in one
  * integer register on the LP64 ABIs (x86-64, AArch64, POWER), so either
  * reaches the core or the program's MPI with every bit. No mpi.h here: its
@@ -248,6 +249,46 @@ EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, uintptr_
     return ((wide_allreduce_fn)program_mpi(&next, "PMPI_Allreduce"))(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
+typedef int (*wide_iallreduce_fn)(const void *, void *, int, uintptr_t, uintptr_t, uintptr_t, void *);
+
+EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, uintptr_t datatype, uintptr_t op,
+                          uintptr_t comm, void *request)
+{
+    const struct cc_coll_preload_core *c = core();
+    if (c != NULL)
+        return c->iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, __builtin_return_address(0));
+    static void *next;
+    return ((wide_iallreduce_fn)program_mpi(&next, "PMPI_Iallreduce"))(sendbuf, recvbuf, count, datatype, op, comm,
+                                                                       request);
+}
+
+/* The completion functions: requests, arrays and statuses are pointers
+ * whatever the ABI; MPI_Request_get_status's handle is register-wide. */
+#define C_COMPLETION(name, field, params, ...)                                                                 \
+    EXPORT int name params                                                                                     \
+    {                                                                                                          \
+        const struct cc_coll_preload_core *c = core();                                                         \
+        if (c != NULL) return c->field(__VA_ARGS__);                                                           \
+        static void *next;                                                                                     \
+        return ((int(*) params)program_mpi(&next, "P" #name))(__VA_ARGS__);                                    \
+    }
+
+C_COMPLETION(MPI_Wait, wait, (void *request, void *status), request, status)
+C_COMPLETION(MPI_Test, test, (void *request, int *flag, void *status), request, flag, status)
+C_COMPLETION(MPI_Waitall, waitall, (int count, void *requests, void *statuses), count, requests, statuses)
+C_COMPLETION(MPI_Testall, testall, (int count, void *requests, int *flag, void *statuses), count, requests, flag,
+             statuses)
+C_COMPLETION(MPI_Waitany, waitany, (int count, void *requests, int *index, void *status), count, requests, index,
+             status)
+C_COMPLETION(MPI_Testany, testany, (int count, void *requests, int *index, int *flag, void *status), count,
+             requests, index, flag, status)
+C_COMPLETION(MPI_Waitsome, waitsome, (int incount, void *requests, int *outcount, int *indices, void *statuses),
+             incount, requests, outcount, indices, statuses)
+C_COMPLETION(MPI_Testsome, testsome, (int incount, void *requests, int *outcount, int *indices, void *statuses),
+             incount, requests, outcount, indices, statuses)
+C_COMPLETION(MPI_Request_get_status, request_get_status, (uintptr_t request, int *flag, void *status), request,
+             flag, status)
+
 /* ------------------------------------------------------------------------ */
 /* Fortran: mpif.h and `use mpi` in the four manglings, and mpi_f08.        */
 
@@ -320,19 +361,100 @@ __attribute__((noreturn)) static void no_fortran_entry(const char *name)
         if (next == NULL) no_fortran_entry(#name);                                                             \
         next(ierr);                                                                                            \
     }
+#define F_IALLREDUCE(name, pname)                                                                              \
+    EXPORT void name(void *s, void *r, int *count, int *dt, int *op, int *comm, int *request, int *ierr)       \
+    {                                                                                                          \
+        CACHED_FORTRAN(cc_coll_preload_f_iallreduce_fn, name, pname);                                          \
+        const struct cc_coll_preload_core *c = core();                                                         \
+        if (c != NULL) {                                                                                       \
+            c->f_iallreduce(next, s, r, count, dt, op, comm, request, ierr, __builtin_return_address(0));      \
+            return;                                                                                            \
+        }                                                                                                      \
+        if (next == NULL) no_fortran_entry(#name);                                                             \
+        next(s, r, count, dt, op, comm, request, ierr);                                                        \
+    }
+/* A test (kind t: test, testall, testany, testsome; MPI_Request_get_status
+ * has MPI_Test's type) and a wait (kind w), which also gets the MPI's test
+ * of its kind (tname, tpname). */
+#define F_TEST_KIND(t, name, pname, params, ...)                                                               \
+    EXPORT void name params                                                                                    \
+    {                                                                                                          \
+        CACHED_FORTRAN(cc_coll_preload_f_##t##_fn, name, pname);                                               \
+        if (next == NULL) no_fortran_entry(#name);                                                             \
+        const struct cc_coll_preload_core *c = core();                                                         \
+        if (c != NULL) {                                                                                       \
+            c->f_##t(next, __VA_ARGS__);                                                                       \
+            return;                                                                                            \
+        }                                                                                                      \
+        next(__VA_ARGS__);                                                                                     \
+    }
+#define F_WAIT_KIND(w, t, name, pname, tname, tpname, params, ...)                                             \
+    EXPORT void name params                                                                                    \
+    {                                                                                                          \
+        CACHED_FORTRAN(cc_coll_preload_f_##w##_fn, name, pname);                                               \
+        static void *test_slot;                                                                                \
+        const cc_coll_preload_f_##t##_fn test =                                                                \
+            (cc_coll_preload_f_##t##_fn)cached(&test_slot, next_fortran, #tpname, #tname);                     \
+        if (next == NULL || test == NULL) no_fortran_entry(#name);                                             \
+        const struct cc_coll_preload_core *c = core();                                                         \
+        if (c != NULL) {                                                                                       \
+            c->f_##w(next, test, __VA_ARGS__);                                                                 \
+            return;                                                                                            \
+        }                                                                                                      \
+        next(__VA_ARGS__);                                                                                     \
+    }
+
 #define F_ALL(macro, lower, upper) \
     macro(lower, p##lower) macro(lower##_, p##lower##_) macro(lower##__, p##lower##__) macro(upper, P##upper)
+/* The four manglings and mpi_f08's entry (Open MPI's and MPICH's names) of
+ * a test, then of a wait. */
+#define F_ALL_TEST(t, upper, name, params, ...)                                                                \
+    F_TEST_KIND(t, name, p##name, params, __VA_ARGS__)                                                         \
+    F_TEST_KIND(t, name##_, p##name##_, params, __VA_ARGS__)                                                   \
+    F_TEST_KIND(t, name##__, p##name##__, params, __VA_ARGS__)                                                 \
+    F_TEST_KIND(t, upper, P##upper, params, __VA_ARGS__)                                                       \
+    F_TEST_KIND(t, name##_f08_, p##name##_f08_, params, __VA_ARGS__)
+#define F_ALL_WAIT(w, t, upper, tupper, params, ...)                                                           \
+    F_WAIT_KIND(w, t, mpi_##w, pmpi_##w, mpi_##t, pmpi_##t, params, __VA_ARGS__)                               \
+    F_WAIT_KIND(w, t, mpi_##w##_, pmpi_##w##_, mpi_##t##_, pmpi_##t##_, params, __VA_ARGS__)                   \
+    F_WAIT_KIND(w, t, mpi_##w##__, pmpi_##w##__, mpi_##t##__, pmpi_##t##__, params, __VA_ARGS__)               \
+    F_WAIT_KIND(w, t, upper, P##upper, tupper, P##tupper, params, __VA_ARGS__)                                 \
+    F_WAIT_KIND(w, t, mpi_##w##_f08_, pmpi_##w##_f08_, mpi_##t##_f08_, pmpi_##t##_f08_, params, __VA_ARGS__)
 
 F_ALL(F_ALLREDUCE, mpi_allreduce, MPI_ALLREDUCE)
+F_ALL(F_IALLREDUCE, mpi_iallreduce, MPI_IALLREDUCE)
 F_ALL(F_INIT, mpi_init, MPI_INIT)
 F_ALL(F_INIT_THREAD, mpi_init_thread, MPI_INIT_THREAD)
 F_ALL(F_FINALIZE, mpi_finalize, MPI_FINALIZE)
 
+F_ALL_TEST(test, MPI_TEST, mpi_test, (int *request, int *flag, void *status, int *ierr), request, flag, status, ierr)
+F_ALL_TEST(test, MPI_REQUEST_GET_STATUS, mpi_request_get_status, (int *request, int *flag, void *status, int *ierr),
+           request, flag, status, ierr)
+F_ALL_TEST(testall, MPI_TESTALL, mpi_testall, (int *count, int *requests, int *flag, void *statuses, int *ierr),
+           count, requests, flag, statuses, ierr)
+F_ALL_TEST(testany, MPI_TESTANY, mpi_testany,
+           (int *count, int *requests, int *index, int *flag, void *status, int *ierr), count, requests, index, flag,
+           status, ierr)
+F_ALL_TEST(testsome, MPI_TESTSOME, mpi_testsome,
+           (int *incount, int *requests, int *outcount, int *indices, void *statuses, int *ierr), incount, requests,
+           outcount, indices, statuses, ierr)
+F_ALL_WAIT(wait, test, MPI_WAIT, MPI_TEST, (int *request, void *status, int *ierr), request, status, ierr)
+F_ALL_WAIT(waitall, testall, MPI_WAITALL, MPI_TESTALL, (int *count, int *requests, void *statuses, int *ierr), count,
+           requests, statuses, ierr)
+F_ALL_WAIT(waitany, testany, MPI_WAITANY, MPI_TESTANY,
+           (int *count, int *requests, int *index, void *status, int *ierr), count, requests, index, status, ierr)
+F_ALL_WAIT(waitsome, testsome, MPI_WAITSOME, MPI_TESTSOME,
+           (int *incount, int *requests, int *outcount, int *indices, void *statuses, int *ierr), incount, requests,
+           outcount, indices, statuses, ierr)
+
 /* mpi_f08: Open MPI's entries (handles are type(MPI_*) holding one integer,
  * MPI_VAL, passed by reference like the integer handles above; ierror is
- * optional, so it may be NULL). MPICH's mpi_f08 has the same init and
- * finalize names; its MPI_Allreduce reaches the C entry point. */
+ * optional, so it may be NULL). MPICH's mpi_f08 has the same init,
+ * finalize and completion names (those are defined with the tests and
+ * waits above); its MPI_Allreduce and MPI_Iallreduce reach the C entry
+ * points. */
 F_ALLREDUCE(mpi_allreduce_f08_, pmpi_allreduce_f08_)
+F_IALLREDUCE(mpi_iallreduce_f08_, pmpi_iallreduce_f08_)
 F_INIT(mpi_init_f08_, pmpi_init_f08_)
 F_INIT_THREAD(mpi_init_thread_f08_, pmpi_init_thread_f08_)
 F_FINALIZE(mpi_finalize_f08_, pmpi_finalize_f08_)
