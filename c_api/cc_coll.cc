@@ -123,8 +123,7 @@ cc_coll_status_t allreduce_entry(const char *fn, const void *sendbuf, void *recv
     CallTimer timer;
     std::shared_ptr<Comm> c;
     CallParams p;
-    cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
-    timer.attach(c);
+    cc_coll_status_t st = begin_call(fn, comm, params, &c, &p, &timer);
     if (st != CC_COLL_OK) return st;
     if ((st = validate_reduction_args(fn, sendbuf, recvbuf, count, enum_value(dtype), enum_value(op))) != CC_COLL_OK)
         return st;
@@ -146,8 +145,7 @@ cc_coll_status_t reduce_scatter_entry(const char *fn, const void *sendbuf, void 
     CallTimer timer;
     std::shared_ptr<Comm> c;
     CallParams p;
-    cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
-    timer.attach(c);
+    cc_coll_status_t st = begin_call(fn, comm, params, &c, &p, &timer);
     if (st != CC_COLL_OK) return st;
     const std::size_t P = static_cast<std::size_t>(c->size());
     const int d = enum_value(dtype), o = enum_value(op);

@@ -109,8 +109,7 @@ cc_coll_status_t group_entry(const char *fn, size_t ntensors, const void *const 
     std::shared_ptr<Comm> c;
     CallTimer timer;
     CallParams defaults;
-    cc_coll_status_t st = begin_call(fn, comm, nullptr, &c, &defaults);
-    timer.attach(c);
+    cc_coll_status_t st = begin_call(fn, comm, nullptr, &c, &defaults, &timer);
     if (st != CC_COLL_OK) return st;
     Comm *raw = c.get();
     if (ntensors == 0) {

@@ -129,12 +129,14 @@ private:
     std::shared_ptr<Comm> comm_;
 };
 
-// The start of every collective: a live communicator, MPI still up, and the
-// call's params merged over the communicator's configuration.
+// The start of every collective: a live communicator (whose time_total
+// `timer`, when given, then counts the call), MPI still up, and the call's
+// params merged over the communicator's configuration.
 inline cc_coll_status_t begin_call(const char *fn, cc_coll_comm_h comm, const cc_coll_params_t *params,
-                            std::shared_ptr<Comm> *c, CallParams *p)
+                            std::shared_ptr<Comm> *c, CallParams *p, CallTimer *timer = nullptr)
 {
     cc_coll_status_t st = lookup(fn, comm, c);
+    if (timer != nullptr && *c) timer->attach(*c);
     if (st != CC_COLL_OK || (st = check_mpi_alive(fn)) != CC_COLL_OK) return st;
     return resolve_params(params, (*c)->config(), p);
 }

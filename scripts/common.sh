@@ -44,6 +44,40 @@ cc_coll_install_deps() {
 
 # cc_coll_build_in <dir> [cmake arguments...]: configure + build into <dir>
 # (Release unless the arguments say otherwise).
+# The emulated cluster's tools (ip and tc, Debian's iproute2), installed
+# unless CC_COLL_SKIP_APT=1, where their absence is an error.
+cc_coll_need_cluster_tools() {
+    for tool in ip tc; do
+        command -v "$tool" >/dev/null 2>&1 && continue
+        if [ "${CC_COLL_SKIP_APT:-0}" = 1 ]; then
+            echo "'$tool' is missing: apt-get install iproute2" >&2
+            return 1
+        fi
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iproute2
+    done
+}
+
+# Configures (Release) and builds cc_coll_perf in $CC_COLL_BUILD_DIR unless
+# the first argument is 1, checks that it is there and that its path has no
+# white space (the cluster's command line splits on it); prints its path.
+cc_coll_build_perf() {
+    perf=$CC_COLL_BUILD_DIR/cc_coll_perf
+    if [ "${1:-0}" != 1 ]; then
+        echo "== configuring and building cc_coll_perf in $CC_COLL_BUILD_DIR" >&2
+        cmake -S "$CC_COLL_ROOT" -B "$CC_COLL_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >&2 &&
+            cmake --build "$CC_COLL_BUILD_DIR" -j "$CC_COLL_JOBS" --target cc_coll_perf >&2 || return 1
+    fi
+    if [ ! -x "$perf" ]; then
+        echo "$perf was not built" >&2
+        return 1
+    fi
+    case $perf in *[[:space:]]*)
+        echo "the build folder's path must not contain white space: $perf" >&2
+        return 1 ;;
+    esac
+    printf '%s\n' "$perf"
+}
+
 cc_coll_build_in() {
     _cc_coll_dir=$1
     shift

@@ -82,22 +82,10 @@ if ! "$python" -c 'import matplotlib' 2>/dev/null; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-matplotlib
 fi
-for tool in ip tc; do
-    command -v "$tool" >/dev/null 2>&1 || {
-        [ "${CC_COLL_SKIP_APT:-0}" = 1 ] && die "'$tool' is missing: apt-get install iproute2"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iproute2
-    }
-done
+cc_coll_need_cluster_tools || exit 1
 
 # 2. Build.
-perf=$CC_COLL_BUILD_DIR/cc_coll_perf
-if [ "${CC_PERF_SKIP_BUILD:-0}" != 1 ]; then
-    echo "== configuring and building cc_coll_perf in $CC_COLL_BUILD_DIR"
-    cmake -S "$CC_COLL_ROOT" -B "$CC_COLL_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
-    cmake --build "$CC_COLL_BUILD_DIR" -j "$CC_COLL_JOBS" --target cc_coll_perf
-fi
-[ -x "$perf" ] || die "$perf was not built"
-case $perf in *[[:space:]]*) die "the build folder's path must not contain white space: $perf" ;; esac
+perf=$(cc_coll_build_perf "${CC_PERF_SKIP_BUILD:-0}") || exit 1
 
 # 3. Measure, into a staging folder; docs/perf/ is replaced only at the end.
 perf_args="-b $min_size -e $max_size -f $factor -n $iters -w $warmup -J -q -m $methods -D $density -r $data -i $mode${extra:+ $extra}"
