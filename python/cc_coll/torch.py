@@ -49,16 +49,21 @@ DEFAULT_KEY_BASE = 0x6363 << 48
 
 # ef_key = key_base + generation << 40 + bucket index << 20 + position, where
 # position 0 names the whole bucket (TOPK, SKETCH without a policy) and p + 1
-# the bucket's p-th gradient.
+# the bucket's p-th gradient; with a model, a gradient's key is instead
+# key_base + _PARAM_GEN << 40 + its parameter's index in model.parameters().
 _GEN_BITS, _INDEX_BITS, _POS_BITS = 8, 20, 20
+_PARAM_GEN = (1 << _GEN_BITS) - 1
 
 _STATE_FORMAT = "cc_coll.torch.CompressionState/1"
 
 #: One tensor of a bucket as the hook last sent it (CompressionState.layout):
 #: its ef_key (None when it is sent densely: no residual), its offset and
 #: element count in the bucket buffer, the shape of the gradient (None for
-#: the whole bucket), and the Method it went with.
-BucketEntry = collections.namedtuple("BucketEntry", "ef_key offset count shape method")
+#: the whole bucket), the Method it went with, and `segments`: the (offset,
+#: count) ranges of the bucket buffer in the order the tensor holds them
+#: (one range, (offset, count), except for a whole bucket sent in the
+#: model's parameter order; its residual is in that order).
+BucketEntry = collections.namedtuple("BucketEntry", "ef_key offset count shape method segments")
 
 
 class LayerPolicy:
@@ -119,6 +124,14 @@ class CompressionState:
                  Q) parameters; None leaves them to the communicator's
                  configuration (the CC_COLL_* environment)
     key_base  -- where this state's ef_keys start (DEFAULT_KEY_BASE)
+    model     -- None, or the module DDP wraps (or the DDP module): names
+                 the residuals by parameter instead of by bucket position,
+                 so that they survive DDP's rebuilding of its buckets and a
+                 restart (see "Checkpoints" in docs/pytorch.md). Each
+                 gradient compressed on its own gets the key of its
+                 parameter's index in model.parameters(), and a whole
+                 bucket is compressed in the model's parameter order (a
+                 copy when DDP's bucket holds them in another order)
 
     Counters: iter (the steps the hook has seen, counted at each step's
     last bucket, as powerSGD_hook counts them). state_dict() and
@@ -128,7 +141,7 @@ class CompressionState:
 
     def __init__(self, comm, method="topk", density=0.01, rank=1, start_iter=2, min_compression_rate=2.0,
                  warm_start=True, ef=True, policy=None, sparsifier=None, load_factor=None, seed=None,
-                 key_base=DEFAULT_KEY_BASE):
+                 key_base=DEFAULT_KEY_BASE, model=None):
         self._own_comm = not isinstance(comm, Comm)
         self.comm = Comm(comm) if self._own_comm else comm
         self.method = _enum_arg(Method, method, "method")
@@ -152,6 +165,12 @@ class CompressionState:
         self.load_factor = load_factor
         self.seed = seed
         self.key_base = int(key_base)
+        self.model = model
+        self._param_index = None
+        if model is not None:
+            self._param_index = {id(p): i for i, p in enumerate(model.parameters())}
+            if len(self._param_index) >= 1 << (_INDEX_BITS + _POS_BITS):
+                raise ValueError("the model has too many parameters for the hook's key space")
         # The fields of every compressed call; Params checks their types now.
         self._method_params = self._compressed_params()
         self.iter = 0
@@ -190,6 +209,23 @@ class CompressionState:
         return (self.key_base + ((generation % (1 << _GEN_BITS)) << (_INDEX_BITS + _POS_BITS))
                 + (bucket_index << _POS_BITS) + pos)
 
+    def param_key(self, param_index):
+        """The ef_key of the gradient of parameter number `param_index` of
+        the model (with a model: those compressed gradient by gradient)."""
+        if not 0 <= param_index < (1 << (_INDEX_BITS + _POS_BITS)):
+            raise ValueError("parameter %d: beyond the hook's key space" % param_index)
+        return self.key_base + (_PARAM_GEN << (_INDEX_BITS + _POS_BITS)) + param_index
+
+    def _is_bucket_key(self, key):
+        return ((key - self.key_base) >> (_INDEX_BITS + _POS_BITS)) != _PARAM_GEN
+
+    def _index_of(self, param):
+        try:
+            return self._param_index[id(param)]
+        except KeyError:
+            raise ValueError("a parameter of the bucket (shape %s) is not one of the model given to "
+                             "CompressionState" % (tuple(param.shape),)) from None
+
     def layout(self, bucket_index):
         """The BucketEntry list of the bucket's last call: how its tensors
         were sent, under which ef_keys (Comm.ef_residual reads their
@@ -204,8 +240,8 @@ class CompressionState:
         if b is None:
             self._buckets[bucket_index] = b = [0, signature, []]
         elif b[1] != signature:
-            self._stale.extend(e for e in b[2] if e.ef_key is not None)
-            b[0] += 1
+            self._stale.extend(e for e in b[2] if e.ef_key is not None and self._is_bucket_key(e.ef_key))
+            b[0] = (b[0] + 1) % _PARAM_GEN
             b[1] = signature
             b[2] = []
         return b
@@ -227,9 +263,9 @@ class CompressionState:
 
     # -- in-flight bookkeeping -------------------------------------------
 
-    def _post(self, post, buffer):
+    def _post(self, post, buffer, after=None):
         """Run post() (which posts a request) and return the future of its
-        completion whose value is `buffer`."""
+        completion whose value is `buffer`, after() run first."""
         with self._lock:
             self._inflight += 1
         try:
@@ -244,6 +280,8 @@ class CompressionState:
                 self._inflight -= 1
             fut.value()  # raises the request's Error
             request.free()
+            if after is not None:
+                after()
             return buffer
 
         return request.to_torch_future().then(finish)
@@ -355,64 +393,93 @@ def compression_hook(state, bucket):
       averaged densely (one Comm.iallreduce, op AVG).
     - TOPK, SKETCH without a policy: the flat bucket buffer compressed as
       one tensor (one Comm.iallreduce), error feedback under the bucket's
-      ef_key (state.ef_key(bucket.index())).
+      ef_key (state.ef_key(bucket.index())). With a model, the buffer goes
+      in the model's parameter order (a copy where DDP's order differs).
     - TOPK, SKETCH with a policy: one Comm.iallreduce_group over the
-      bucket's gradients, each compressed one under its own ef_key
-      (bucket index, position), the others NONE.
+      bucket's gradients, those the policy picks compressed one by one under
+      their own ef_keys, the others NONE.
     - LOWRANK: one Comm.iallreduce_group over the bucket's gradients
       (bucket.gradients()): those of two or more dimensions (that the policy
-      compresses) as LOWRANK matrices (shape[0], rest) with rank, warm
-      start, min_compression_rate and error feedback under an ef_key per
-      (bucket index, position), the 1-D ones (and those the policy leaves)
-      densely in the same group, as powerSGD_hook does.
+      picks) as LOWRANK matrices (shape[0], rest) with rank, warm start,
+      min_compression_rate and error feedback under their own ef_keys, the
+      1-D ones (and those the policy leaves) densely in the same group, as
+      powerSGD_hook does.
 
+    A gradient's own ef_key is its parameter's (state.param_key) with a
+    model, else its bucket's and position's (state.ef_key(index, position)).
     The gradients are averaged in place in the bucket buffer, which is the
     value of the returned future.
     """
     buffer = bucket.buffer()
     array, dtype = _numpy_view(buffer, "the bucket buffer")
+    flat = array.reshape(-1)
     index = bucket.index()
     state._drop_stale()
     method = state.method if state.iter >= state.start_iter else Method.NONE
-    last = bucket.is_last()
-    if last:
+    if bucket.is_last():
         state.iter += 1
     comm = state.comm
-
-    if method == Method.NONE or (method in (Method.TOPK, Method.SKETCH) and state.policy is None):
-        signature = (str(buffer.dtype), buffer.numel(), None)
-        b = state._track(index, signature)
-        if method == Method.NONE:
-            b[2] = [BucketEntry(None, 0, array.size, None, Method.NONE)]
-            return state._post(lambda: comm.iallreduce(array, op="avg", method="none", dtype=dtype), buffer)
-        key = state.ef_key(index)
-        b[2] = [BucketEntry(key, 0, array.size, None, method)]
-        params = state._method_params.replace(ef_key=key)
-        return state._post(lambda: comm.iallreduce(array, op="avg", dtype=dtype, params=params), buffer)
-
     grads = bucket.gradients()
-    params_of = bucket.parameters() if state.policy is not None else [None] * len(grads)
+    shapes = tuple(tuple(g.shape) for g in grads)
+    whole = ((0, flat.size),)
+
+    if method == Method.NONE:
+        b = state._track(index, (str(buffer.dtype), flat.size, shapes))
+        b[2] = [BucketEntry(None, 0, flat.size, None, Method.NONE, whole)]
+        return state._post(lambda: comm.iallreduce(array, op="avg", method="none", dtype=dtype), buffer)
+
     offsets = _offsets(buffer, grads)
-    signature = (str(buffer.dtype), buffer.numel(), tuple(tuple(g.shape) for g in grads))
-    b = state._track(index, signature)
-    flat = array.reshape(-1)
+    pindex = None
+    if state._param_index is not None:
+        pindex = [state._index_of(p) for p in bucket.parameters()]
+
+    if state.policy is None and method in (Method.TOPK, Method.SKETCH):
+        if pindex is None:
+            signature, order = (str(buffer.dtype), flat.size, shapes), None
+        else:
+            signature = (str(buffer.dtype), tuple(sorted(pindex)))
+            order = sorted(range(len(grads)), key=pindex.__getitem__)
+            if [offsets[j] for j in order] == sorted(offsets) and all(
+                    offsets[a] + grads[a].numel() == offsets[c] for a, c in zip(order, order[1:])):
+                order = None  # the buffer is in the model's order already
+        b = state._track(index, signature)
+        key = state.ef_key(index)
+        params = state._method_params.replace(ef_key=key)
+        if order is None:
+            b[2] = [BucketEntry(key, 0, flat.size, None, method, ((0, flat.size),))]
+            return state._post(lambda: comm.iallreduce(array, op="avg", dtype=dtype, params=params), buffer)
+        segments = tuple((offsets[j], grads[j].numel()) for j in order)
+        b[2] = [BucketEntry(key, 0, flat.size, None, method, segments)]
+        scratch = np.concatenate([flat[o:o + n] for o, n in segments])
+
+        def scatter():
+            at = 0
+            for o, n in segments:
+                flat[o:o + n] = scratch[at:at + n]
+                at += n
+
+        return state._post(lambda: comm.iallreduce(scratch, op="avg", dtype=dtype, params=params), buffer,
+                           after=scatter)
+
+    params_of = bucket.parameters() if state.policy is not None else [None] * len(grads)
+    b = state._track(index, (str(buffer.dtype), flat.size, shapes) if pindex is None
+                     else (str(buffer.dtype), tuple(pindex)))
     sendbufs, plist, entries = [], [], []
     for pos, (g, p, off) in enumerate(zip(grads, params_of, offsets)):
         n = g.numel()
-        view = flat[off:off + n]
         compress = bool(state.policy(g, p)) if state.policy is not None else True
         if method == Method.LOWRANK:
             compress = compress and g.dim() > 1 and n > 0
         if compress:
-            key = state.ef_key(index, pos)
+            key = state.ef_key(index, pos) if pindex is None else state.param_key(pindex[pos])
             fields = dict(ef_key=key)
             if method == Method.LOWRANK:
                 fields["shape"] = (g.shape[0], n // g.shape[0])
             plist.append(state._method_params.replace(**fields))
-            entries.append(BucketEntry(key, off, n, tuple(g.shape), method))
+            entries.append(BucketEntry(key, off, n, tuple(g.shape), method, ((off, n),)))
         else:
             plist.append(Params(method="none"))
-            entries.append(BucketEntry(None, off, n, tuple(g.shape), Method.NONE))
-        sendbufs.append(view)
+            entries.append(BucketEntry(None, off, n, tuple(g.shape), Method.NONE, ((off, n),)))
+        sendbufs.append(flat[off:off + n])
     b[2] = entries
     return state._post(lambda: comm.iallreduce_group(sendbufs, op="avg", params=plist, dtype=dtype), buffer)

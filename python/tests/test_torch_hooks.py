@@ -52,12 +52,13 @@ try:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
-    import cc_coll.torch as cct
 except ImportError as exc:
     if RANK == 0:
         print("python_torch_hooks: skipped: PyTorch with torch.distributed cannot be imported under %s: %s"
               % (sys.executable, exc))
     sys.exit(0)
+
+import cc_coll.torch as cct  # noqa: E402 (after the check for PyTorch)
 
 STEPS = 6
 START_ITER = 2
@@ -117,13 +118,17 @@ class FirstBucketBytes:
 
 
 class Run:
-    """One DDP training run on its own gloo group."""
+    """One DDP training run on its own gloo group; with `config`, a
+    CompressionState of it on `comm` (given the model unless
+    model_keys is False) for `hook`."""
 
-    def __init__(self, state=None, hook=None, seed=0, small_buckets=False):
+    def __init__(self, comm=None, hook=None, config=None, seed=0, small_buckets=False, model_keys=True):
         self.group = dist.new_group(backend="gloo")
         self.net = make_net(seed)
         self.small_buckets = small_buckets
-        self.state = state
+        self.state = None
+        if config is not None:
+            self.state = cct.CompressionState(comm, model=self.net if model_keys else None, **config)
         self.hook = hook
         self.ddp = None
         self.opt = None
@@ -157,10 +162,9 @@ class Run:
 class Recorder:
     """compression_hook, recording each bucket's input and result."""
 
-    __name__ = "recorder"  # DDP's register_comm_hook reads it
-
     def __init__(self):
         self.records = {}
+        self.__name__ = self.__qualname__ = "recorder"  # DDP's register_comm_hook reads them
 
     def __call__(self, state, bucket):
         index, inp = bucket.index(), bucket.buffer().detach().clone()
@@ -190,8 +194,8 @@ class Hooks(unittest.TestCase):
         for hook in (cct.compression_hook, cct.allreduce_hook):
             for small in (False, True):
                 with self.subTest(hook=hook.__name__, small_buckets=small):
-                    state = cct.CompressionState(self.comm(), method="none")
-                    run = Run(state, hook, small_buckets=small).start()
+                    run = Run(self.comm(), hook, dict(method="none"), small_buckets=small).start()
+                    state = run.state
                     for s in range(STEPS):
                         run.step(s)
                     got = flat_params(run.net)
@@ -206,11 +210,12 @@ class Hooks(unittest.TestCase):
 
     # -- error feedback ---------------------------------------------------------
 
-    def check_ef(self, small_buckets=False, **config):
+    def check_ef(self, small_buckets=False, model_keys=True, **config):
         comm = self.comm()
-        state = cct.CompressionState(comm, start_iter=START_ITER, **config)
         recorder = Recorder()
-        run = Run(state, recorder, small_buckets=small_buckets).start()
+        run = Run(comm, recorder, dict(config, start_iter=START_ITER), small_buckets=small_buckets,
+                  model_keys=model_keys).start()
+        state = run.state
         residuals = {}              # ef_key -> this rank's residual after the last step
         compressed_steps = 0
 
@@ -220,24 +225,25 @@ class Hooks(unittest.TestCase):
             compressed = False
             for index, (inp, out) in sorted(recorder.records.items()):
                 for e in state.layout(index):
-                    sl = slice(e.offset, e.offset + e.count)
+                    # this tensor's input and result, in its own order
+                    x = np.concatenate([inp[o:o + n] for o, n in e.segments])
+                    y = np.concatenate([out[o:o + n] for o, n in e.segments])
                     if e.ef_key is None:
-                        sent = inp[sl]
-                        new = None
+                        sent = x
                     else:
                         compressed = True
                         new = comm.ef_residual(np.empty(e.count, np.float32), ef_key=e.ef_key)
                         prev = residuals.get(e.ef_key, np.zeros(e.count))
-                        sent = inp[sl] + prev - new
+                        sent = x + prev - new
                         residuals[e.ef_key] = new
                         if e.method == cc_coll.Method.TOPK:
                             k = math.ceil(config["density"] * e.count)
                             kept = new != 0
                             self.assertGreaterEqual(int(kept.sum()), e.count - k, "bucket %d %s" % (index, e))
-                            np.testing.assert_allclose(new[kept], (inp[sl] + prev)[kept], rtol=1e-6, atol=1e-7)
+                            np.testing.assert_allclose(new[kept], (x + prev)[kept], rtol=1e-6, atol=1e-7)
                     average = WORLD.allreduce(sent) / SIZE
-                    scale = max(float(np.abs(out[sl]).max()), 1e-30)
-                    self.assertLess(float(np.abs(average - out[sl]).max()) / scale, 1e-5,
+                    scale = max(float(np.abs(y).max()), 1e-30)
+                    self.assertLess(float(np.abs(average - y).max()) / scale, 1e-5,
                                     "step %d bucket %d %s: sent + residual != input + previous residual"
                                     % (step, index, e))
             recorder.records.clear()
@@ -257,6 +263,12 @@ class Hooks(unittest.TestCase):
     def test_topk_flat_bucket(self):
         state = self.check_ef(method="topk", density=0.1)
         self.assertEqual([e.ef_key for e in state.layout(0)], [state.ef_key(0)])
+        # DDP's rebuilt bucket holds the gradients in reverse: sent in the model's order
+        self.assertEqual([n for _, n in state.layout(0)[0].segments], [32 * 16, 32, 8 * 32, 8, 8])
+
+    def test_topk_flat_bucket_without_model(self):
+        state = self.check_ef(method="topk", density=0.1, model_keys=False)
+        self.assertEqual(state.layout(0)[0].segments, ((0, state.layout(0)[0].count),))
 
     def test_topk_small_buckets(self):
         state = self.check_ef(method="topk", density=0.1, small_buckets=True)
@@ -287,12 +299,18 @@ class Hooks(unittest.TestCase):
     def test_lowrank_small_buckets(self):
         self.check_ef(method="lowrank", rank=1, small_buckets=True)
 
+    def test_lowrank_without_model(self):
+        state = self.check_ef(method="lowrank", rank=1, model_keys=False)
+        layout = state.layout(0)
+        self.assertEqual([e.ef_key for e in layout if e.ef_key is not None],
+                         [state.ef_key(0, i) for i, e in enumerate(layout) if len(e.shape) > 1])
+
     # -- checkpoints ------------------------------------------------------------
 
     def check_checkpoint(self, n, m, small_buckets=False, **config):
         # Run A: N steps, checkpoint, M more.
-        a = Run(cct.CompressionState(self.comm(), start_iter=START_ITER, **config), cct.compression_hook,
-                small_buckets=small_buckets).start()
+        config = dict(config, start_iter=START_ITER)
+        a = Run(self.comm(), cct.compression_hook, config, small_buckets=small_buckets).start()
         for s in range(n):
             a.step(s)
         saved = pickle.dumps({"hook": a.state.state_dict(), "model": a.net.state_dict(),
@@ -302,8 +320,7 @@ class Hooks(unittest.TestCase):
         expected = flat_params(a.net)
         # Run B: a new group, Comm and model (another initialisation), resumed.
         ckpt = pickle.loads(saved)
-        b = Run(cct.CompressionState(self.comm(), start_iter=START_ITER, **config), cct.compression_hook,
-                seed=1, small_buckets=small_buckets)
+        b = Run(self.comm(), cct.compression_hook, config, seed=1, small_buckets=small_buckets)
         b.state.load_state_dict(ckpt["hook"])
         self.assertEqual(b.state.iter, n)
         b.start(ckpt["model"], ckpt["optimizer"])
@@ -317,15 +334,23 @@ class Hooks(unittest.TestCase):
     def test_checkpoint_topk(self):
         self.check_checkpoint(3, 3, method="topk", density=0.1)
 
-    def test_checkpoint_sketch_small_buckets(self):
-        self.check_checkpoint(3, 2, method="sketch", density=0.2, small_buckets=True)
+    def test_checkpoint_sketch(self):
+        self.check_checkpoint(3, 2, method="sketch", density=0.2)
+
+    def test_checkpoint_topk_policy_small_buckets(self):
+        # gradients keyed by parameter: DDP's first step after the restart
+        # has other buckets than the run it resumes
+        self.check_checkpoint(3, 3, method="topk", density=0.1, policy=cct.LayerPolicy(min_elements=200),
+                              small_buckets=True)
+
+    def test_checkpoint_lowrank_small_buckets(self):
+        self.check_checkpoint(3, 3, method="lowrank", rank=1, small_buckets=True)
 
     def test_checkpoint_lowrank(self):
         self.check_checkpoint(4, 3, method="lowrank", rank=2)
 
     def test_corrupt_checkpoint_is_refused(self):
-        run = Run(cct.CompressionState(self.comm(), method="topk", density=0.1, start_iter=0),
-                  cct.compression_hook).start()
+        run = Run(self.comm(), cct.compression_hook, dict(method="topk", density=0.1, start_iter=0)).start()
         for s in range(2):
             run.step(s)
         good = run.state.state_dict()
