@@ -481,6 +481,17 @@ class Docs(unittest.TestCase):
                 example = f.read()
             self.assertIn("```python\n" + example + "```\n", docs,
                           "docs/python.md must quote python/examples/%s verbatim" % name)
+        with open(os.path.join(SOURCE_DIR, "docs", "pytorch.md")) as f:
+            docs = f.read()
+        with open(os.path.join(SOURCE_DIR, "python", "examples", "train_ddp.py")) as f:
+            example = f.read()
+        self.assertIn("```python\n" + example + "```\n", docs,
+                      "docs/pytorch.md must quote python/examples/train_ddp.py verbatim")
+
+    def test_import_without_torch(self):
+        # cc_coll itself never imports PyTorch (only cc_coll.torch does).
+        code = "import sys, cc_coll; sys.exit(1 if 'torch' in sys.modules else 0)"
+        self.assertEqual(subprocess.call([sys.executable, "-c", code]), 0)
 
 
 if __name__ == "__main__":

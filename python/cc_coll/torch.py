@@ -1,0 +1,485 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""cc_coll.torch: PyTorch DDP communication hooks over libcc_coll.
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from mpi4py import MPI
+    import cc_coll
+    import cc_coll.torch as cct
+
+    dist.init_process_group("gloo", ...)        # DDP's own traffic (broadcasts)
+    model = DDP(net)
+    state = cct.CompressionState(cc_coll.Comm(MPI.COMM_WORLD), method="lowrank", rank=4)
+    model.register_comm_hook(state, cct.compression_hook)
+
+Each hook call posts the library's non-blocking collective (Comm.iallreduce
+or Comm.iallreduce_group) on the bucket's gradients and returns a
+torch.futures.Future, completed from a helper thread once the request
+completes (Request.to_torch_future), whose value is the bucket buffer holding
+the average: the backward pass goes on while the library compresses and
+communicates. The gradients travel through numpy views of the bucket, so
+buckets must be CPU tensors. See docs/pytorch.md.
+
+This is the only module of the package that imports PyTorch; `import
+cc_coll` works without it.
+"""
+
+import collections
+import collections.abc
+import numbers
+import threading
+
+import numpy as np
+
+try:
+    import torch
+except ImportError as _exc:  # pragma: no cover - depends on the installation
+    raise ImportError("cc_coll.torch needs PyTorch (torch, torch.distributed), which cannot be imported: %s"
+                      % _exc) from _exc
+
+from ._api import Comm, Dtype, Error, Method, Params, Status, _enum_arg
+
+__all__ = ["CompressionState", "LayerPolicy", "BucketEntry", "compression_hook", "allreduce_hook",
+           "DEFAULT_KEY_BASE"]
+
+#: The ef_keys of a CompressionState start here (the high bytes are "cc"), so
+#: that they stay clear of small keys an application picks itself. Give two
+#: states that share a Comm different key bases.
+DEFAULT_KEY_BASE = 0x6363 << 48
+
+# ef_key = key_base + generation << 40 + bucket index << 20 + position, where
+# position 0 names the whole bucket (TOPK, SKETCH without a policy) and p + 1
+# the bucket's p-th gradient; with a model, a gradient's key is instead
+# key_base + _PARAM_GEN << 40 + its parameter's index in model.parameters().
+_GEN_BITS, _INDEX_BITS, _POS_BITS = 8, 20, 20
+_PARAM_GEN = (1 << _GEN_BITS) - 1
+
+_STATE_FORMAT = "cc_coll.torch.CompressionState/1"
+
+#: One tensor of a bucket as the hook last sent it (CompressionState.layout):
+#: its ef_key (None when it is sent densely: no residual), its offset and
+#: element count in the bucket buffer, the shape of the gradient (None for
+#: the whole bucket), the Method it went with, and `segments`: the (offset,
+#: count) ranges of the bucket buffer in the order the tensor holds them
+#: (one range, (offset, count), except for a whole bucket sent in the
+#: model's parameter order; its residual is in that order).
+BucketEntry = collections.namedtuple("BucketEntry", "ef_key offset count shape method segments")
+
+
+class LayerPolicy:
+    """A layer-selective rule (in the spirit of TAGC's selective
+    compression): which gradients of a bucket are compressed and which are
+    sent densely.
+
+    LayerPolicy(min_elements=4096, compress_1d=False): a gradient is
+    compressed when it has at least `min_elements` elements and, unless
+    compress_1d is True, two or more dimensions (biases and norm weights go
+    densely: small, and what compressing them saves is not worth their
+    error). Called as policy(grad, param) -> bool, like any policy a
+    CompressionState takes.
+    """
+
+    def __init__(self, min_elements=4096, compress_1d=False):
+        if isinstance(min_elements, bool) or not isinstance(min_elements, numbers.Integral) or min_elements < 0:
+            raise ValueError("min_elements must be an int >= 0, not %r" % (min_elements,))
+        self.min_elements = int(min_elements)
+        self.compress_1d = bool(compress_1d)
+
+    def __call__(self, grad, param=None):
+        return grad.numel() >= self.min_elements and (self.compress_1d or grad.dim() > 1)
+
+    def __repr__(self):
+        return "LayerPolicy(min_elements=%d, compress_1d=%s)" % (self.min_elements, self.compress_1d)
+
+
+class CompressionState:
+    """The state of compression_hook: the communicator, the method and its
+    parameters, and the hook's own counters.
+
+    comm      -- a cc_coll.Comm (or an mpi4py communicator, for which the
+                 state creates a Comm of its own; close() closes it). It must
+                 span the ranks of DDP's process group, in the same order
+    method    -- Method or its name: "none" (a plain average), "topk",
+                 "sketch" or "lowrank" (PowerSGD)
+    density   -- TOPK and SKETCH: the kept fraction, (0, 1]
+    rank      -- LOWRANK: the target rank r
+    start_iter -- the hook's first start_iter steps average every bucket
+                 densely (powerSGD_hook's start_powerSGD_iter): DDP
+                 rebuilds its buckets after its first step, so error
+                 feedback and warm start should begin later (the default, 2,
+                 is the least PyTorch accepts for PowerSGD with either on)
+    min_compression_rate -- LOWRANK: compress a matrix only when
+                 (rows + cols) * r * rate < rows * cols
+    warm_start -- LOWRANK: start each step's power iteration from the
+                 previous step's Q
+    ef        -- error feedback on (True) or off
+    policy    -- None, or a callable policy(grad, param) -> bool deciding
+                 per gradient of a bucket whether it is compressed (True) or
+                 sent densely (False); it must decide alike on every rank.
+                 LayerPolicy() is a ready-made rule. None: TOPK and SKETCH
+                 compress the flat bucket as one tensor; LOWRANK compresses
+                 every gradient of two or more dimensions (powerSGD_hook's
+                 rule, the compression-rate test included)
+    sparsifier, load_factor, seed -- SKETCH's (and seed: LOWRANK's initial
+                 Q) parameters; None leaves them to the communicator's
+                 configuration (the CC_COLL_* environment)
+    key_base  -- where this state's ef_keys start (DEFAULT_KEY_BASE)
+    model     -- None, or the module DDP wraps (or the DDP module): names
+                 the residuals by parameter instead of by bucket position,
+                 so that they survive DDP's rebuilding of its buckets and a
+                 restart (see "Checkpoints" in docs/pytorch.md). Each
+                 gradient compressed on its own gets the key of its
+                 parameter's index in model.parameters(), and a whole
+                 bucket is compressed in the model's parameter order (a
+                 copy when DDP's bucket holds them in another order)
+
+    Counters: iter (the steps the hook has seen, counted at each step's
+    last bucket, as powerSGD_hook counts them). state_dict() and
+    load_state_dict() save and restore them with the communicator's whole
+    compression state.
+    """
+
+    def __init__(self, comm, method="topk", density=0.01, rank=1, start_iter=2, min_compression_rate=2.0,
+                 warm_start=True, ef=True, policy=None, sparsifier=None, load_factor=None, seed=None,
+                 key_base=DEFAULT_KEY_BASE, model=None):
+        self._own_comm = not isinstance(comm, Comm)
+        self.comm = Comm(comm) if self._own_comm else comm
+        self.method = _enum_arg(Method, method, "method")
+        if not isinstance(self.method, Method) or self.method.name not in ("NONE", "TOPK", "SKETCH", "LOWRANK"):
+            raise ValueError("method = %r: the hook supports none, topk, sketch and lowrank" % (method,))
+        if policy is not None and not callable(policy):
+            raise TypeError("policy must be None or a callable policy(grad, param) -> bool, not %r" % (policy,))
+        if isinstance(start_iter, bool) or not isinstance(start_iter, numbers.Integral) or start_iter < 0:
+            raise ValueError("start_iter must be an int >= 0, not %r" % (start_iter,))
+        if isinstance(key_base, bool) or not isinstance(key_base, numbers.Integral) \
+                or not 0 <= key_base < (1 << 64) - (1 << (_GEN_BITS + _INDEX_BITS + _POS_BITS)):
+            raise ValueError("key_base = %r leaves no room for the hook's keys below 2**64" % (key_base,))
+        self.density = density
+        self.rank = rank
+        self.start_iter = int(start_iter)
+        self.min_compression_rate = min_compression_rate
+        self.warm_start = warm_start
+        self.ef = ef
+        self.policy = policy
+        self.sparsifier = sparsifier
+        self.load_factor = load_factor
+        self.seed = seed
+        self.key_base = int(key_base)
+        self.model = model
+        self._param_index = None
+        if model is not None:
+            self._param_index = {id(p): i for i, p in enumerate(model.parameters())}
+            if len(self._param_index) >= 1 << (_INDEX_BITS + _POS_BITS):
+                raise ValueError("the model has too many parameters for the hook's key space")
+        # The fields of every compressed call; Params checks their types now.
+        self._method_params = self._compressed_params()
+        self.iter = 0
+        # bucket index -> [generation, signature, [BucketEntry]] of its last call
+        self._buckets = {}
+        # BucketEntry of tensors whose bucket changed: residuals to drop
+        # once no request of this state is in flight
+        self._stale = []
+        self._inflight = 0
+        self._lock = threading.Lock()
+
+    # -- parameters ---------------------------------------------------------
+
+    def _compressed_params(self):
+        m = self.method
+        if m == Method.NONE:
+            return Params(method="none")
+        if m == Method.LOWRANK:
+            # start_iter is the hook's (it counts steps, as powerSGD_hook
+            # does); the library compresses from the tensor's first call.
+            return Params(method="lowrank", rank=self.rank, start_iter=0,
+                          min_compression_rate=self.min_compression_rate, warm_start=self.warm_start,
+                          ef=self.ef, seed=self.seed)
+        return Params(method=m, density=self.density, ef=self.ef, sparsifier=self.sparsifier,
+                      load_factor=self.load_factor, seed=self.seed)
+
+    def ef_key(self, bucket_index, position=None, generation=None):
+        """The ef_key of bucket `bucket_index`'s whole buffer (position None)
+        or of its gradient number `position`, in the bucket's current
+        generation (the number of times its layout changed) unless given."""
+        if generation is None:
+            generation = self._buckets.get(bucket_index, [0])[0]
+        pos = 0 if position is None else position + 1
+        if not 0 <= bucket_index < (1 << _INDEX_BITS) or not 0 <= pos < (1 << _POS_BITS):
+            raise ValueError("bucket %d, gradient %s: beyond the hook's key space" % (bucket_index, position))
+        return (self.key_base + ((generation % (1 << _GEN_BITS)) << (_INDEX_BITS + _POS_BITS))
+                + (bucket_index << _POS_BITS) + pos)
+
+    def param_key(self, param_index):
+        """The ef_key of the gradient of parameter number `param_index` of
+        the model (with a model: those compressed gradient by gradient)."""
+        if not 0 <= param_index < (1 << (_INDEX_BITS + _POS_BITS)):
+            raise ValueError("parameter %d: beyond the hook's key space" % param_index)
+        return self.key_base + (_PARAM_GEN << (_INDEX_BITS + _POS_BITS)) + param_index
+
+    def _is_bucket_key(self, key):
+        return ((key - self.key_base) >> (_INDEX_BITS + _POS_BITS)) != _PARAM_GEN
+
+    def _index_of(self, param):
+        try:
+            return self._param_index[id(param)]
+        except KeyError:
+            raise ValueError("a parameter of the bucket (shape %s) is not one of the model given to "
+                             "CompressionState" % (tuple(param.shape),)) from None
+
+    def layout(self, bucket_index):
+        """The BucketEntry list of the bucket's last call: how its tensors
+        were sent, under which ef_keys (Comm.ef_residual reads their
+        residuals), or None for a bucket not seen yet."""
+        b = self._buckets.get(bucket_index)
+        return list(b[2]) if b is not None else None
+
+    def _track(self, bucket_index, signature):
+        """The bucket's generation, a new one when its layout changed (DDP
+        rebuilt its buckets): the old keys' residuals no longer fit."""
+        b = self._buckets.get(bucket_index)
+        if b is None:
+            self._buckets[bucket_index] = b = [0, signature, []]
+        elif b[1] != signature:
+            self._stale.extend(e for e in b[2] if e.ef_key is not None and self._is_bucket_key(e.ef_key))
+            b[0] = (b[0] + 1) % _PARAM_GEN
+            b[1] = signature
+            b[2] = []
+        return b
+
+    def _drop_stale(self):
+        with self._lock:
+            if self._inflight or not self._stale:
+                return
+            stale, self._stale = self._stale, []
+        for e in stale:
+            probe = np.empty(1, dtype=np.float32)  # the key alone names the residual
+            try:
+                self.comm.ef_reset(probe, ef_key=e.ef_key)
+            except Error as exc:
+                if exc.status != Status.INVALID_ARG:  # requests of others in flight: later
+                    raise
+                with self._lock:
+                    self._stale.append(e)
+
+    # -- in-flight bookkeeping -------------------------------------------
+
+    def _post(self, post, buffer, after=None):
+        """Run post() (which posts a request) and return the future of its
+        completion whose value is `buffer`, after() run first."""
+        with self._lock:
+            self._inflight += 1
+        try:
+            request = post()
+        except BaseException:
+            with self._lock:
+                self._inflight -= 1
+            raise
+
+        def finish(fut):
+            with self._lock:
+                self._inflight -= 1
+            fut.value()  # raises the request's Error
+            request.free()
+            if after is not None:
+                after()
+            return buffer
+
+        return request.to_torch_future().then(finish)
+
+    @property
+    def inflight(self):
+        """Requests posted by the hook and not yet completed."""
+        with self._lock:
+            return self._inflight
+
+    # -- checkpoints --------------------------------------------------------
+
+    def state_dict(self):
+        """This rank's hook state for a training checkpoint: the counters
+        and the communicator's whole compression state
+        (Comm.state_export(): residuals, LOWRANK factors and call counts).
+        Call it between steps (no request in flight; Error(INVALID_ARG)
+        otherwise). Every rank saves its own."""
+        if self.inflight:
+            raise Error(Status.INVALID_ARG, "CompressionState.state_dict: %d requests of the hook are in flight; "
+                        "save between steps" % self.inflight)
+        return {
+            "format": _STATE_FORMAT,
+            "iter": self.iter,
+            "buckets": {i: (b[0], b[1], [tuple(e) for e in b[2]]) for i, b in self._buckets.items()},
+            "stale": [tuple(e) for e in self._stale],
+            "rank": self.comm.rank,
+            "size": self.comm.size,
+            "comm_state": self.comm.state_export(),
+        }
+
+    def load_state_dict(self, state):
+        """Restore what state_dict() saved on this rank, all or nothing: a
+        dict of another format raises ValueError, a compression state that
+        is corrupt or of another rank or communicator size raises the
+        cc_coll.Error of Comm.state_import, and the state stays as it was."""
+        if not isinstance(state, collections.abc.Mapping) or state.get("format") != _STATE_FORMAT:
+            raise ValueError("not a %s state dict" % _STATE_FORMAT)
+        try:
+            iteration = int(state["iter"])
+            buckets = {int(i): [int(g), tuple(sig), [BucketEntry(*e) for e in entries]]
+                       for i, (g, sig, entries) in state["buckets"].items()}
+            stale = [BucketEntry(*e) for e in state["stale"]]
+            blob = state["comm_state"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError("malformed %s state dict: %s" % (_STATE_FORMAT, exc)) from exc
+        if self.inflight:
+            raise Error(Status.INVALID_ARG, "CompressionState.load_state_dict: %d requests of the hook are in "
+                        "flight" % self.inflight)
+        self.comm.state_import(blob)  # raises, changing nothing, on a bad blob
+        self.iter = iteration
+        self._buckets = buckets
+        self._stale = stale
+
+    def close(self):
+        """Close the Comm the state created (one it was given stays open)."""
+        if self._own_comm:
+            self.comm.close()
+
+    def __repr__(self):
+        return "<cc_coll.torch.CompressionState %s iter %d>" % (self.method.name.lower(), self.iter)
+
+
+def _numpy_view(t, what):
+    """A numpy array sharing `t`'s memory, and its Dtype."""
+    if t.device.type != "cpu":
+        raise TypeError("%s is a %s tensor: the cc_coll package passes numpy arrays, so the hook takes CPU "
+                        "buckets only (docs/pytorch.md)" % (what, t.device.type))
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(np.uint16), Dtype.BF16
+    if t.dtype not in (torch.float32, torch.float64, torch.float16):
+        raise TypeError("%s has dtype %s; the hook takes float32, float64, float16 and bfloat16" % (what, t.dtype))
+    return t.numpy(), None
+
+
+def _offsets(buffer, grads):
+    """Each gradient's offset in the flat bucket buffer (they are views of it)."""
+    base, item, total = buffer.data_ptr(), buffer.element_size(), buffer.numel()
+    out = []
+    for i, g in enumerate(grads):
+        delta = g.data_ptr() - base
+        if delta % item or not 0 <= delta // item <= total - g.numel():
+            raise ValueError("gradient %d of the bucket is not a view of its buffer" % i)
+        out.append(delta // item)
+    return out
+
+
+def allreduce_hook(state, bucket):
+    """The bucket buffer averaged (method NONE, op AVG) through the library,
+    whatever state.method says: what DDP's default allreduce does. A
+    CompressionState (or anything with a `comm`) is the state."""
+    buffer = bucket.buffer()
+    array, dtype = _numpy_view(buffer, "the bucket buffer")
+    if isinstance(state, CompressionState):
+        state._drop_stale()
+        if bucket.is_last():
+            state.iter += 1
+        return state._post(lambda: state.comm.iallreduce(array, op="avg", method="none", dtype=dtype), buffer)
+    request = state.comm.iallreduce(array, op="avg", method="none", dtype=dtype)
+    return request.to_torch_future().then(lambda fut: (fut.value(), buffer)[1])
+
+
+def compression_hook(state, bucket):
+    """A DDP communication hook (model.register_comm_hook(state,
+    compression_hook)) compressing with the CompressionState's method.
+
+    - The first state.start_iter steps, and method NONE: the bucket buffer
+      averaged densely (one Comm.iallreduce, op AVG).
+    - TOPK, SKETCH without a policy: the flat bucket buffer compressed as
+      one tensor (one Comm.iallreduce), error feedback under the bucket's
+      ef_key (state.ef_key(bucket.index())). With a model, the buffer goes
+      in the model's parameter order (a copy where DDP's order differs).
+    - TOPK, SKETCH with a policy: one Comm.iallreduce_group over the
+      bucket's gradients, those the policy picks compressed one by one under
+      their own ef_keys, the others NONE.
+    - LOWRANK: one Comm.iallreduce_group over the bucket's gradients
+      (bucket.gradients()): those of two or more dimensions (that the policy
+      picks) as LOWRANK matrices (shape[0], rest) with rank, warm start,
+      min_compression_rate and error feedback under their own ef_keys, the
+      1-D ones (and those the policy leaves) densely in the same group, as
+      powerSGD_hook does.
+
+    A gradient's own ef_key is its parameter's (state.param_key) with a
+    model, else its bucket's and position's (state.ef_key(index, position)).
+    The gradients are averaged in place in the bucket buffer, which is the
+    value of the returned future.
+    """
+    buffer = bucket.buffer()
+    array, dtype = _numpy_view(buffer, "the bucket buffer")
+    flat = array.reshape(-1)
+    index = bucket.index()
+    state._drop_stale()
+    method = state.method if state.iter >= state.start_iter else Method.NONE
+    if bucket.is_last():
+        state.iter += 1
+    comm = state.comm
+    grads = bucket.gradients()
+    shapes = tuple(tuple(g.shape) for g in grads)
+    whole = ((0, flat.size),)
+
+    if method == Method.NONE:
+        b = state._track(index, (str(buffer.dtype), flat.size, shapes))
+        b[2] = [BucketEntry(None, 0, flat.size, None, Method.NONE, whole)]
+        return state._post(lambda: comm.iallreduce(array, op="avg", method="none", dtype=dtype), buffer)
+
+    offsets = _offsets(buffer, grads)
+    pindex = None
+    if state._param_index is not None:
+        pindex = [state._index_of(p) for p in bucket.parameters()]
+
+    if state.policy is None and method in (Method.TOPK, Method.SKETCH):
+        if pindex is None:
+            signature, order = (str(buffer.dtype), flat.size, shapes), None
+        else:
+            signature = (str(buffer.dtype), tuple(sorted(pindex)))
+            order = sorted(range(len(grads)), key=pindex.__getitem__)
+            if [offsets[j] for j in order] == sorted(offsets) and all(
+                    offsets[a] + grads[a].numel() == offsets[c] for a, c in zip(order, order[1:])):
+                order = None  # the buffer is in the model's order already
+        b = state._track(index, signature)
+        key = state.ef_key(index)
+        params = state._method_params.replace(ef_key=key)
+        if order is None:
+            b[2] = [BucketEntry(key, 0, flat.size, None, method, ((0, flat.size),))]
+            return state._post(lambda: comm.iallreduce(array, op="avg", dtype=dtype, params=params), buffer)
+        segments = tuple((offsets[j], grads[j].numel()) for j in order)
+        b[2] = [BucketEntry(key, 0, flat.size, None, method, segments)]
+        scratch = np.concatenate([flat[o:o + n] for o, n in segments])
+
+        def scatter():
+            at = 0
+            for o, n in segments:
+                flat[o:o + n] = scratch[at:at + n]
+                at += n
+
+        return state._post(lambda: comm.iallreduce(scratch, op="avg", dtype=dtype, params=params), buffer,
+                           after=scatter)
+
+    params_of = bucket.parameters() if state.policy is not None else [None] * len(grads)
+    b = state._track(index, (str(buffer.dtype), flat.size, shapes) if pindex is None
+                     else (str(buffer.dtype), tuple(pindex)))
+    sendbufs, plist, entries = [], [], []
+    for pos, (g, p, off) in enumerate(zip(grads, params_of, offsets)):
+        n = g.numel()
+        compress = bool(state.policy(g, p)) if state.policy is not None else True
+        if method == Method.LOWRANK:
+            compress = compress and g.dim() > 1 and n > 0
+        if compress:
+            key = state.ef_key(index, pos) if pindex is None else state.param_key(pindex[pos])
+            fields = dict(ef_key=key)
+            if method == Method.LOWRANK:
+                fields["shape"] = (g.shape[0], n // g.shape[0])
+            plist.append(state._method_params.replace(**fields))
+            entries.append(BucketEntry(key, off, n, tuple(g.shape), method, ((off, n),)))
+        else:
+            plist.append(Params(method="none"))
+            entries.append(BucketEntry(None, off, n, tuple(g.shape), Method.NONE, ((off, n),)))
+        sendbufs.append(flat[off:off + n])
+    b[2] = entries
+    return state._post(lambda: comm.iallreduce_group(sendbufs, op="avg", params=plist, dtype=dtype), buffer)
