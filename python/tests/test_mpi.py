@@ -790,6 +790,11 @@ class NonBlocking(Base):
         torch = torch_or_none()
         if torch is None:
             self.skipTest("torch is not importable")
+        if "libasan" in os.environ.get("LD_PRELOAD", ""):
+            # The futures' error path throws C++ exceptions inside
+            # libtorch_python, which AddressSanitizer, preloaded into an
+            # interpreter that does not link it, cannot intercept.
+            self.skipTest("torch's C++ exceptions under a preloaded AddressSanitizer")
         x = integer_valued((1000,), np.float32, seed=RANK)
         out = np.empty_like(x)
         with self.comm.iallreduce(x, out, op="avg") as r:

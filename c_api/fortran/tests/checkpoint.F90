@@ -83,6 +83,8 @@ program fortran_checkpoint
   call cc_coll_state_export(c, bad, got, ierr)
   call check('the state is as it was', all(bad == again))
   call cc_coll_comm_destroy(c, ierr)
+  ! A main program's allocatables are not freed at its end.
+  deallocate(blob, small, again, bad)
 
   call MPI_Allreduce(MPI_IN_PLACE, nfail, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, mpierr)
   if (rank == 0 .and. nfail == 0) print '(a,i0,a)', 'fortran_checkpoint: ', nranks, ' ranks: passed'

@@ -266,6 +266,8 @@ program fortran_nonblocking
   call expect('cc_coll_comm_destroy', ierr, CC_COLL_OK)
 
   deallocate(rs_in, rs_out, rs_ref)
+  ! A main program's allocatables are not freed at its end.
+  if (allocated(message)) deallocate(message)
   call MPI_Allreduce(MPI_IN_PLACE, nfail, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, mpierr)
   if (rank == 0 .and. nfail == 0) print '(a,a,a,i0,a)', 'fortran_nonblocking (', trim(mode), ' progress): ', &
                                         nranks, ' ranks: passed'
