@@ -44,6 +44,23 @@ cc_coll_install_deps() {
 
 # cc_coll_build_in <dir> [cmake arguments...]: configure + build into <dir>
 # (Release unless the arguments say otherwise).
+# Shared by the scripts: die prints "<script>: <message>" and exits 2 (a
+# usage or setup error); cc_coll_help, given the script's first argument,
+# prints the script's leading comment block and exits 0 for -h or --help.
+die() {
+    echo "$(basename "$0"): $*" >&2
+    exit 2
+}
+
+cc_coll_help() {
+    case ${1:-} in
+        -h | --help)
+            sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+            exit 0
+            ;;
+    esac
+}
+
 # The emulated cluster's tools (ip and tc, Debian's iproute2), installed
 # unless CC_COLL_SKIP_APT=1, where their absence is an error.
 cc_coll_need_cluster_tools() {

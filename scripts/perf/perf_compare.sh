@@ -58,17 +58,7 @@
 . "$(dirname "$0")/../common.sh"
 set -o pipefail
 
-me=perf_compare.sh
-die() {
-    echo "$me: $*" >&2
-    exit 2
-}
-case ${1:-} in
-    -h | --help)
-        sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
-        exit 0
-        ;;
-esac
+cc_coll_help "${1:-}"
 [ "$#" -le 2 ] || die "at most two arguments, BASE and HEAD (see --help)"
 
 base_rev=${1:-${CC_CMP_BASE:-882cb72}}

@@ -55,18 +55,8 @@
 set -o pipefail
 
 me=perf_overlap.sh
-die() {
-    echo "$me: $*" >&2
-    exit 2
-}
-case ${1:-} in
-    -h | --help)
-        sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
-        exit 0
-        ;;
-    '') ;;
-    *) die "no arguments expected (settings come from the environment; see --help)" ;;
-esac
+cc_coll_help "${1:-}"
+[ "$#" -eq 0 ] || die "no arguments expected (settings come from the environment; see --help)"
 
 runs_list=${CC_OVL_RUNS:-thread caller caller:10}
 hosts=${CC_OVL_HOSTS:-2}

@@ -37,18 +37,8 @@
 set -o pipefail
 
 me=perf_results.sh
-die() {
-    echo "$me: $*" >&2
-    exit 2
-}
-case ${1:-} in
-    -h | --help)
-        sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
-        exit 0
-        ;;
-    '') ;;
-    *) die "no arguments expected (settings come from the environment; see --help)" ;;
-esac
+cc_coll_help "${1:-}"
+[ "$#" -eq 0 ] || die "no arguments expected (settings come from the environment; see --help)"
 
 hosts_list=${CC_PERF_HOSTS:-2 4}
 rate=${CC_PERF_RATE:-1gbit}
