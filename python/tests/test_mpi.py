@@ -937,9 +937,11 @@ class Stats(Base):
         self.assertEqual((self.comm.rank, self.comm.size), (RANK, SIZE))
 
 
-def main():
+def run_tests(module, what):
+    """Runs the unittest cases of `module` on every rank; aborts the whole job
+    when any rank fails, so that no rank is left waiting. Returns 0."""
     runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2 if RANK == 0 else 1)
-    result = unittest.main(module=__name__, testRunner=runner, exit=False).result
+    result = unittest.main(module=module, testRunner=runner, exit=False).result
     ok = result.wasSuccessful()
     if not ok:
         sys.stderr.write("rank %d of %d: FAILED\n" % (RANK, SIZE))
@@ -949,8 +951,12 @@ def main():
     if not all(WORLD.allgather(ok)):
         WORLD.Abort(1)
     if RANK == 0:
-        print("cc_coll Python MPI tests passed on %d ranks (libcc_coll %s)" % (SIZE, cc_coll.version()))
+        print("%s passed on %d ranks (libcc_coll %s)" % (what, SIZE, cc_coll.version()))
     return 0
+
+
+def main():
+    return run_tests(__name__, "cc_coll Python MPI tests")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ from mpi4py import MPI
 import cc_coll
 from cc_coll import Params, Status
 
+from test_mpi import run_tests
+
 WORLD = MPI.COMM_WORLD
 RANK, SIZE = WORLD.rank, WORLD.size
 N, M = 3, 3
@@ -124,18 +126,7 @@ class Checkpoint(unittest.TestCase):
 
 
 def main():
-    runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2 if RANK == 0 else 1)
-    result = unittest.main(module=__name__, testRunner=runner, exit=False).result
-    ok = result.wasSuccessful()
-    if not ok:
-        sys.stderr.write("rank %d of %d: FAILED\n" % (RANK, SIZE))
-        sys.stderr.flush()
-        WORLD.Abort(1)
-    if not all(WORLD.allgather(ok)):
-        WORLD.Abort(1)
-    if RANK == 0:
-        print("cc_coll Python checkpoint tests passed on %d ranks (libcc_coll %s)" % (SIZE, cc_coll.version()))
-    return 0
+    return run_tests(__name__, "cc_coll Python checkpoint tests")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from mpi4py import MPI
 import cc_coll
 from cc_coll import Dtype, Params, Status
 
-from test_mpi import Base, bits, integer_valued, mpi_reference, same_on_all_ranks
+from test_mpi import Base, bits, integer_valued, mpi_reference, run_tests, same_on_all_ranks
 
 WORLD = MPI.COMM_WORLD
 RANK, SIZE = WORLD.rank, WORLD.size
@@ -674,19 +674,7 @@ class PointToPoint(Errors, Base):
 
 
 def main():
-    runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2 if RANK == 0 else 1)
-    result = unittest.main(module=__name__, testRunner=runner, exit=False).result
-    ok = result.wasSuccessful()
-    if not ok:
-        sys.stderr.write("rank %d of %d: FAILED\n" % (RANK, SIZE))
-        sys.stderr.flush()
-        WORLD.Abort(1)
-    if not all(WORLD.allgather(ok)):
-        WORLD.Abort(1)
-    if RANK == 0:
-        print("cc_coll LOWRANK, group and p2p Python tests passed on %d ranks (libcc_coll %s)"
-              % (SIZE, cc_coll.version()))
-    return 0
+    return run_tests(__name__, "cc_coll LOWRANK, group and p2p Python tests")
 
 
 if __name__ == "__main__":
