@@ -25,7 +25,7 @@ CC_COLL_JOBS=${CC_COLL_JOBS:-$(nproc)}
 # Open MPI stays the system's default MPI (the alternatives rank it higher).
 CC_COLL_DEB_PACKAGES="build-essential cmake pkg-config gfortran openmpi-bin libopenmpi-dev libucx-dev \
 libgtest-dev libgmock-dev libbenchmark-dev binutils python3-numpy python3-mpi4py python3-setuptools python3-pip \
-libopenblas-dev liblapacke-dev python3-torch mpich libmpich-dev"
+libopenblas-dev liblapacke-dev python3-torch python3-matplotlib mpich libmpich-dev"
 
 cc_coll_install_deps() {
     if [ "${CC_COLL_SKIP_APT:-0}" = 1 ]; then
