@@ -30,6 +30,8 @@
 #
 # Settings (environment):
 #   CC_Q_RANKS          rank counts                       ["2 4"]
+#                       (CC_Q_RANKS= CC_Q_SWEEP= : no training runs, the
+#                       committed docs/quality/runs.json stays: the cluster step alone)
 #   CC_Q_ROWS           rows                              [all nine]
 #   CC_Q_ARGS           more train_lm.py options for every run  []
 #   CC_Q_SWEEP          more runs: <row>:<train_lm.py options, comma-separated>
@@ -38,6 +40,9 @@
 #   CC_Q_SWEEP_RANKS    rank counts of those runs         ["2"]
 #   CC_Q_CLUSTER        1: time rows on the emulated cluster, 0: skip   [1]
 #   CC_Q_CLUSTER_ROWS   rows timed there                  ["ddp none lowrank powersgd"]
+#   CC_Q_CLUSTER_RING_ROWS  rows timed there again with Open MPI's non-blocking
+#                       allreduce on its ring algorithm
+#                       (--mca coll_libnbc_iallreduce_algorithm 1)  ["none lowrank"]
 #   CC_Q_CLUSTER_HOSTS  hosts (ranks) there               [2]
 #   CC_Q_CLUSTER_RATE   link rate                         [1gbit]
 #   CC_Q_CLUSTER_STEPS  steps per timed run               [60]
@@ -57,13 +62,14 @@ me=quality.sh
 cc_coll_help "${1:-}"
 [ "$#" -eq 0 ] || die "no arguments expected (settings come from the environment; see --help)"
 
-ranks_list=${CC_Q_RANKS:-2 4}
+ranks_list=${CC_Q_RANKS-2 4}
 rows=${CC_Q_ROWS:-ddp none topk topk-noef sketch sketch-noef lowrank lowrank-noef powersgd}
 args=${CC_Q_ARGS:-}
 sweep=${CC_Q_SWEEP-lowrank:--rank=2 lowrank:--rank=4 topk:--density=0.05}
 sweep_ranks=${CC_Q_SWEEP_RANKS:-2}
 cluster=${CC_Q_CLUSTER:-1}
-cluster_rows=${CC_Q_CLUSTER_ROWS:-ddp none lowrank powersgd}
+cluster_rows=${CC_Q_CLUSTER_ROWS-ddp none lowrank powersgd}
+ring_rows=${CC_Q_CLUSTER_RING_ROWS-none lowrank}
 cluster_hosts=${CC_Q_CLUSTER_HOSTS:-2}
 cluster_rate=${CC_Q_CLUSTER_RATE:-1gbit}
 cluster_steps=${CC_Q_CLUSTER_STEPS:-60}
@@ -75,7 +81,7 @@ trainer=$CC_COLL_ROOT/scripts/quality/train_lm.py
 report=$CC_COLL_ROOT/scripts/quality/quality_report.py
 
 valid_rows=" ddp none topk topk-noef sketch sketch-noef lowrank lowrank-noef powersgd "
-for r in $rows $cluster_rows ${sweep//:*([^ ])/}; do
+for r in $rows $cluster_rows $ring_rows ${sweep//:*([^ ])/}; do
     case $valid_rows in *" $r "*) ;; *) die "unknown row '$r' (rows:$valid_rows)" ;; esac
 done
 for item in $sweep; do
@@ -164,43 +170,63 @@ for n in $sweep_ranks; do
 done
 echo "== training runs: $(($(date +%s) - start_all)) s"
 
-# 4. Step times on the emulated cluster: the rows in turn, repeated.
+# 4. Step times on the emulated cluster: the rows in turn, repeated; the rows
+# of CC_Q_CLUSTER_RING_ROWS also with Open MPI's non-blocking allreduce on
+# its ring algorithm (the library's hooks post MPI_Iallreduce; gloo's
+# allreduce is a ring too).
 crecords=()
+ring_mca="--mca coll_libnbc_iallreduce_algorithm 1"
+# cluster_run <round> <row> [<label> <mpirun options...>]
+cluster_run() {
+    local i=$1 r=$2 label=${3:-$2} name
+    shift 2
+    [ "$#" -gt 0 ] && shift
+    name=cluster.$(printf '%s' "$label" | tr -c 'A-Za-z0-9.-' _).$i
+    echo "== cluster ($cluster_hosts hosts, $cluster_rate), round $i, $label (load $(load))"
+    # GLOO_SOCKET_IFNAME: gloo (DDP's broadcasts, the ddp and powersgd
+    # rows' allreduce) on the emulated link too.
+    # shellcheck disable=SC2086
+    if ! scripts/cluster/cc_cluster.sh $copts -- sh -c "\$CC_CLUSTER_MPIRUN $* -x PYTHONPATH -x CC_COLL_LIBRARY \
+        -x OPENBLAS_NUM_THREADS -x GLOO_SOCKET_IFNAME=eth0 $python $trainer --row $r --label '$label' \
+        --out $stage/$name.json $cargs" >"$stage/$name.log" 2>&1; then
+        cat "$stage/$name.log" >&2
+        echo "$me: the cluster run '$label' failed; nothing rewritten" >&2
+        exit 1
+    fi
+    grep '^train_lm.py:' "$stage/$name.log"
+    crecords+=("$stage/$name.json")
+}
 if [ "$cluster" = 1 ]; then
     copts="-N $cluster_hosts -r $cluster_rate -t 1800 -p ccq"
-    cargs="$args --steps $cluster_steps --eval-every $cluster_steps"
+    cargs="${args:+$args }--steps $cluster_steps --eval-every $cluster_steps"
     clb=$(load)
     warn_load "$clb"
     for i in $(seq "$repeats"); do
         for r in $cluster_rows; do
-            echo "== cluster ($cluster_hosts hosts, $cluster_rate), round $i, $r (load $(load))"
-            # GLOO_SOCKET_IFNAME: gloo (DDP's broadcasts, the ddp and powersgd
-            # rows' allreduce) on the emulated link too.
+            cluster_run "$i" "$r"
+        done
+        for r in $ring_rows; do
             # shellcheck disable=SC2086
-            if ! scripts/cluster/cc_cluster.sh $copts -- sh -c "\$CC_CLUSTER_MPIRUN -x PYTHONPATH -x CC_COLL_LIBRARY \
-                -x OPENBLAS_NUM_THREADS -x GLOO_SOCKET_IFNAME=eth0 $python $trainer --row $r \
-                --out $stage/cluster.$r.$i.json $cargs" >"$stage/cluster.$r.$i.log" 2>&1; then
-                cat "$stage/cluster.$r.$i.log" >&2
-                echo "$me: the cluster run '$r' failed; nothing rewritten" >&2
-                exit 1
-            fi
-            grep '^train_lm.py:' "$stage/cluster.$r.$i.log"
-            crecords+=("$stage/cluster.$r.$i.json")
+            cluster_run "$i" "$r" "$r, libnbc ring" $ring_mca
         done
     done
     cla=$(load)
 fi
 
-# 5. Results and the page.
+# 5. Results and the page. Without training runs (CC_Q_RANKS and CC_Q_SWEEP
+# empty) the committed runs.json stays.
 mkdir -p "$out_dir"
 commit=$(git -C "$CC_COLL_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-"$python" "$report" --collect "${records[@]}" --out "$out_dir/runs.json" \
-    --meta "commit=$commit" "date=$(date -u +%Y-%m-%d)" "command=scripts/quality.sh" "args=$args" || exit 1
+if [ "${#records[@]}" -gt 0 ]; then
+    "$python" "$report" --collect "${records[@]}" --out "$out_dir/runs.json" \
+        --meta "commit=$commit" "date=$(date -u +%Y-%m-%d)" "command=scripts/quality.sh" "args=$args" || exit 1
+fi
+[ -e "$out_dir/runs.json" ] || die "no training runs (CC_Q_RANKS and CC_Q_SWEEP are empty) and no $out_dir/runs.json"
 if [ "$cluster" = 1 ]; then
     "$python" "$report" --collect "${crecords[@]}" --out "$out_dir/cluster.json" \
-        --meta "commit=$commit" "hosts=$cluster_hosts" "rate=$cluster_rate" "steps=$cluster_steps" \
-        "repeats=$repeats" "load_before=$clb" "load_after=$cla" \
-        "command=scripts/cluster/cc_cluster.sh $copts -- sh -c '\$CC_CLUSTER_MPIRUN ... train_lm.py --row <row> $cargs'" ||
+        --meta "commit=$commit" "date=$(date -u +%Y-%m-%d)" "hosts=$cluster_hosts" "rate=$cluster_rate" \
+        "steps=$cluster_steps" "repeats=$repeats" "load_before=$clb" "load_after=$cla" "ring_mca=$ring_mca" \
+        "command=scripts/cluster/cc_cluster.sh $copts -- sh -c '\$CC_CLUSTER_MPIRUN [$ring_mca] ... train_lm.py --row <row> $cargs'" ||
         exit 1
 fi
 "$python" "$report" --dir "$out_dir" --doc "$doc"

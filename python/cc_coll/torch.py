@@ -40,7 +40,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the installation
 from ._api import Comm, Dtype, Error, Method, Params, Status, _enum_arg
 
 __all__ = ["CompressionState", "LayerPolicy", "BucketEntry", "compression_hook", "allreduce_hook",
-           "DEFAULT_KEY_BASE"]
+           "reduce_scatter_hook", "DEFAULT_KEY_BASE"]
 
 #: The ef_keys of a CompressionState start here (the high bytes are "cc"), so
 #: that they stay clear of small keys an application picks itself. Give two
@@ -50,9 +50,11 @@ DEFAULT_KEY_BASE = 0x6363 << 48
 # ef_key = key_base + generation << 40 + bucket index << 20 + position, where
 # position 0 names the whole bucket (TOPK, SKETCH without a policy) and p + 1
 # the bucket's p-th gradient; with a model, a gradient's key is instead
-# key_base + _PARAM_GEN << 40 + its parameter's index in model.parameters().
+# key_base + _PARAM_GEN << 40 + its parameter's index in model.parameters(),
+# and reduce_scatter_hook's key k is key_base + _SHARD_GEN << 40 + k.
 _GEN_BITS, _INDEX_BITS, _POS_BITS = 8, 20, 20
 _PARAM_GEN = (1 << _GEN_BITS) - 1
+_SHARD_GEN = _PARAM_GEN - 1
 
 _STATE_FORMAT = "cc_coll.torch.CompressionState/1"
 
@@ -216,8 +218,15 @@ class CompressionState:
             raise ValueError("parameter %d: beyond the hook's key space" % param_index)
         return self.key_base + (_PARAM_GEN << (_INDEX_BITS + _POS_BITS)) + param_index
 
+    def shard_key(self, key):
+        """The ef_key of reduce_scatter_hook's flat gradient number `key`."""
+        if isinstance(key, bool) or not isinstance(key, numbers.Integral) \
+                or not 0 <= key < (1 << (_INDEX_BITS + _POS_BITS)):
+            raise ValueError("key = %r: reduce_scatter_hook's keys are ints in [0, 2**40)" % (key,))
+        return self.key_base + (_SHARD_GEN << (_INDEX_BITS + _POS_BITS)) + int(key)
+
     def _is_bucket_key(self, key):
-        return ((key - self.key_base) >> (_INDEX_BITS + _POS_BITS)) != _PARAM_GEN
+        return ((key - self.key_base) >> (_INDEX_BITS + _POS_BITS)) not in (_PARAM_GEN, _SHARD_GEN)
 
     def _index_of(self, param):
         try:
@@ -241,7 +250,7 @@ class CompressionState:
             self._buckets[bucket_index] = b = [0, signature, []]
         elif b[1] != signature:
             self._stale.extend(e for e in b[2] if e.ef_key is not None and self._is_bucket_key(e.ef_key))
-            b[0] = (b[0] + 1) % _PARAM_GEN
+            b[0] = (b[0] + 1) % _SHARD_GEN
             b[1] = signature
             b[2] = []
         return b
@@ -483,3 +492,60 @@ def compression_hook(state, bucket):
         sendbufs.append(flat[off:off + n])
     b[2] = entries
     return state._post(lambda: comm.iallreduce_group(sendbufs, op="avg", params=plist, dtype=dtype), buffer)
+
+
+def reduce_scatter_hook(state, grad, output=None, key=0):
+    """Sharded data parallelism: average a flat gradient over the ranks into
+    this rank's shard, compressed with the state's method (NONE, TOPK or
+    SKETCH, error feedback as the state says), without blocking.
+
+    grad   -- a 1-D CPU tensor (float32, float64, float16, bfloat16) of
+              P x s elements, P = state.comm.size: P shards of s, in rank
+              order, as a sharded optimizer (or FSDP's FULL_SHARD) lays out a
+              padded flat gradient. Like DDP's bucket it belongs to the
+              request until the future completes
+    output -- None, or a 1-D tensor of s elements and grad's dtype, not
+              overlapping grad: where this rank's shard of the average goes
+              (None: grad[rank * s:(rank + 1) * s]'s values land in grad's
+              first s elements, as Comm.reduce_scatter in place)
+    key    -- names the gradient's error-feedback residual
+              (state.shard_key(key)): one key per flat gradient
+
+    Returns a torch.futures.Future whose value is the shard (output, or
+    grad[:s]) once the library's cc_coll_ireduce_scatter completes. The
+    first state.start_iter steps (state.iter, which the DDP hooks count;
+    count it yourself here: state.iter += 1 per step) are dense. LOWRANK
+    has no reduce-scatter in the library: ValueError.
+
+    PyTorch 1.13's FSDP hook contract does not fit (docs/pytorch.md, "FSDP"):
+    this is the same reduction for a user-written sharded step.
+    """
+    ef_key = state.shard_key(key)
+    method = state.method if state.iter >= state.start_iter else Method.NONE
+    if state.method == Method.LOWRANK:
+        raise ValueError("reduce_scatter_hook: LOWRANK has no reduce-scatter in libcc_coll (its factors do not "
+                         "split by shard); use NONE, TOPK or SKETCH")
+    if not isinstance(grad, torch.Tensor) or grad.dim() != 1 or not grad.is_contiguous():
+        raise ValueError("reduce_scatter_hook: grad must be a contiguous 1-D tensor")
+    size = state.comm.size
+    if grad.numel() % size:
+        raise ValueError("reduce_scatter_hook: grad has %d elements, not a multiple of the %d ranks (pad it)"
+                         % (grad.numel(), size))
+    shard = grad.numel() // size
+    array, dtype = _numpy_view(grad, "grad")
+    if output is None:
+        out_array, result = None, grad[:shard]
+    else:
+        if not isinstance(output, torch.Tensor) or output.dim() != 1 or not output.is_contiguous() \
+                or output.numel() != shard or output.dtype != grad.dtype:
+            raise ValueError("reduce_scatter_hook: output must be a contiguous 1-D tensor of %d elements and "
+                             "grad's dtype %s" % (shard, grad.dtype))
+        out_array, _ = _numpy_view(output, "output")
+        result = output
+    if method == Method.NONE:
+        params = Params(method="none")
+    else:
+        params = state._method_params.replace(ef_key=ef_key)
+    state._drop_stale()
+    return state._post(lambda: state.comm.ireduce_scatter(array, out_array, op="avg", dtype=dtype, params=params),
+                       result)

@@ -24,6 +24,10 @@ on CPU, with SGD and momentum:
     is the bucket's result, to float rounding; TOPK's residual keeps all but
     at most ceil(density n) elements of input plus previous residual; the
     parameters are bit-identical on all ranks;
+  - reduce_scatter_hook (sharded steps): NONE gives this rank's shard of
+    the average (bit-identical to MPI's sum / P on one and two ranks); TOPK
+    keeps the error-feedback invariant over the gathered shards; bad
+    arguments and LOWRANK are refused with ValueError;
   - checkpoint: training saved after N steps (hook state, model, optimizer)
     and continued M steps equals, bit for bit, a fresh run (new gloo group,
     new Comm, new model) that loads the checkpoint and runs the M steps; a
@@ -373,6 +377,82 @@ class Hooks(unittest.TestCase):
         fresh.load_state_dict(good)
         self.assertEqual(fresh.iter, 2)
         self.assertEqual(fresh.comm.state_export(), good["comm_state"])
+
+    # -- sharded steps: reduce_scatter_hook ------------------------------------------
+
+    def test_reduce_scatter_none_is_the_average_shard(self):
+        # method NONE: this rank's shard of the average, as MPI's sum / P
+        # (exact on one and two ranks, where the sum's order cannot matter)
+        state = cct.CompressionState(self.comm(), method="none")
+        shard = 37
+        for step in range(3):
+            g = torch.randn(shard * SIZE, generator=torch.Generator().manual_seed(100 * step + RANK))
+            full = np.empty(g.numel(), np.float32)
+            WORLD.Allreduce(g.numpy(), full)
+            expected = (full / np.float32(SIZE))[RANK * shard:(RANK + 1) * shard]
+            out = torch.empty(shard)
+            fut = cct.reduce_scatter_hook(state, g, out)
+            self.assertIs(fut.wait(), out)
+            if SIZE <= 2:
+                self.assertTrue(np.array_equal(out.numpy(), expected))
+            else:
+                np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6, atol=1e-6)
+            # in place: the shard lands in grad's first elements
+            g2 = g.clone()
+            got = cct.reduce_scatter_hook(state, g2).wait()
+            self.assertEqual(got.data_ptr(), g2.data_ptr())
+            self.assertTrue(np.array_equal(got.numpy(), out.numpy()))
+
+    def test_reduce_scatter_error_feedback_invariant(self):
+        # TOPK with error feedback: what each rank sent (input + previous
+        # residual - new residual), averaged over the ranks, is the result;
+        # the shards of all ranks together are that average
+        comm = self.comm()
+        state = cct.CompressionState(comm, method="topk", density=0.1, start_iter=1)
+        shard = 50
+        n = shard * SIZE
+        key = state.shard_key(7)
+        previous = np.zeros(n, np.float32)
+        for step in range(4):
+            state.iter = step
+            g = torch.randn(n, generator=torch.Generator().manual_seed(10 * step + RANK))
+            sent_in = g.numpy().copy()
+            out = cct.reduce_scatter_hook(state, g, torch.empty(shard), key=7).wait()
+            whole = np.empty(n, np.float32)
+            WORLD.Allgather(out.numpy(), whole)
+            if step == 0:  # dense: start_iter
+                residual = np.zeros(n, np.float32)
+            else:
+                residual = comm.ef_residual(np.empty(n, np.float32), ef_key=key).copy()
+                # (residuals are kept in the work type and read back
+                # rounded: the unkept elements agree to float rounding)
+                moved = sent_in + previous - residual
+                kept = np.count_nonzero(np.abs(moved) > 1e-6 * (1 + np.abs(sent_in + previous)))
+                self.assertLessEqual(kept, SIZE * math.ceil(0.1 * shard))
+            sent = np.ascontiguousarray(sent_in + previous - residual, dtype=np.float32)
+            total = np.empty(n, np.float32)
+            WORLD.Allreduce(sent, total)
+            np.testing.assert_allclose(whole, total / np.float32(SIZE), rtol=1e-5, atol=1e-6)
+            previous = residual
+
+    def test_reduce_scatter_arguments(self):
+        comm = self.comm()
+        state = cct.CompressionState(comm, method="topk", density=0.1)
+        if SIZE > 1:
+            with self.assertRaisesRegex(ValueError, "multiple of the"):
+                cct.reduce_scatter_hook(state, torch.zeros(SIZE * 3 + 1))
+        with self.assertRaisesRegex(ValueError, "1-D"):
+            cct.reduce_scatter_hook(state, torch.zeros(SIZE, 2))
+        with self.assertRaisesRegex(ValueError, "output must be"):
+            cct.reduce_scatter_hook(state, torch.zeros(SIZE * 4), torch.zeros(5))
+        with self.assertRaisesRegex(ValueError, "output must be"):
+            cct.reduce_scatter_hook(state, torch.zeros(SIZE * 4), torch.zeros(4, dtype=torch.float64))
+        with self.assertRaisesRegex(ValueError, "keys are ints"):
+            cct.reduce_scatter_hook(state, torch.zeros(SIZE * 4), key=-1)
+        low = cct.CompressionState(comm, method="lowrank", start_iter=0)
+        with self.assertRaisesRegex(ValueError, "LOWRANK has no reduce-scatter"):
+            cct.reduce_scatter_hook(low, torch.zeros(SIZE * 4))
+        self.assertEqual(state.inflight, 0)
 
     # -- arguments ----------------------------------------------------------------
 
