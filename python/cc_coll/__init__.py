@@ -20,11 +20,12 @@ loader (ctypes.util.find_library, LD_LIBRARY_PATH). See docs/python.md.
 
 from ._version import ABI_MAJOR, ABI_MINOR, ABI_PATCH, __version__
 from ._lib import library_path
-from ._api import (Comm, Dtype, Error, LowRankState, Method, Op, Params, Request, Sparsifier, Status, build_info,
-                   check_version, from_bfloat16, settings, to_bfloat16, version, version_info, waitall)
+from ._api import (Comm, DeviceArray, Dtype, Error, LowRankState, Method, Op, Params, Request, Sparsifier,
+                   Status, build_info, check_version, from_bfloat16, settings, to_bfloat16, version, version_info, waitall)
 
 __all__ = [
-    "Comm", "Dtype", "Error", "LowRankState", "Method", "Op", "Params", "Request", "Sparsifier", "Status",
+    "Comm", "DeviceArray", "Dtype", "Error", "LowRankState", "Method", "Op", "Params", "Request", "Sparsifier",
+    "Status",
     "build_info", "check_version", "from_bfloat16", "settings", "to_bfloat16", "waitall",
     "version", "version_info", "library_path", "__version__",
     "ABI_MAJOR", "ABI_MINOR", "ABI_PATCH",

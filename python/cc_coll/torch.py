@@ -17,8 +17,9 @@ or Comm.iallreduce_group) on the bucket's gradients and returns a
 torch.futures.Future, completed from a helper thread once the request
 completes (Request.to_torch_future), whose value is the bucket buffer holding
 the average: the backward pass goes on while the library compresses and
-communicates. The gradients travel through numpy views of the bucket, so
-buckets must be CPU tensors. See docs/pytorch.md.
+communicates. The gradients travel through numpy views of CPU buckets, and
+through cc_coll.DeviceArray views of CUDA buckets (the library's device
+path, no host copy). See docs/pytorch.md.
 
 This is the only module of the package that imports PyTorch; `import
 cc_coll` works without it.
@@ -37,7 +38,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the installation
     raise ImportError("cc_coll.torch needs PyTorch (torch, torch.distributed), which cannot be imported: %s"
                       % _exc) from _exc
 
-from ._api import Comm, Dtype, Error, Method, Params, Status, _enum_arg
+from ._api import Comm, DeviceArray, Dtype, Error, Method, Params, Status, _enum_arg
 
 __all__ = ["CompressionState", "LayerPolicy", "BucketEntry", "compression_hook", "allreduce_hook",
            "reduce_scatter_hook", "DEFAULT_KEY_BASE"]
@@ -355,15 +356,23 @@ class CompressionState:
 
 
 def _numpy_view(t, what):
-    """A numpy array sharing `t`'s memory, and its Dtype."""
-    if t.device.type != "cpu":
-        raise TypeError("%s is a %s tensor: the cc_coll package passes numpy arrays, so the hook takes CPU "
-                        "buckets only (docs/pytorch.md)" % (what, t.device.type))
+    """An array sharing `t`'s memory and its Dtype: a numpy array for a CPU
+    tensor, a cc_coll.DeviceArray for a CUDA tensor (the library's device
+    path, no host copy; the library must be built with CUDA)."""
+    if t.device.type not in ("cpu", "cuda"):
+        raise TypeError("%s is a %s tensor: the hooks take CPU and CUDA tensors (docs/pytorch.md)"
+                        % (what, t.device.type))
     t = t.detach()
+    if t.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        raise TypeError("%s has dtype %s; the hook takes float32, float64, float16 and bfloat16" % (what, t.dtype))
+    if t.device.type == "cuda":
+        if t.dtype == torch.bfloat16:
+            d = DeviceArray(t.view(torch.int16))
+            d.dtype = np.dtype(np.uint16)  # the bit patterns, as Dtype.BF16 takes them
+            return d, Dtype.BF16
+        return DeviceArray(t), None
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(np.uint16), Dtype.BF16
-    if t.dtype not in (torch.float32, torch.float64, torch.float16):
-        raise TypeError("%s has dtype %s; the hook takes float32, float64, float16 and bfloat16" % (what, t.dtype))
     return t.numpy(), None
 
 
@@ -459,12 +468,14 @@ def compression_hook(state, bucket):
             return state._post(lambda: comm.iallreduce(array, op="avg", dtype=dtype, params=params), buffer)
         segments = tuple((offsets[j], grads[j].numel()) for j in order)
         b[2] = [BucketEntry(key, 0, flat.size, None, method, segments)]
-        scratch = np.concatenate([flat[o:o + n] for o, n in segments])
+        tflat = buffer.detach().view(-1)
+        tscratch = torch.cat([tflat[o:o + n] for o, n in segments])
+        scratch, _ = _numpy_view(tscratch, "the bucket buffer")
 
         def scatter():
             at = 0
             for o, n in segments:
-                flat[o:o + n] = scratch[at:at + n]
+                tflat[o:o + n].copy_(tscratch[at:at + n])
                 at += n
 
         return state._post(lambda: comm.iallreduce(scratch, op="avg", dtype=dtype, params=params), buffer,
@@ -499,7 +510,7 @@ def reduce_scatter_hook(state, grad, output=None, key=0):
     this rank's shard, compressed with the state's method (NONE, TOPK or
     SKETCH, error feedback as the state says), without blocking.
 
-    grad   -- a 1-D CPU tensor (float32, float64, float16, bfloat16) of
+    grad   -- a 1-D CPU or CUDA tensor (float32, float64, float16, bfloat16) of
               P x s elements, P = state.comm.size: P shards of s, in rank
               order, as a sharded optimizer (or FSDP's FULL_SHARD) lays out a
               padded flat gradient. Like DDP's bucket it belongs to the

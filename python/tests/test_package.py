@@ -320,6 +320,46 @@ class Settings(unittest.TestCase):
         self.assertIn("methods: %s\n" % ", ".join(m.name.lower() for m in cc_coll.Method), r.stdout)
 
 
+class FakeDeviceBuffer:
+    """An object with the CUDA Array Interface (no device memory behind it:
+    the pointer is never dereferenced here)."""
+
+    def __init__(self, shape, typestr="<f4", strides=None, readonly=False, ptr=0x7f0000000000):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, readonly),
+                                         "strides": strides, "version": 3}
+
+
+class DeviceArrays(unittest.TestCase):
+    def test_wrapping(self):
+        if not cc_coll.build_info()["cuda"]:
+            with self.assertRaisesRegex(TypeError, "built without CUDA"):
+                cc_coll.DeviceArray(FakeDeviceBuffer((4,)))
+            return
+        d = cc_coll.DeviceArray(FakeDeviceBuffer((3, 4)))
+        self.assertEqual((d.shape, d.ndim, d.size, d.nbytes, d.dtype), ((3, 4), 2, 12, 48, np.dtype(np.float32)))
+        self.assertTrue(d.flags.c_contiguous and d.flags.writeable)
+        self.assertEqual(d.ctypes.data, 0x7f0000000000)
+        flat = d.reshape(-1)
+        self.assertEqual((flat.shape, flat.ctypes.data), ((12,), d.ctypes.data))
+        part = flat[2:5]
+        self.assertEqual((part.shape, part.ctypes.data), ((3,), d.ctypes.data + 8))
+        self.assertEqual(flat[10:].size, 2)
+        self.assertIs(part.obj, d.obj)
+        self.assertRaises(ValueError, d.reshape, 5)
+        self.assertRaises(TypeError, flat.__getitem__, 3)
+        self.assertRaises(TypeError, d.__getitem__, slice(0, 1))
+        half = cc_coll.DeviceArray(FakeDeviceBuffer((8,), "<f2", readonly=True))
+        self.assertEqual(half.dtype, np.dtype(np.float16))
+        self.assertFalse(half.flags.writeable)
+        # C-contiguous strides are contiguous, others are not
+        self.assertTrue(cc_coll.DeviceArray(FakeDeviceBuffer((2, 3), strides=(12, 4))).flags.c_contiguous)
+        strided = cc_coll.DeviceArray(FakeDeviceBuffer((2, 3), strides=(4, 8)))
+        self.assertFalse(strided.flags.c_contiguous)
+        self.assertRaises(ValueError, strided.reshape, -1)
+        with self.assertRaisesRegex(TypeError, "__cuda_array_interface__"):
+            cc_coll.DeviceArray(np.zeros(3))
+
+
 class NoMpi(unittest.TestCase):
     def test_comm_needs_initialised_mpi(self):
         # This process never initialises MPI.

@@ -454,6 +454,47 @@ class Hooks(unittest.TestCase):
             cct.reduce_scatter_hook(low, torch.zeros(SIZE * 4))
         self.assertEqual(state.inflight, 0)
 
+    # -- CUDA tensors: the library's device path --------------------------------------
+
+    @unittest.skipUnless(torch.cuda.is_available() and cc_coll.build_info()["cuda"],
+                         "needs a CUDA device and a libcc_coll built with CUDA")
+    def test_cuda_tensors(self):
+        torch.cuda.set_device(0)
+        comm = self.comm()
+        # a Comm call on a CUDA tensor (DeviceArray): NONE equals the host's
+        x = torch.randn(1000, generator=torch.Generator().manual_seed(RANK))
+        host = comm.allreduce(x.numpy().copy(), op="avg", method="none")
+        dev = x.cuda()
+        comm.iallreduce(cc_coll.DeviceArray(dev), op="avg", method="none").wait()
+        self.assertTrue(np.array_equal(dev.cpu().numpy(), host))
+        # the DDP hook on a CUDA model: NONE bit-identical to DDP's default
+        # hook on one and two ranks; LOWRANK keeps replicas identical
+        for method, kw in (("none", {}), ("lowrank", dict(rank=1, start_iter=1))):
+            net = make_net().cuda()
+            model = DDP(net, device_ids=[0], process_group=dist.new_group(backend="gloo"))
+            state = cct.CompressionState(comm, method=method, model=net, **kw)
+            model.register_comm_hook(state, cct.compression_hook)
+            ref = DDP(make_net().cuda(), device_ids=[0], process_group=dist.new_group(backend="gloo"))
+            for step in range(3):
+                for m in (model, ref):
+                    xb, yb = batch(step)
+                    m.zero_grad()
+                    torch.nn.functional.mse_loss(m(xb.cuda()), yb.cuda()).backward()
+                    with torch.no_grad():
+                        for p in m.parameters():
+                            p -= LR * p.grad
+            got = flat_params(net.cpu())
+            self.assertTrue(same_on_all_ranks(got))
+            if method == "none" and SIZE <= 2:
+                self.assertTrue(np.array_equal(got, flat_params(ref.module.cpu())))
+        # reduce_scatter_hook on a CUDA flat gradient
+        g = torch.randn(8 * SIZE, generator=torch.Generator().manual_seed(RANK))
+        full = np.empty(g.numel(), np.float32)
+        WORLD.Allreduce(g.numpy(), full)
+        out = cct.reduce_scatter_hook(cct.CompressionState(comm, method="none"), g.cuda(),
+                                      torch.empty(8, device="cuda")).wait()
+        np.testing.assert_allclose(out.cpu().numpy(), (full / SIZE)[RANK * 8:(RANK + 1) * 8], rtol=1e-6)
+
     # -- arguments ----------------------------------------------------------------
 
     def test_arguments(self):
