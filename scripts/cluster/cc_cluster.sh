@@ -25,6 +25,8 @@ whose links are rate-limited with tc, then tears the cluster down. Needs root.
 
 options:
   -N hosts    number of hosts, 2..4 (default 2)
+  -n ranks    ranks per host, 1..4 (default 1); ranks of one host talk over
+              shared memory, ranks of different hosts over the shaped links
   -r rate     link rate in tc syntax: 100mbit, 1gbit, 10gbit, 500kbit, ...
               (default 1gbit); applies to each host's outgoing and incoming
               traffic
@@ -37,9 +39,10 @@ options:
   -h          this help
 
 The command sees:
-  CC_CLUSTER_MPIRUN    mpirun prefix: one rank per host, -np N, TCP only on
+  CC_CLUSTER_MPIRUN    mpirun prefix: -n ranks on each host, -np N*n, TCP only on
                        the emulated links, root allowed
-  CC_CLUSTER_HOSTFILE  the hostfile (one address per host, slots=1)
+  CC_CLUSTER_HOSTFILE  the hostfile (one address per host, slots=n)
+  CC_CLUSTER_RANKS_PER_HOST  n
   CC_CLUSTER_HOSTS     N
   CC_CLUSTER_RATE, CC_CLUSTER_DELAY, CC_CLUSTER_SUBNET
 
@@ -56,14 +59,16 @@ die() {
 }
 
 hosts=2
+per_host=1
 rate=1gbit
 delay=
 tmo=600
 prefix=ccx
 verbose=0
-while getopts ":N:r:d:t:p:vh" opt; do
+while getopts ":N:n:r:d:t:p:vh" opt; do
     case $opt in
         N) hosts=$OPTARG ;;
+        n) per_host=$OPTARG ;;
         r) rate=$OPTARG ;;
         d) delay=$OPTARG ;;
         t) tmo=$OPTARG ;;
@@ -82,6 +87,11 @@ case $hosts in
     2 | 3 | 4) ;;
     *) die "-N must be 2, 3 or 4 (got '$hosts')" ;;
 esac
+case $per_host in
+    1 | 2 | 3 | 4) ;;
+    *) die "-n must be 1, 2, 3 or 4 ranks per host (got '$per_host')" ;;
+esac
+ranks=$((hosts * per_host))
 case $tmo in
     '' | *[!0-9]* | 0) die "-t must be a positive whole number of seconds (got '$tmo')" ;;
 esac
@@ -266,27 +276,31 @@ done
 tmpdir=$(mktemp -d /tmp/cc_cluster.XXXXXX) || die "mktemp failed"
 hostfile=$tmpdir/hostfile
 for ((i = 0; i < hosts; i++)); do
-    echo "$(hostaddr "$i") slots=1"
+    echo "$(hostaddr "$i") slots=$per_host"
 done >"$hostfile"
 
 # - plm_rsh_agent: orted reaches each host through ip netns exec;
-# - pml ob1 + btl tcp,self: no UCX, no shared memory (vader would bypass the
-#   links: all "hosts" share one kernel); tcp only on the cluster's subnet,
-#   and the runtime's own traffic (oob) too;
+# - pml ob1 + btl tcp,self: no UCX, no shared memory between hosts; tcp only
+#   on the cluster's subnet, and the runtime's own traffic (oob) too. With
+#   several ranks per host, vader too: Open MPI uses it only between ranks
+#   it places on the same host (the same orted, in that host's namespace),
+#   as on a real node; ranks of different hosts still go through the links;
 # - --bind-to none: each host's orted believes it owns the machine and would
 #   bind its rank to core 0, piling every rank onto one core.
-mpirun_cmd="env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --hostfile $hostfile -np $hosts"
+btls=tcp,self
+[ "$per_host" -gt 1 ] && btls=tcp,vader,self
+mpirun_cmd="env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --hostfile $hostfile -np $ranks"
 mpirun_cmd="$mpirun_cmd --bind-to none --mca plm_rsh_agent $agent --mca plm_rsh_no_tree_spawn 1"
-mpirun_cmd="$mpirun_cmd --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include $subnet --mca oob_tcp_if_include $subnet"
-# - mpi_yield_when_idle: with more hosts than cores the ranks oversubscribe the
-#   machine, which Open MPI cannot see (one slot per host); it would yield
+mpirun_cmd="$mpirun_cmd --mca pml ob1 --mca btl $btls --mca btl_tcp_if_include $subnet --mca oob_tcp_if_include $subnet"
+# - mpi_yield_when_idle: with more ranks than cores the ranks oversubscribe the
+#   machine, which Open MPI cannot see (it sees only the slots of each host); it would yield
 #   when idle on a node it knew to be oversubscribed, so say it here. Without
 #   it, 4 busy-polling ranks on 2 cores turn a 4 KiB allreduce from ~0.2 ms
 #   into ~20 ms. CC_CLUSTER_YIELD=0|1 overrides.
 yield=${CC_CLUSTER_YIELD:-auto}
 if [ "$yield" = auto ]; then
     yield=0
-    [ "$hosts" -gt "$(nproc)" ] && yield=1
+    [ "$ranks" -gt "$(nproc)" ] && yield=1
 fi
 case $yield in
     0 | 1) ;;
@@ -297,6 +311,7 @@ esac
 export CC_CLUSTER_MPIRUN="$mpirun_cmd"
 export CC_CLUSTER_HOSTFILE="$hostfile"
 export CC_CLUSTER_HOSTS="$hosts"
+export CC_CLUSTER_RANKS_PER_HOST="$per_host"
 export CC_CLUSTER_RATE="$rate"
 export CC_CLUSTER_DELAY="$delay"
 export CC_CLUSTER_SUBNET="$subnet"
