@@ -13,9 +13,6 @@ of mpi4py's MPI_Allreduce, gloo's all_reduce (torch.distributed),
 cc_coll allreduce (method NONE) and cc_coll iallreduce + wait; the four are
 measured in turn twice and the second round is printed.
 """
-import os
-import sys
-import tempfile
 import time
 
 import numpy as np
@@ -24,6 +21,7 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 import cc_coll
+from gloo_mpi import finish, init_gloo
 
 N = 432128
 CALLS = 20
@@ -31,9 +29,7 @@ CALLS = 20
 
 def main():
     world = MPI.COMM_WORLD
-    rdv = world.bcast(tempfile.mkdtemp(prefix="cc_dense_") if world.rank == 0 else None)
-    dist.init_process_group("gloo", init_method="file://" + os.path.join(rdv, "rendezvous"),
-                            rank=world.rank, world_size=world.size)
+    rdv = init_gloo("cc_dense_")
     comm = cc_coll.Comm(world)
     a = np.random.default_rng(world.rank).random(N, dtype=np.float32)
     b = np.empty_like(a)
@@ -58,14 +54,7 @@ def main():
         print("%d ranks, %d floats, mean of %d calls:" % (world.size, N, CALLS))
         for name, v in ms:
             print("  %-32s %6.2f ms" % (name, v))
-    comm.close()
-    world.Barrier()
-    if world.rank == 0:
-        os.remove(os.path.join(rdv, "rendezvous"))
-        os.rmdir(rdv)
-    sys.stdout.flush()
-    MPI.Finalize()
-    os._exit(0)  # PyTorch 1.13 can abort destroying a gloo group (docs/pytorch.md)
+    finish(rdv, comm)
 
 
 if __name__ == "__main__":

@@ -35,10 +35,11 @@ import math
 import os
 import platform
 import sys
-import tempfile
 import time
 
 from mpi4py import MPI
+
+from gloo_mpi import finish, init_gloo
 
 ROWS = ("ddp", "none", "topk", "topk-noef", "sketch", "sketch-noef", "lowrank", "lowrank-noef", "powersgd")
 
@@ -188,9 +189,7 @@ def main(argv):
 
     # DDP's process group (its broadcasts; the ddp and powersgd rows' gradient
     # traffic): gloo, rendezvous through a file in a folder rank 0 names.
-    rdv = world.bcast(tempfile.mkdtemp(prefix="cc_quality_") if rank == 0 else None)
-    dist.init_process_group("gloo", init_method="file://" + os.path.join(rdv, "rendezvous"),
-                            rank=rank, world_size=size)
+    rdv = init_gloo("cc_quality_")
     if a.buckets == "one":
         # DDP caps its first bucket at dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB)
         # and the others at bucket_cap_mb; both are raised over the model's size.
@@ -337,17 +336,7 @@ def main(argv):
                   rec["ratio_run"], rec["sec_per_step_median"], rec["identical"], load_before[0], load_after[0]))
         sys.stdout.flush()
 
-    if comm is not None:
-        comm.close()
-    world.Barrier()
-    if rank == 0:
-        os.remove(os.path.join(rdv, "rendezvous"))
-        os.rmdir(rdv)
-    # PyTorch 1.13 can abort while destroying a gloo group at exit (see
-    # docs/pytorch.md): finalise MPI and leave without destructors.
-    sys.stdout.flush()
-    MPI.Finalize()
-    os._exit(0)
+    finish(rdv, comm)
 
 
 if __name__ == "__main__":
