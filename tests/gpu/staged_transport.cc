@@ -650,6 +650,9 @@ void test_device_transport_gpu()
             if (bytes > 0)
                 MPI_Allgather(mine.data(), static_cast<int>(bytes), MPI_BYTE, want_all.data(), static_cast<int>(bytes),
                               MPI_BYTE, MPI_COMM_WORLD);
+            // allreduce_bor overwrote buf: gather from a fresh copy of `mine`.
+            cudaFree(buf);
+            buf = to_gpu(mine, bytes);
             void *all = to_gpu(std::vector<unsigned char>(total, 0xff), total);
             CHECK_CC(t->allgather_bytes(buf, bytes, all, MPI_COMM_WORLD));
             EXPECT(same_bytes(from_gpu(all, total), want_all, total), "allgather_bytes of %zu bytes differs", bytes);

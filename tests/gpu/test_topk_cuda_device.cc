@@ -575,11 +575,40 @@ TEST_F(DeviceTopk, ScatterAddLarge)
 
 // ---------------------------------------------------------------- error feedback
 
+// Rewrites every NaN among a payload's k values to one pattern. Device
+// arithmetic returns the canonical NaN where the host keeps the input's NaN
+// payload (docs/gpu.md: NaN payloads may differ, which elements are NaN may
+// not), so payloads are compared after this.
+void canonical_nans(std::vector<unsigned char> *payload, std::size_t k, cc_coll_dtype_t dtype)
+{
+    const std::size_t es = dtype_size(dtype);
+    unsigned char *v = payload->data() + sizeof(topk::PayloadHeader) + k * sizeof(std::uint32_t);
+    for (std::size_t j = 0; j < k; ++j, v += es) {
+        bool nan = false;
+        if (dtype == CC_COLL_F32) {
+            float x;
+            std::memcpy(&x, v, sizeof x);
+            nan = std::isnan(x);
+        } else if (dtype == CC_COLL_F64) {
+            double x;
+            std::memcpy(&x, v, sizeof x);
+            nan = std::isnan(x);
+        } else {
+            std::uint16_t b;
+            std::memcpy(&b, v, sizeof b);
+            const std::uint16_t exp = dtype == CC_COLL_F16 ? 0x7c00 : 0x7f80;
+            nan = (b & exp) == exp && (b & static_cast<std::uint16_t>(~exp & 0x7fff)) != 0;
+        }
+        if (nan) std::memset(v, 0x7f, es);
+    }
+}
+
 // The device allreduce's TOPK steps on one rank (collectives/allreduce/sparse_allgather.cc on CudaExec): g' =
 // e + input in the residual (gpu::load_input), select, encode, then the
 // residual at the sent positions (gpu::keep_unsent); against the host's
 // load_as, select, encode and keep_unsent. The residual and the payload must
-// agree bit for bit, over several steps that carry the residual on.
+// agree bit for bit (NaN values: in which elements, not in their payload),
+// over several steps that carry the residual on.
 template <typename W>
 void ef_case(cudaStream_t stream, topk::cuda::SelectScratch *scratch, std::size_t n, cc_coll_dtype_t dtype)
 {
@@ -631,6 +660,8 @@ void ef_case(cudaStream_t stream, topk::cuda::SelectScratch *scratch, std::size_
         std::vector<W> residual;
         ASSERT_CUDA(payload.read(&got, stream));
         ASSERT_CUDA(de.read(&residual, stream));
+        canonical_nans(&got, k, dtype);
+        canonical_nans(&expected, k, dtype);
         EXPECT_TRUE(same_bits(got, expected, "payload bytes"));
         ASSERT_TRUE(same_bits(residual, e, "residual"));
         // The residual is finite wherever a sent value was subtracted.
