@@ -41,6 +41,11 @@ from mpi4py import MPI
 
 from gloo_mpi import finish, init_gloo
 
+# The benchmark trains on the CPU. Newer PyTorch's powerSGD_hook calls
+# torch.cuda.synchronize on a CPU bucket whenever a GPU is visible, which
+# fails: on a GPU machine the runs see none.
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
 ROWS = ("ddp", "none", "topk", "topk-noef", "sketch", "sketch-noef", "lowrank", "lowrank-noef", "powersgd")
 
 
