@@ -63,6 +63,7 @@ cc_coll_status_t create_comm(const char *fn, MPI_Comm mpi_comm, cc_coll_comm_h *
         return st;
     }
     auto comm = std::make_shared<Comm>(dup, rank, size, config);
+    if ((st = build_topology(*comm)) != CC_COLL_OK) return st;  // the destructor frees dup
     *out = register_comm(std::move(comm));
     log_message(LogLevel::Info, "comm %p created: rank %d of %d, method %s", static_cast<void *>(*out), rank, size,
                 cc_coll_method_name(config.method));
@@ -421,6 +422,7 @@ cc_coll_status_t cc_coll_ef_bytes(cc_coll_comm_h comm, uint64_t *bytes)
         std::lock_guard<CollectiveLock> collective(c->collective_mutex());
         std::lock_guard<std::mutex> p2p(c->p2p_mutex());
         *bytes = c->ef().bytes() + c->lep().bytes();
+        if (const NodeTopology *t = c->topology(); t != nullptr && t->rail != nullptr) *bytes += t->rail->ef().bytes();
         return CC_COLL_OK;
     });
 }
@@ -437,8 +439,26 @@ cc_coll_status_t cc_coll_state_bytes(cc_coll_comm_h comm, uint64_t *bytes)
         std::lock_guard<CollectiveLock> collective(c->collective_mutex());
         std::lock_guard<std::mutex> p2p(c->p2p_mutex());
         *bytes = c->state_budget().bytes();
+        if (const NodeTopology *t = c->topology(); t != nullptr && t->rail != nullptr)
+            *bytes += t->rail->state_budget().bytes();
         return CC_COLL_OK;
     });
+}
+
+// On a hierarchical communicator (core/topology.hpp) the residual of a host
+// tensor is its shard's, kept by this rank's rail under the shard's own key:
+// the rail, that key and the shard, or nullptr when there is no topology or
+// this rank owns no shard of the tensor.
+Comm *shard_residual(Comm &c, const CallParams &p, const void *recvbuf, std::size_t count, cc_coll_dtype_t dtype,
+                     EfKey *key, HierarchicalShard *shard)
+{
+    const NodeTopology *t = c.topology();
+    if (t == nullptr || t->rail == nullptr || count == 0) return nullptr;
+    if (!hierarchical_shard(*t, count, dtype, p, t->node_rank, shard) || shard->count == 0) return nullptr;
+    const char *base = static_cast<const char *>(recvbuf);
+    *key = EfKey::from(p.has_ef_key, p.ef_key, base == nullptr ? nullptr : base + shard->offset * dtype_size(dtype),
+                       shard->count, dtype);
+    return t->rail.get();
 }
 
 cc_coll_status_t cc_coll_ef_get_residual(cc_coll_comm_h comm, const cc_coll_params_t *params, const void *recvbuf,
@@ -448,8 +468,9 @@ cc_coll_status_t cc_coll_ef_get_residual(cc_coll_comm_h comm, const cc_coll_para
         const char *fn = "cc_coll_ef_get_residual";
         std::shared_ptr<Comm> c;
         EfKey key;
+        CallParams p;
         cc_coll_status_t st = lookup(fn, comm, &c);
-        if (st != CC_COLL_OK || (st = ef_key_of(fn, *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
+        if (st != CC_COLL_OK || (st = ef_key_of(fn, *c, params, recvbuf, count, dtype, &key, &p)) != CC_COLL_OK)
             return st;
         if (out == nullptr && count > 0) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: out is NULL with count = %zu", fn, count);
         CC_COLL_TRY(check_no_requests(fn, *c));
@@ -457,7 +478,16 @@ cc_coll_status_t cc_coll_ef_get_residual(cc_coll_comm_h comm, const cc_coll_para
         const Residual *r = c->ef().find(key);
         if (r == nullptr) {
             for (std::size_t i = 0; i < count; ++i) out[i] = 0.0;
-            return CC_COLL_OK;
+            // A hierarchical tensor: its shard's residual, zero elsewhere.
+            EfKey skey;
+            HierarchicalShard shard;
+            Comm *rail = shard_residual(*c, p, recvbuf, count, dtype, &skey, &shard);
+            const Residual *sr = rail != nullptr ? rail->ef().find(skey) : nullptr;
+            if (sr == nullptr) return CC_COLL_OK;
+            if (sr->count != shard.count || sr->dtype != dtype)
+                return fail(CC_COLL_ERR_MISMATCH, "%s: the residual holds %zu %s elements, not %zu %s", fn,
+                            sr->count, dtype_name(sr->dtype), shard.count, dtype_name(dtype));
+            return residual_to_host(*sr, out + shard.offset, fn);
         }
         if (r->count != count || r->dtype != dtype)
             return fail(CC_COLL_ERR_MISMATCH, "%s: the residual holds %zu %s elements, not %zu %s", fn, r->count,
@@ -472,14 +502,21 @@ cc_coll_status_t cc_coll_ef_reset(cc_coll_comm_h comm, const cc_coll_params_t *p
     return guarded("cc_coll_ef_reset", [&] {
         std::shared_ptr<Comm> c;
         EfKey key;
+        CallParams p;
         cc_coll_status_t st = lookup("cc_coll_ef_reset", comm, &c);
         if (st != CC_COLL_OK ||
-            (st = ef_key_of("cc_coll_ef_reset", *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
+            (st = ef_key_of("cc_coll_ef_reset", *c, params, recvbuf, count, dtype, &key, &p)) != CC_COLL_OK)
             return st;
         CC_COLL_TRY(check_no_requests("cc_coll_ef_reset", *c));
         std::lock_guard<CollectiveLock> lock(c->collective_mutex());
         c->ef().reset(key);
         reset_method_states(*c, &key);
+        EfKey skey;
+        HierarchicalShard shard;
+        if (Comm *rail = shard_residual(*c, p, recvbuf, count, dtype, &skey, &shard)) {
+            rail->ef().reset(skey);
+            reset_method_states(*rail, &skey);
+        }
         return CC_COLL_OK;
     });
 }
@@ -496,6 +533,10 @@ cc_coll_status_t cc_coll_ef_reset_all(cc_coll_comm_h comm)
         c->ef().reset_all();
         c->lep().reset_all();
         reset_method_states(*c, nullptr);
+        if (const NodeTopology *t = c->topology(); t != nullptr && t->rail != nullptr) {
+            t->rail->ef().reset_all();
+            reset_method_states(*t->rail, nullptr);
+        }
         return CC_COLL_OK;
     });
 }
@@ -507,6 +548,7 @@ cc_coll_status_t cc_coll_state_export(cc_coll_comm_h comm, void *buf, size_t *si
         std::shared_ptr<Comm> c;
         cc_coll_status_t st = lookup(fn, comm, &c);
         if (st != CC_COLL_OK) return st;
+        CC_COLL_TRY(refuse_hierarchical(fn, *c));
         if (size == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "%s: size is NULL", fn);
         CC_COLL_TRY(check_no_requests(fn, *c));
         std::lock_guard<CollectiveLock> collective(c->collective_mutex());
@@ -523,6 +565,7 @@ cc_coll_status_t cc_coll_state_import(cc_coll_comm_h comm, const void *buf, size
         std::shared_ptr<Comm> c;
         cc_coll_status_t st = lookup(fn, comm, &c);
         if (st != CC_COLL_OK) return st;
+        CC_COLL_TRY(refuse_hierarchical(fn, *c));
         if (buf == nullptr && size > 0)
             return fail(CC_COLL_ERR_NULL_BUFFER, "%s: buf is NULL with size = %zu", fn, size);
         CC_COLL_TRY(check_no_requests(fn, *c));

@@ -209,6 +209,7 @@ cc_coll_status_t cc_coll_lowrank_get_state(cc_coll_comm_h comm, const cc_coll_pa
         cc_coll_status_t st = lookup(fn, comm, &c);
         if (st != CC_COLL_OK || (st = ef_key_of(fn, *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK)
             return st;
+        CC_COLL_TRY(refuse_hierarchical(fn, *c));
         CC_COLL_TRY(check_no_requests(fn, *c));
         std::lock_guard<CollectiveLock> lock(c->collective_mutex());
         return lowrank_get_state(*c, key, dtype, rows, cols, rank, calls, p, q);
@@ -227,6 +228,7 @@ cc_coll_status_t cc_coll_lowrank_set_q(cc_coll_comm_h comm, const cc_coll_params
         if (st != CC_COLL_OK || (st = ef_key_of(fn, *c, params, recvbuf, count, dtype, &key)) != CC_COLL_OK ||
             (st = resolve_params(params, c->config(), &p)) != CC_COLL_OK)
             return st;
+        CC_COLL_TRY(refuse_hierarchical(fn, *c));
         lowrank::Shape s;
         if ((st = shape_of(fn, p, count, &s)) != CC_COLL_OK) return st;
         if (q == nullptr) return fail(CC_COLL_ERR_NULL_BUFFER, "%s: q is NULL", fn);

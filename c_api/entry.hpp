@@ -278,9 +278,10 @@ inline cc_coll_status_t locate_buffers(const char *fn, const void *sendbuf, cons
 // taken by reference and read through enum_value until it is known valid: a
 // caller's value outside the enum must not be loaded as a cc_coll_dtype_t.
 inline cc_coll_status_t ef_key_of(const char *fn, const Comm &c, const cc_coll_params_t *params, const void *recvbuf,
-                           size_t count, const cc_coll_dtype_t &dtype, EfKey *key)
+                           size_t count, const cc_coll_dtype_t &dtype, EfKey *key, CallParams *resolved = nullptr)
 {
-    CallParams p;
+    CallParams local;
+    CallParams &p = resolved != nullptr ? *resolved : local;
     cc_coll_status_t st = resolve_params(params, c.config(), &p);
     if (st != CC_COLL_OK) return st;
     const int d = enum_value(dtype);
@@ -293,6 +294,17 @@ inline cc_coll_status_t ef_key_of(const char *fn, const Comm &c, const cc_coll_p
                     fn, count, INT_MAX);
     *key = EfKey::from(p.has_ef_key, p.ef_key, recvbuf, count, dtype);
     return CC_COLL_OK;
+}
+
+// The calls that do not cover a hierarchical communicator's shard state
+// yet (checkpoints, LOWRANK's factors): CC_COLL_ERR_NOT_SUPPORTED there.
+inline cc_coll_status_t refuse_hierarchical(const char *fn, const Comm &c)
+{
+    if (c.topology() == nullptr) return CC_COLL_OK;
+    return fail(CC_COLL_ERR_NOT_SUPPORTED,
+                "%s: not supported on a hierarchical communicator (CC_COLL_HIERARCHY=on or auto at its creation), "
+                "whose shards' state lives per node; create it with CC_COLL_HIERARCHY=off",
+                fn);
 }
 
 }  // namespace cc_coll::detail

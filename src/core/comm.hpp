@@ -16,6 +16,7 @@
 #include "core/method.hpp"
 #include "core/state_budget.hpp"
 #include "core/stats.hpp"
+#include "core/topology.hpp"
 
 namespace cc_coll::detail {
 
@@ -106,6 +107,11 @@ public:
     CollectiveLock &collective_mutex() { return collective_mutex_; }
     std::mutex &p2p_mutex() { return p2p_mutex_; }
     std::mutex &slot_mutex() { return slot_mutex_; }
+    // The nodes, where allreduces run hierarchically (core/topology.hpp);
+    // null for the flat algorithms. Set once, at creation.
+    const NodeTopology *topology() const { return topology_.get(); }
+    void set_topology(std::unique_ptr<NodeTopology> t) { topology_ = std::move(t); }
+
     // Set while a collective runs: collectives on one communicator are
     // issued one at a time (a second one meanwhile is an error).
     std::atomic<bool> &in_collective() { return in_collective_; }
@@ -127,6 +133,7 @@ private:
     std::mutex p2p_mutex_;
     std::mutex slot_mutex_;
     std::atomic<bool> in_collective_{false};
+    std::unique_ptr<NodeTopology> topology_;
 };
 
 // Registers a communicator and returns its new handle.

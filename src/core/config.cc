@@ -1,6 +1,7 @@
 #include "core/config.hpp"
 #include "core/method.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -185,6 +186,31 @@ bool apply_min_compression_rate(const std::string &text, Config *cfg, std::strin
     return false;
 }
 
+bool apply_hierarchy(const std::string &text, Config *cfg, std::string *why)
+{
+    std::string t;
+    for (char ch : text)
+        if (ch != ' ' && ch != '\t') t += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (t == "off") cfg->hierarchy = HierarchyMode::Off;
+    else if (t == "on") cfg->hierarchy = HierarchyMode::On;
+    else if (t == "auto") cfg->hierarchy = HierarchyMode::Auto;
+    else {
+        *why = "expected off, on or auto";
+        return false;
+    }
+    return true;
+}
+
+bool apply_node_sizes(const std::string &text, Config *cfg, std::string *why)
+{
+    std::vector<int> sizes;
+    // The communicator's size is unknown here: check the syntax with a
+    // count that any list fits, the sum at communicator creation.
+    if (!text.empty() && !parse_node_sizes(text, -1, &sizes, why)) return false;
+    cfg->node_sizes = text;
+    return true;
+}
+
 bool apply_progress(const std::string &text, Config *cfg, std::string *why)
 {
     std::string t;
@@ -283,9 +309,63 @@ const SettingDef kSettings[] = {
      "cc_coll_wait and cc_coll_waitall), or auto (thread when MPI_Query_thread reports "
      "MPI_THREAD_MULTIPLE, else caller). Blocking calls are unaffected.",
      apply_progress},
+    {"HIERARCHY", "CC_COLL_HIERARCHY", "off",
+     "Node-by-node allreduce (cc_coll_allreduce and cc_coll_iallreduce of one host tensor): off "
+     "(every rank compresses to every other), on (wherever some node holds two or more ranks: a "
+     "dense reduce-scatter inside each node, the compressed allreduce between nodes on each rank's "
+     "shard, an allgather inside each node), or auto (on when the communicator spans two or more "
+     "nodes of two or more ranks each). Nodes are MPI's shared-memory nodes, or CC_COLL_NODES.",
+     apply_hierarchy},
+    {"NODES", "CC_COLL_NODES", "",
+     "Node boundaries for CC_COLL_HIERARCHY, replacing MPI's shared-memory nodes (tests, emulated "
+     "clusters): the sizes of consecutive blocks of the communicator's ranks, comma-separated "
+     "(\"3,1\"), or one size k for blocks of k ranks. Empty: MPI_Comm_split_type "
+     "(MPI_COMM_TYPE_SHARED).",
+     apply_node_sizes},
 };
 
 }  // namespace
+
+bool parse_node_sizes(const std::string &text, int ranks, std::vector<int> *sizes, std::string *why)
+{
+    sizes->clear();
+    std::vector<long> parts;
+    std::size_t pos = 0;
+    while (true) {
+        const std::size_t comma = text.find(',', pos);
+        std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        std::string t;
+        for (char ch : item)
+            if (ch != ' ' && ch != '\t') t += ch;
+        char *end = nullptr;
+        const long v = t.empty() ? 0 : std::strtol(t.c_str(), &end, 10);
+        if (t.empty() || end == nullptr || *end != '\0' || v < 1 || v > (1L << 24)) {
+            *why = "expected node sizes >= 1, comma-separated (\"2,2\"), or one size";
+            return false;
+        }
+        parts.push_back(v);
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    if (ranks < 0) return true;  // syntax only
+    if (parts.size() == 1) {
+        for (int left = ranks; left > 0; left -= static_cast<int>(parts[0]))
+            sizes->push_back(static_cast<int>(std::min<long>(parts[0], left)));
+        return true;
+    }
+    long sum = 0;
+    for (long v : parts) {
+        sum += v;
+        sizes->push_back(static_cast<int>(v));
+    }
+    if (sum != ranks) {
+        *why = "node sizes add up to " + std::to_string(sum) + ", the communicator has " + std::to_string(ranks) +
+               " ranks";
+        sizes->clear();
+        return false;
+    }
+    return true;
+}
 
 EnvLookup process_env()
 {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "cc_coll.h"
 #include "core/log.hpp"
@@ -15,6 +16,14 @@
 namespace cc_coll::detail {
 
 // The resolved configuration a communicator snapshots at creation.
+// Whether single-tensor host allreduces run node by node
+// (CC_COLL_HIERARCHY; collectives/allreduce/hierarchical.cc).
+enum class HierarchyMode {
+    Off,   // every rank compresses to every other (the flat algorithms)
+    On,    // hierarchical wherever some node holds two or more ranks
+    Auto,  // hierarchical when there are two or more nodes of two or more ranks each
+};
+
 // How device buffers reach MPI (CC_COLL_CUDA_TRANSPORT).
 enum class CudaTransport {
     Auto,    // direct when MPI reports CUDA-aware support, else staged
@@ -47,7 +56,15 @@ struct Config {
     CudaTransport cuda_transport = CudaTransport::Auto;  // device buffers' path to MPI
     std::uint64_t cuda_chunk_bytes = 1 << 20;           // staged transport: bytes per chunk
     ProgressMode progress = ProgressMode::Auto;         // non-blocking collectives
+    HierarchyMode hierarchy = HierarchyMode::Off;       // node-by-node allreduce
+    std::string node_sizes;  // CC_COLL_NODES: "" = MPI's shared-memory nodes, else sizes "2,2"
 };
+
+// Parses CC_COLL_NODES: a comma-separated list of node sizes (each >= 1),
+// or one size k for nodes of k ranks (the last one possibly smaller).
+// Fills `sizes` for a communicator of `ranks` ranks; false with `why` when
+// malformed or when the sizes do not add up to `ranks`.
+bool parse_node_sizes(const std::string &text, int ranks, std::vector<int> *sizes, std::string *why);
 
 // Looks up an environment variable: returns false when unset.
 using EnvLookup = std::function<bool(const char *name, std::string *value)>;

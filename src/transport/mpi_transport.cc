@@ -144,6 +144,28 @@ cc_coll_status_t reduce_scatter_sum(const void *send, void *recv, std::size_t re
         [&](MPI_Request *r) { return MPI_Ireduce_scatter_block(sendarg, recv, n, type, op, comm, r); });
 }
 
+cc_coll_status_t reduce_scatter_sum_v(const void *send, void *recv, const int *counts, cc_coll_dtype_t dtype,
+                                      MPI_Comm comm)
+{
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_SUM;
+    const cc_coll_status_t st = sum_type_op(dtype, &type, &op);
+    if (st != CC_COLL_OK) return st;
+    return run_mpi(
+        "MPI_Reduce_scatter", [&] { return MPI_Reduce_scatter(send, recv, counts, type, op, comm); },
+        [&](MPI_Request *r) { return MPI_Ireduce_scatter(send, recv, counts, type, op, comm, r); });
+}
+
+cc_coll_status_t allgatherv_bytes_in_place(void *recv, const int *counts, const int *displs, MPI_Comm comm)
+{
+    return run_mpi(
+        "MPI_Allgatherv",
+        [&] { return MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, counts, displs, MPI_BYTE, comm); },
+        [&](MPI_Request *r) {
+            return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, counts, displs, MPI_BYTE, comm, r);
+        });
+}
+
 cc_coll_status_t allreduce_bor(void *buf, std::size_t bytes, MPI_Comm comm)
 {
     cc_coll_status_t st = check_int_count(bytes, "allreduce_bor");

@@ -29,6 +29,18 @@ cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, 
 cc_coll_status_t reduce_scatter_sum(const void *send, void *recv, std::size_t recvcount, cc_coll_dtype_t dtype,
                                     MPI_Comm comm);
 
+// Reduce-scatter with counts[r] elements for rank r (MPI_Reduce_scatter),
+// with the element-wise sum of allreduce_sum(): `send` holds the sum of the
+// counts, `recv` receives this rank's counts[rank]. Every count must fit an
+// int.
+cc_coll_status_t reduce_scatter_sum_v(const void *send, void *recv, const int *counts, cc_coll_dtype_t dtype,
+                                      MPI_Comm comm);
+
+// Allgather of counts[r] bytes from each rank r into `recv` at displs[r]
+// bytes (MPI_Allgatherv on MPI_BYTE), in place: this rank's block already
+// lies at its displacement in `recv`.
+cc_coll_status_t allgatherv_bytes_in_place(void *recv, const int *counts, const int *displs, MPI_Comm comm);
+
 // Bitwise OR of `bytes` bytes over the ranks, in place (MPI_UINT8_T, MPI_BOR).
 cc_coll_status_t allreduce_bor(void *buf, std::size_t bytes, MPI_Comm comm);
 

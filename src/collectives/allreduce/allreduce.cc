@@ -20,6 +20,15 @@ cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallPara
                     comm.rank(), comm.size(), args.count, dtype_name(args.dtype),
                     args.op == CC_COLL_SUM ? "sum" : "avg", m->name, args.send == args.recv ? 1 : 0,
                     args.on_device ? 1 : 0);
+    if (runs_hierarchical(comm, args, params)) {
+        StatsSnapshot call;
+        const cc_coll_status_t st = allreduce_hierarchical(comm, *m, args, params, &call);
+        if (st != CC_COLL_OK) return st;
+        call.calls = 1;
+        call.bytes_uncompressed = args.count * dtype_size(args.dtype);
+        comm.stats().add(call);
+        return CC_COLL_OK;
+    }
     // A method without a single-tensor algorithm runs the call as a group of
     // one (its batch algorithm, its planning and state).
     if (m->allreduce == nullptr)

@@ -32,6 +32,29 @@ struct AllreduceArgs {
 // Runs the algorithm for `params.method` and adds the call to comm's stats.
 cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallParams &params);
 
+// The hierarchical allreduce (hierarchical.cc): on communicators with a
+// node topology (core/topology.hpp), single host tensors go node by node.
+// One shard of a tensor: where it lies (elements), and the params its rail
+// allreduce runs with (LOWRANK: the shard's rows of the matrix).
+struct HierarchicalShard {
+    std::size_t offset = 0;
+    std::size_t count = 0;
+    std::uint64_t rows = 0;
+    CallParams params;
+};
+// Shard `shard` of an n-element tensor (count 0 for shard >= S). False when
+// a block of the node's exchanges would not fit an int count of bytes (the
+// call then runs flat, as it does on every rank alike).
+bool hierarchical_shard(const NodeTopology &t, std::size_t n, cc_coll_dtype_t dtype, const CallParams &p, int shard,
+                        HierarchicalShard *out);
+// Whether this call runs hierarchically: a topology, host buffers, count > 0
+// and blocks that fit. The same on every rank that agrees on the call.
+bool runs_hierarchical(const Comm &comm, const AllreduceArgs &args, const CallParams &params);
+// The algorithm, agreement included. Fills `stats`: bytes_wire counts the
+// bytes this rank hands to MPI between nodes (its rail's), not the node's.
+cc_coll_status_t allreduce_hierarchical(Comm &comm, const Method &m, const AllreduceArgs &args,
+                                        const CallParams &params, StatsSnapshot *stats);
+
 // Method NONE: MPI_Allreduce(SUM), then division by the communicator size
 // for AVG. Fills `stats` with this call's figures.
 cc_coll_status_t allreduce_passthrough(Comm &comm, const AllreduceArgs &args, const CallParams &params,
