@@ -144,16 +144,15 @@ cc_coll_status_t reduce_scatter_sum(const void *send, void *recv, std::size_t re
         [&](MPI_Request *r) { return MPI_Ireduce_scatter_block(sendarg, recv, n, type, op, comm, r); });
 }
 
-cc_coll_status_t reduce_scatter_sum_v(const void *send, void *recv, const int *counts, cc_coll_dtype_t dtype,
-                                      MPI_Comm comm)
+cc_coll_status_t alltoallv_bytes(const void *send, const int *scounts, const int *sdispls, void *recv,
+                                 const int *rcounts, const int *rdispls, MPI_Comm comm)
 {
-    MPI_Datatype type = MPI_DATATYPE_NULL;
-    MPI_Op op = MPI_SUM;
-    const cc_coll_status_t st = sum_type_op(dtype, &type, &op);
-    if (st != CC_COLL_OK) return st;
     return run_mpi(
-        "MPI_Reduce_scatter", [&] { return MPI_Reduce_scatter(send, recv, counts, type, op, comm); },
-        [&](MPI_Request *r) { return MPI_Ireduce_scatter(send, recv, counts, type, op, comm, r); });
+        "MPI_Alltoallv",
+        [&] { return MPI_Alltoallv(send, scounts, sdispls, MPI_BYTE, recv, rcounts, rdispls, MPI_BYTE, comm); },
+        [&](MPI_Request *r) {
+            return MPI_Ialltoallv(send, scounts, sdispls, MPI_BYTE, recv, rcounts, rdispls, MPI_BYTE, comm, r);
+        });
 }
 
 cc_coll_status_t allgatherv_bytes_in_place(void *recv, const int *counts, const int *displs, MPI_Comm comm)

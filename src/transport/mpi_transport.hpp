@@ -29,12 +29,11 @@ cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, 
 cc_coll_status_t reduce_scatter_sum(const void *send, void *recv, std::size_t recvcount, cc_coll_dtype_t dtype,
                                     MPI_Comm comm);
 
-// Reduce-scatter with counts[r] elements for rank r (MPI_Reduce_scatter),
-// with the element-wise sum of allreduce_sum(): `send` holds the sum of the
-// counts, `recv` receives this rank's counts[rank]. Every count must fit an
-// int.
-cc_coll_status_t reduce_scatter_sum_v(const void *send, void *recv, const int *counts, cc_coll_dtype_t dtype,
-                                      MPI_Comm comm);
+// Every rank sends scounts[r] bytes at sdispls[r] of `send` to rank r and
+// receives rcounts[r] bytes from rank r at rdispls[r] of `recv`
+// (MPI_Alltoallv on MPI_BYTE).
+cc_coll_status_t alltoallv_bytes(const void *send, const int *scounts, const int *sdispls, void *recv,
+                                 const int *rcounts, const int *rdispls, MPI_Comm comm);
 
 // Allgather of counts[r] bytes from each rank r into `recv` at displs[r]
 // bytes (MPI_Allgatherv on MPI_BYTE), in place: this rank's block already

@@ -31,6 +31,34 @@ std::uint64_t row_split(std::size_t n, const CallParams &p, std::uint64_t *cols)
     return p.rows;
 }
 
+// out = block 0 + block 1 + ... + block L-1 (each of n elements of dtype),
+// added in that order, one rounding per addition as MPI's sum does
+// (F16/BF16: in binary32, rounded to the dtype after each addition).
+void sum_blocks(const unsigned char *blocks, std::size_t L, std::size_t n, cc_coll_dtype_t dtype, void *out)
+{
+    const std::size_t bytes = n * dtype_size(dtype);
+    std::memcpy(out, blocks, bytes);
+    for (std::size_t j = 1; j < L; ++j) {
+        const unsigned char *b = blocks + j * bytes;
+        switch (dtype) {
+        case CC_COLL_F32: {
+            float *o = static_cast<float *>(out);
+            const float *in = reinterpret_cast<const float *>(b);
+            for (std::size_t i = 0; i < n; ++i) o[i] += in[i];
+            break;
+        }
+        case CC_COLL_F64: {
+            double *o = static_cast<double *>(out);
+            const double *in = reinterpret_cast<const double *>(b);
+            for (std::size_t i = 0; i < n; ++i) o[i] += in[i];
+            break;
+        }
+        case CC_COLL_F16: sum_f16(b, out, n); break;
+        case CC_COLL_BF16: sum_bf16(b, out, n); break;
+        }
+    }
+}
+
 }  // namespace
 
 bool hierarchical_shard(const NodeTopology &t, std::size_t n, cc_coll_dtype_t dtype, const CallParams &p, int shard,
@@ -89,24 +117,30 @@ cc_coll_status_t allreduce_hierarchical(Comm &comm, const Method &m, const Allre
                       CallSignature::single(Collective::Allreduce, m, a.count, a.dtype, a.op, false, p), ready));
 
     // Blocks of the node's ranks: shard j on rank j < S, nothing on the others.
-    std::vector<int> counts(static_cast<std::size_t>(t.node_size), 0), bytes(counts.size(), 0),
-        displs(counts.size(), 0);
-    for (int j = 0; j < t.node_size; ++j) {
+    const std::size_t L = static_cast<std::size_t>(t.node_size);
+    std::vector<int> bytes(L, 0), displs(L, 0), rbytes(L, 0), rdispls(L, 0);
+    for (std::size_t j = 0; j < L; ++j) {
         HierarchicalShard b;
-        hierarchical_shard(t, a.count, a.dtype, p, j, &b);
-        counts[static_cast<std::size_t>(j)] = static_cast<int>(b.count);
-        bytes[static_cast<std::size_t>(j)] = static_cast<int>(b.count * es);
-        displs[static_cast<std::size_t>(j)] = static_cast<int>(b.offset * es);
+        hierarchical_shard(t, a.count, a.dtype, p, static_cast<int>(j), &b);
+        bytes[j] = static_cast<int>(b.count * es);
+        displs[j] = static_cast<int>(b.offset * es);
+        rbytes[j] = static_cast<int>(mine.count * es);
+        rdispls[j] = static_cast<int>(j * mine.count * es);
     }
 
+    // 1. The node's reduce-scatter: every rank sends shard j of its input to
+    //    rank j (one MPI_Alltoallv), and the owner adds the node's blocks in
+    //    node-rank order into its shard of recv. (Open MPI's own
+    //    MPI_Reduce_scatter took twice as long as an MPI_Allreduce of the
+    //    whole buffer on two ranks; see docs/performance.md.)
     const double t0 = now_seconds();
-    if (a.send == a.recv) {
-        // In place, MPI leaves this rank's block at the start of recv.
-        CC_COLL_TRY(reduce_scatter_sum_v(MPI_IN_PLACE, recv, counts.data(), a.dtype, t.node));
-        if (mine.count > 0 && shard != recv) std::memmove(shard, recv, mine.count * es);
-    } else {
-        CC_COLL_TRY(reduce_scatter_sum_v(a.send, shard, counts.data(), a.dtype, t.node));
-    }
+    unsigned char *blocks = nullptr;
+    CC_COLL_TRY(with_exec(comm, false, nullptr, [&](auto &x) {
+        return x.template buffer<unsigned char>(Buf::RecvBytes, std::max<std::size_t>(L * mine.count * es, 1),
+                                                &blocks);
+    }));
+    CC_COLL_TRY(alltoallv_bytes(a.send, bytes.data(), displs.data(), blocks, rbytes.data(), rdispls.data(), t.node));
+    if (mine.count > 0) sum_blocks(blocks, L, mine.count, a.dtype, shard);
     const double t1 = now_seconds();
 
     cc_coll_status_t st = CC_COLL_OK;
