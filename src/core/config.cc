@@ -211,6 +211,21 @@ bool apply_node_sizes(const std::string &text, Config *cfg, std::string *why)
     return true;
 }
 
+bool apply_topk_algorithm(const std::string &text, Config *cfg, std::string *why)
+{
+    std::string t;
+    for (char ch : text)
+        if (ch != ' ' && ch != '\t') t += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (t == "auto") cfg->topk_algorithm = TopkAlgorithm::Auto;
+    else if (t == "allgather") cfg->topk_algorithm = TopkAlgorithm::Allgather;
+    else if (t == "split") cfg->topk_algorithm = TopkAlgorithm::Split;
+    else {
+        *why = "expected auto, allgather or split";
+        return false;
+    }
+    return true;
+}
+
 bool apply_progress(const std::string &text, Config *cfg, std::string *why)
 {
     std::string t;
@@ -309,6 +324,14 @@ const SettingDef kSettings[] = {
      "cc_coll_wait and cc_coll_waitall), or auto (thread when MPI_Query_thread reports "
      "MPI_THREAD_MULTIPLE, else caller). Blocking calls are unaffected.",
      apply_progress},
+    {"TOPK_ALGORITHM", "CC_COLL_TOPK_ALGORITHM", "auto",
+     "TOPK's allreduce of host buffers: allgather (every rank's pairs to every rank: exact sum of "
+     "the selected pairs, bytes received grow with the ranks), split (each rank owns a region of "
+     "the index space: sparse reduce-scatter, the owner keeps the largest sums of its region and "
+     "feeds the rest back into its residual, allgather of the regions: bytes received stay about "
+     "constant as ranks grow), or auto (split from 8 ranks on, else allgather). Device buffers "
+     "always use allgather. Every rank must use the same value.",
+     apply_topk_algorithm},
     {"HIERARCHY", "CC_COLL_HIERARCHY", "off",
      "Node-by-node allreduce (cc_coll_allreduce and cc_coll_iallreduce of one host tensor): off "
      "(every rank compresses to every other), on (wherever some node holds two or more ranks: a "

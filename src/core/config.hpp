@@ -16,6 +16,13 @@
 namespace cc_coll::detail {
 
 // The resolved configuration a communicator snapshots at creation.
+// TOPK's allreduce algorithm (CC_COLL_TOPK_ALGORITHM; docs/algorithms.md 2.6).
+enum class TopkAlgorithm {
+    Auto,       // split from kTopkSplitAutoRanks ranks on, else allgather
+    Allgather,  // every rank's pairs to every rank
+    Split,      // regions: sparse reduce-scatter, top-k per region, allgather
+};
+
 // Whether single-tensor host allreduces run node by node
 // (CC_COLL_HIERARCHY; collectives/allreduce/hierarchical.cc).
 enum class HierarchyMode {
@@ -57,6 +64,7 @@ struct Config {
     std::uint64_t cuda_chunk_bytes = 1 << 20;           // staged transport: bytes per chunk
     ProgressMode progress = ProgressMode::Auto;         // non-blocking collectives
     HierarchyMode hierarchy = HierarchyMode::Off;       // node-by-node allreduce
+    TopkAlgorithm topk_algorithm = TopkAlgorithm::Auto; // TOPK allreduce: allgather or split
     std::string node_sizes;  // CC_COLL_NODES: "" = MPI's shared-memory nodes, else sizes "2,2"
 };
 

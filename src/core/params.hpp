@@ -32,6 +32,8 @@ struct CallParams {
     bool warm_start = true;
     std::uint64_t start_iter = 0;
     double min_compression_rate = 2.0;
+    // TOPK (from the configuration only; part of the agreement)
+    TopkAlgorithm topk_algorithm = TopkAlgorithm::Auto;
 };
 
 // The int a caller stored in an enum-typed argument or params field. A C

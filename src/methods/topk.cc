@@ -9,8 +9,22 @@ namespace cc_coll::detail {
 
 namespace {
 
-// k (and so every payload's size) follows from the density.
-std::uint64_t agreement_params(const CallParams &p) { return signature_mix(0x746f706bull, double_bits(p.density)); }
+// k (and so every payload's size) follows from the density; the algorithm
+// from CC_COLL_TOPK_ALGORITHM (folded in unless auto, so that the default's
+// signature is that of earlier releases).
+std::uint64_t agreement_params(const CallParams &p)
+{
+    const std::uint64_t h = signature_mix(0x746f706bull, double_bits(p.density));
+    return p.topk_algorithm == TopkAlgorithm::Auto ? h
+                                                   : signature_mix(h, static_cast<std::uint64_t>(p.topk_algorithm));
+}
+
+// The allreduce: split or allgather (docs/algorithms.md 2.3 and 2.6).
+cc_coll_status_t allreduce_topk(Comm &comm, const AllreduceArgs &args, const CallParams &params, StatsSnapshot *stats)
+{
+    if (topk_split_applies(comm, args, params)) return allreduce_sparse_split(comm, args, params, stats);
+    return allreduce_sparse_allgather(comm, args, params, stats);
+}
 
 // A dense F32/F64 call transmits g' exactly and keeps no residual.
 bool creates_residual(bool reduce_scatter, std::size_t count, cc_coll_dtype_t dtype, const CallParams &p, int ranks)
@@ -28,10 +42,10 @@ const Method &topk_method()
     static const Method m = {
         CC_COLL_METHOD_TOPK,
         "topk",
-        "top-k sparsification with error feedback: (index, value) pairs, sparse allgather",
+        "top-k sparsification with error feedback: (index, value) pairs, sparse allgather or split",
         false,
         nullptr,
-        allreduce_sparse_allgather,
+        allreduce_topk,
         nullptr,
         nullptr,
         nullptr,

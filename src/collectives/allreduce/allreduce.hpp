@@ -66,6 +66,18 @@ cc_coll_status_t allreduce_passthrough(Comm &comm, const AllreduceArgs &args, co
 cc_coll_status_t allreduce_sparse_allgather(Comm &comm, const AllreduceArgs &args, const CallParams &params,
                                             StatsSnapshot *stats);
 
+// Method TOPK's split algorithm (sparse_split.cc): regions of the index
+// space, a sparse reduce-scatter, a top-k per region, an allgather of the
+// regions. Host buffers.
+cc_coll_status_t allreduce_sparse_split(Comm &comm, const AllreduceArgs &args, const CallParams &params,
+                                        StatsSnapshot *stats);
+// Whether a TOPK call runs the split algorithm (params.topk_algorithm, the
+// communicator's size, host buffers, not dense): the same on every rank
+// that agrees on the call.
+bool topk_split_applies(const Comm &comm, const AllreduceArgs &args, const CallParams &params);
+// CC_COLL_TOPK_ALGORITHM=auto takes the split algorithm from this many ranks on.
+constexpr int kTopkSplitAutoRanks = 8;
+
 // Whether a TOPK allreduce of n elements sends g' densely (the pairs would
 // outweigh the buffer): identical on every rank that agrees on the call.
 bool topk_allreduce_dense(std::size_t n, cc_coll_dtype_t dtype, double density, int ranks);

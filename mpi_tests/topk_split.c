@@ -1,0 +1,239 @@
+/*
+ * Method TOPK's split algorithm (CC_COLL_TOPK_ALGORITHM=split,
+ * docs/algorithms.md section 2.6) with real ranks (run with 1 to 4 ranks):
+ *   - lossless when every region's reduced support fits its k_r: on sparse
+ *     small-integer data whose nonzeros are the same on every rank, the
+ *     result equals the allgather algorithm's (the exact sum) bit for bit,
+ *     F32/F64/F16/BF16, SUM and AVG, in place and out of place, EF on/off;
+ *   - on Gaussian data: every rank gets the same bits; the result has at
+ *     most sum_r k_r nonzeros, fewer than the allgather's when P > 1; the
+ *     error-feedback invariant over several steps, sum_t result_t +
+ *     sum_ranks e_T == sum_t sum_ranks g_t (SUM), the owners' dropped sums
+ *     included;
+ *   - cc_coll_iallreduce equal bit for bit to the blocking call;
+ *   - ranks that disagree on CC_COLL_TOPK_ALGORITHM get CC_COLL_ERR_MISMATCH
+ *     on every rank, recvbuf untouched.
+ * Any failure prints the case and calls MPI_Abort (exit status non-zero).
+ */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "cc_coll.h"
+#include "check.h"
+#include "test_util.h"
+
+static cc_coll_comm_h comm_with(const char *algorithm)
+{
+    setenv("CC_COLL_TOPK_ALGORITHM", algorithm, 1);
+    cc_coll_comm_h h = NULL;
+    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
+    setenv("CC_COLL_TOPK_ALGORITHM", "auto", 1);
+    return h;
+}
+
+static cc_coll_params_t topk(double density, int ef, uint64_t key)
+{
+    cc_coll_params_t p;
+    memset(&p, 0, sizeof p);
+    p.mask = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_DENSITY | CC_COLL_PARAMS_FIELD_EF |
+             CC_COLL_PARAMS_FIELD_EF_KEY;
+    p.method = CC_COLL_METHOD_TOPK;
+    p.density = density;
+    p.ef = ef;
+    p.ef_key = key;
+    return p;
+}
+
+static void expect_same_everywhere(const void *buf, size_t bytes, const char *desc)
+{
+    unsigned char *root = xmalloc(bytes);
+    memcpy(root, buf, bytes);
+    MPI_Bcast(root, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+    int same = memcmp(root, buf, bytes) == 0, all = 0;
+    MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    free(root);
+    CHECK(all, desc);
+}
+
+/* ---- lossless: the same sparse support on every rank ---------------------------- */
+
+static void lossless_case(cc_coll_comm_h split, cc_coll_comm_h gather, cc_coll_dtype_t d, size_t n,
+                          cc_coll_op_t op, int ef, int in_place)
+{
+    char desc[160];
+    snprintf(desc, sizeof desc, "lossless %s n=%zu %s ef=%d %s", dtype_name(d), n, op == CC_COLL_SUM ? "sum" : "avg",
+             ef, in_place ? "in place" : "out of place");
+    g_test = desc;
+    const double density = 0.01;
+    const size_t es = cc_coll_dtype_size(d), k = k_for(density, n), P = (size_t)g_size;
+    /* floor(k / P) nonzeros per region, the same positions on every rank:
+     * each region's support fits its k_r = ceil(density * n / P) */
+    double *x = xcalloc(n, sizeof *x);
+    for (size_t r = 0; r < P; ++r) {
+        const size_t lo = r * (n / P) + (r < n % P ? r : n % P);
+        for (size_t j = 0; j < k / P; ++j) x[lo + 3 * j] = (double)((int)((j + r + (size_t)g_rank) % 7) + 1);
+    }
+    unsigned char *send = xmalloc(n * es), *a = xmalloc(n * es), *b = xmalloc(n * es);
+    pack(d, x, n, send);
+    cc_coll_params_t p = topk(density, ef, 7 + (uint64_t)ef);
+    if (in_place) {
+        memcpy(a, send, n * es);
+        memcpy(b, send, n * es);
+        CHECK_CC(cc_coll_allreduce(a, a, n, d, op, &p, split, NULL));
+        CHECK_CC(cc_coll_allreduce(b, b, n, d, op, &p, gather, NULL));
+    } else {
+        memset(a, 0x5a, n * es);
+        CHECK_CC(cc_coll_allreduce(send, a, n, d, op, &p, split, NULL));
+        CHECK_CC(cc_coll_allreduce(send, b, n, d, op, &p, gather, NULL));
+    }
+    CHECK(memcmp(a, b, n * es) == 0, "differs from the allgather algorithm's exact sum");
+    if (ef) {
+        CHECK_CC(cc_coll_ef_reset(split, &p, a, n, d));
+        CHECK_CC(cc_coll_ef_reset(gather, &p, b, n, d));
+    }
+    free(x);
+    free(send);
+    free(a);
+    free(b);
+}
+
+static void test_lossless(cc_coll_comm_h split, cc_coll_comm_h gather)
+{
+    const cc_coll_dtype_t dts[] = {CC_COLL_F32, CC_COLL_F64, CC_COLL_F16, CC_COLL_BF16};
+    for (size_t di = 0; di < 4; ++di)
+        for (int op = 0; op < 2; ++op)
+            for (int ef = 0; ef < 2; ++ef)
+                for (int ip = 0; ip < 2; ++ip) {
+                    lossless_case(split, gather, dts[di], 10007, op ? CC_COLL_AVG : CC_COLL_SUM, ef, ip);
+                    lossless_case(split, gather, dts[di], 40000, op ? CC_COLL_AVG : CC_COLL_SUM, ef, ip);
+                }
+}
+
+/* ---- Gaussian data: bounded support, same bits, the EF invariant ------------------ */
+
+static size_t nonzeros(const float *x, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; ++i) c += x[i] != 0.0f;
+    return c;
+}
+
+static void test_gaussian(cc_coll_comm_h split, cc_coll_comm_h gather)
+{
+    g_test = "gaussian";
+    const size_t n = 50000, P = (size_t)g_size;
+    const double density = 0.01;
+    const int steps = 4;
+    cc_coll_params_t p = topk(density, 1, 40), pg = topk(density, 1, 41);
+    float *buf = xmalloc(n * sizeof *buf), *ref = xmalloc(n * sizeof *ref);
+    double *acc = xcalloc(n, sizeof *acc), *scale = xcalloc(n, sizeof *scale), *e = xmalloc(n * sizeof *e);
+    size_t bound = 0;
+    for (size_t r = 0; r < P; ++r) bound += k_for(density, n / P + (r < n % P ? 1 : 0));
+    uint64_t s = 0x5911ull + (uint64_t)g_rank * 104729ull;
+    for (int t = 0; t < steps; ++t) {
+        for (size_t i = 0; i < n; ++i) {
+            const double v = (rng_uniform(&s) - 0.5) + (rng_uniform(&s) - 0.5);
+            buf[i] = ref[i] = (float)v;
+            acc[i] += (float)v;
+            scale[i] += fabs(v) * (double)P;
+        }
+        CHECK_CC(cc_coll_allreduce(buf, buf, n, CC_COLL_F32, CC_COLL_SUM, &p, split, NULL));
+        CHECK_CC(cc_coll_allreduce(ref, ref, n, CC_COLL_F32, CC_COLL_SUM, &pg, gather, NULL));
+        expect_same_everywhere(buf, n * sizeof *buf, "ranks got different bits");
+        const size_t nz = nonzeros(buf, n), nz_gather = nonzeros(ref, n);
+        CHECK(nz <= bound, "the result has more nonzeros than the regions' k_r");
+        if (P > 1) CHECK(nz < nz_gather, "split keeps fewer nonzeros than the allgather on Gaussian data");
+        for (size_t i = 0; i < n; ++i) {
+            if (g_rank == 0) acc[i] -= buf[i];
+            scale[i] += fabs(buf[i]);
+        }
+    }
+    CHECK_CC(cc_coll_ef_get_residual(split, &p, buf, n, CC_COLL_F32, e));
+    for (size_t i = 0; i < n; ++i) acc[i] -= e[i];
+    MPI_Allreduce(MPI_IN_PLACE, acc, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, scale, (int)n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    for (size_t i = 0; i < n; ++i)
+        if (!(fabs(acc[i]) <= 2e-5 * (scale[i] + 1.0))) {
+            fprintf(stderr, "[rank %d] element %zu: inputs - results - residuals = %.3g (scale %.3g)\n", g_rank, i,
+                    acc[i], scale[i]);
+            die("%s", "the error-feedback invariant does not hold", 0);
+        }
+    CHECK_CC(cc_coll_ef_reset_all(split));
+    CHECK_CC(cc_coll_ef_reset_all(gather));
+    free(buf);
+    free(ref);
+    free(acc);
+    free(scale);
+    free(e);
+}
+
+/* ---- non-blocking ------------------------------------------------------------------ */
+
+static void test_nonblocking(cc_coll_comm_h split, cc_coll_comm_h twin)
+{
+    g_test = "cc_coll_iallreduce";
+    const size_t n = 30011;
+    cc_coll_params_t p = topk(0.02, 1, 50);
+    float *a = xmalloc(n * sizeof *a), *b = xmalloc(n * sizeof *b);
+    uint64_t s = 0x77ull + (uint64_t)g_rank;
+    for (int t = 0; t < 3; ++t) {
+        for (size_t i = 0; i < n; ++i) a[i] = b[i] = (float)(rng_uniform(&s) - 0.5);
+        cc_coll_request_h r = NULL;
+        CHECK_CC(cc_coll_iallreduce(a, a, n, CC_COLL_F32, CC_COLL_AVG, &p, split, NULL, &r));
+        CHECK_CC(cc_coll_wait(r));
+        CHECK_CC(cc_coll_allreduce(b, b, n, CC_COLL_F32, CC_COLL_AVG, &p, twin, NULL));
+        CHECK(memcmp(a, b, n * sizeof *a) == 0, "differs from the blocking call");
+    }
+    free(a);
+    free(b);
+}
+
+/* ---- ranks that disagree on the algorithm ----------------------------------------- */
+
+static void test_disagreement(void)
+{
+    if (g_size < 2) return;
+    g_test = "disagreement";
+    cc_coll_comm_h h = comm_with(g_rank == 0 ? "split" : "allgather");
+    const size_t n = 20000;
+    float *x = xmalloc(n * sizeof *x), *y = xmalloc(n * sizeof *y);
+    for (size_t i = 0; i < n; ++i) x[i] = (float)i;
+    memset(y, 0x3c, n * sizeof *y);
+    cc_coll_params_t p = topk(0.01, 1, 60);
+    const cc_coll_status_t st = cc_coll_allreduce(x, y, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL);
+    CHECK(st == CC_COLL_ERR_MISMATCH, "expected CC_COLL_ERR_MISMATCH");
+    for (size_t i = 0; i < n; ++i) {
+        uint32_t bits;
+        memcpy(&bits, y + i, sizeof bits);
+        CHECK(bits == 0x3c3c3c3cu, "recvbuf was written");
+    }
+    CHECK_CC(cc_coll_comm_destroy(h));
+    free(x);
+    free(y);
+}
+
+int main(int argc, char **argv)
+{
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    cc_coll_comm_h split = comm_with("split"), twin = comm_with("split"), gather = comm_with("allgather");
+    test_lossless(split, gather);
+    test_gaussian(split, gather);
+    test_nonblocking(split, twin);
+    test_disagreement();
+    CHECK_CC(cc_coll_comm_destroy(split));
+    CHECK_CC(cc_coll_comm_destroy(twin));
+    CHECK_CC(cc_coll_comm_destroy(gather));
+    if (g_rank == 0) printf("topk split: all tests passed on %d ranks\n", g_size);
+    MPI_Finalize();
+    return 0;
+}

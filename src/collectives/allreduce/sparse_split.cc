@@ -1,0 +1,295 @@
+// Method TOPK, split algorithm (docs/algorithms.md section 2.6): a sparse
+// reduce-scatter over regions of the index space, a top-k of each reduced
+// region by its owner, and an allgather of the regions, so that the bytes a
+// rank receives do not grow with the number of ranks (Ok-Topk's scheme).
+// The switch-over to dense is the call-level rule of sparse_allgather.cc
+// (topk_allreduce_dense): a region's payload never exceeds its k_r pairs.
+// Host buffers; device buffers take the allgather algorithm.
+//
+//  1. g' = g + e; the k largest |g'| as (index, value) pairs, as in
+//     sparse_allgather.cc (same selection, values rounded to the dtype).
+//  2. One MPI_Alltoall of (count, flags) per destination, then one
+//     MPI_Alltoallv of indices and one of values: rank r receives every
+//     rank's pairs that fall in its region r.
+//  3. The owner checks them, adds them in sender order into its region (in
+//     the work type), keeps the k_r = ceil(density m_r) largest sums of the
+//     indices it received, and puts what it drops into its own residual.
+//  4. One MPI_Allgather of the kept counts and a fault flag, then one
+//     MPI_Allgatherv of the regions' pairs.
+//  5. Every rank writes every region into recvbuf; AVG divides by P.
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "collectives/allreduce/allreduce.hpp"
+#include "collectives/common/steps.hpp"
+#include "compressors/topk/topk_select.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "exec/exec.hpp"
+#include "transport/mpi_transport.hpp"
+#include "wire/topk_payload.hpp"
+
+namespace cc_coll::detail {
+
+namespace {
+
+struct Region {
+    std::size_t lo = 0, n = 0;
+};
+
+Region region_of(std::size_t n, std::size_t P, std::size_t r)
+{
+    const std::size_t base = n / P, rem = n % P;
+    return Region{r * base + std::min(r, rem), base + (r < rem ? 1 : 0)};
+}
+
+// What each rank tells every other before the pairs move.
+struct Announce {
+    std::uint32_t count;  // pairs for the receiver's region
+    std::uint32_t flags;  // topk::kFlagNonFiniteOverflow
+};
+// After the reduction: what each owner keeps, and whether it found a fault.
+struct Kept {
+    std::uint32_t count;
+    std::uint32_t fault;  // 0, or 1 + the sending rank whose pairs were malformed
+};
+
+template <typename W>
+cc_coll_status_t sparse_split(HostExec &x, const AllreduceArgs &a, const CallParams &p, StatsSnapshot *stats)
+{
+    Comm &comm = x.comm();
+    MPI_Comm mpi = comm.mpi();
+    const std::size_t n = a.count;
+    const std::size_t es = dtype_size(a.dtype);
+    const std::size_t P = static_cast<std::size_t>(comm.size());
+    const std::size_t me = static_cast<std::size_t>(comm.rank());
+    const double t0 = now_seconds();
+    const std::size_t k = topk::k_for(p.density, n);
+
+    // 1. g' = g + e, select, encode (wire/topk_payload.hpp layout: header,
+    //    indices, values).
+    W *g = nullptr;
+    Residual *res = nullptr;
+    CC_COLL_TRY((load_input<HostExec, W>(x, p, a.send, a.recv, n, a.dtype, true, &g, &res)));
+    InputGuard<HostExec, W> guard(x);
+    guard.add(g, res, a.send, n, a.dtype);
+    std::uint32_t *idx = nullptr;
+    W *sent = nullptr;
+    unsigned char *payload = nullptr;
+    const std::size_t bytes = topk::payload_bytes(k, a.dtype);
+    CC_COLL_TRY(x.buffer<std::uint32_t>(Buf::Indices, k, &idx));
+    CC_COLL_TRY(x.buffer<W>(Buf::Sent, k, &sent));
+    CC_COLL_TRY(x.buffer<unsigned char>(Buf::SendBytes, bytes, &payload));
+    CC_COLL_TRY(x.topk_select<W>(g, n, k, idx));
+    CC_COLL_TRY(x.topk_encode<W>(g, n, idx, k, a.dtype, payload, sent));
+    const std::uint32_t own_flags = topk::header_of(payload).flags;
+    const unsigned char *own_idx = payload + sizeof(topk::PayloadHeader);
+    const unsigned char *own_val = own_idx + k * sizeof(std::uint32_t);
+
+    // Pairs per region (idx is ascending).
+    std::vector<int> sc(P), sd(P), sv(P), svd(P), rc(P), rd(P), rv(P), rvd(P);
+    std::vector<Announce> out(P), in(P);
+    for (std::size_t r = 0, j = 0; r < P; ++r) {
+        const Region reg = region_of(n, P, r);
+        const std::size_t first = j;
+        while (j < k && idx[j] < reg.lo + reg.n) ++j;
+        out[r] = Announce{static_cast<std::uint32_t>(j - first), own_flags};
+        sc[r] = static_cast<int>((j - first) * sizeof(std::uint32_t));
+        sd[r] = static_cast<int>(first * sizeof(std::uint32_t));
+        sv[r] = static_cast<int>((j - first) * es);
+        svd[r] = static_cast<int>(first * es);
+    }
+    const double t1 = now_seconds();
+    stats->time_compress += t1 - t0;
+
+    // 2. Counts and flags, then the pairs of this rank's region.
+    CC_COLL_TRY(alltoall_bytes(out.data(), sizeof(Announce), in.data(), mpi));
+    const Region mine = region_of(n, P, me);
+    const std::size_t limit = std::min(k, mine.n);
+    bool overflow = false;
+    std::uint32_t fault = 0;
+    std::size_t total = 0;
+    for (std::size_t s = 0; s < P; ++s) {
+        overflow = overflow || (in[s].flags & topk::kFlagNonFiniteOverflow) != 0;
+        if (fault == 0 && ((in[s].flags & ~topk::kFlagNonFiniteOverflow) != 0 || in[s].count > limit))
+            fault = static_cast<std::uint32_t>(1 + s);
+        // What the sender sends, as far as it can be believed: a count above
+        // the region (which no rank that agreed on the call announces) is
+        // cut, and MPI reports the truncation if the sender did send more.
+        const std::size_t c = std::min<std::size_t>(in[s].count, limit);
+        rc[s] = static_cast<int>(c * sizeof(std::uint32_t));
+        rd[s] = static_cast<int>(total * sizeof(std::uint32_t));
+        rv[s] = static_cast<int>(c * es);
+        rvd[s] = static_cast<int>(total * es);
+        total += c;
+    }
+    // Every rank saw every rank's flags: all fall back together, as the
+    // allgather algorithm does. (Otherwise a fault found here is reported
+    // to every rank in step 4.)
+    if (overflow) {
+        guard.release();
+        stats->time_communicate += now_seconds() - t1;
+        return dense_allreduce<HostExec, W>(x, a, g, res != nullptr, stats);
+    }
+    unsigned char *recvd = nullptr;
+    CC_COLL_TRY(x.buffer<unsigned char>(Buf::RecvBytes, std::max<std::size_t>(total * (4 + es), 1), &recvd));
+    unsigned char *rvals = recvd + total * sizeof(std::uint32_t);
+    CC_COLL_TRY(alltoallv_bytes(own_idx, sc.data(), sd.data(), recvd, rc.data(), rd.data(), mpi));
+    CC_COLL_TRY(alltoallv_bytes(own_val, sv.data(), svd.data(), rvals, rv.data(), rvd.data(), mpi));
+    const double t2 = now_seconds();
+    stats->time_communicate += t2 - t1;
+
+    // 3. Reduce this region: check, add in sender order, mark the support.
+    W *acc = nullptr;
+    unsigned char *mark = nullptr;
+    CC_COLL_TRY(x.buffer<W>(Buf::Mhat, std::max<std::size_t>(mine.n, 1), &acc));
+    CC_COLL_TRY(x.buffer<unsigned char>(Buf::Q, std::max<std::size_t>(mine.n, 1), &mark));
+    std::fill(acc, acc + mine.n, W(0));
+    std::memset(mark, 0, mine.n);
+    for (std::size_t s = 0, at = 0; s < P && fault == 0; ++s) {
+        std::uint64_t before = 0;
+        for (std::size_t j = 0; j < static_cast<std::size_t>(rc[s]) / sizeof(std::uint32_t); ++j, ++at) {
+            std::uint32_t i;
+            std::memcpy(&i, recvd + at * sizeof i, sizeof i);
+            if (i < mine.lo || i >= mine.lo + mine.n || (j > 0 && i <= before)) {
+                fault = static_cast<std::uint32_t>(1 + s);
+                break;
+            }
+            before = i;
+            acc[i - mine.lo] += load_element_unaligned<W>(rvals, at, a.dtype);
+            mark[i - mine.lo] = 1;
+        }
+    }
+    // The support, and the k_r largest sums on it.
+    const std::size_t kr = topk::k_for(p.density, std::max<std::size_t>(mine.n, 1));
+    std::uint32_t *support = nullptr;
+    W *mag = nullptr;
+    CC_COLL_TRY(x.buffer<std::uint32_t>(Buf::P, std::max<std::size_t>(mine.n, 1), &support));
+    std::size_t u = 0;
+    for (std::size_t i = 0; i < mine.n; ++i)
+        if (mark[i]) support[u++] = static_cast<std::uint32_t>(i);
+    const std::size_t keep = fault != 0 ? 0 : std::min(u, kr);
+    std::vector<std::uint32_t> chosen;  // positions in `support`, ascending
+    if (fault == 0 && keep < u) {
+        CC_COLL_TRY(x.buffer<W>(Buf::Other, u, &mag));
+        for (std::size_t j = 0; j < u; ++j) mag[j] = acc[support[j]];
+        chosen.resize(keep);
+        topk::SelectScratch scratch;
+        topk::select<W>(mag, u, keep, chosen.data(), &scratch);
+    }
+    const double t3 = now_seconds();
+    stats->time_decompress += t3 - t2;
+
+    // 4. Kept counts and faults, then the regions.
+    std::vector<Kept> kept(P);
+    const Kept own{static_cast<std::uint32_t>(keep), fault};
+    CC_COLL_TRY(allgather_bytes(&own, sizeof own, kept.data(), mpi));
+    for (std::size_t r = 0; r < P; ++r)
+        if (kept[r].fault != 0)
+            return fail(CC_COLL_ERR_MISMATCH,
+                        "cc_coll_allreduce (topk, split): rank %zu received malformed pairs from rank %u for its "
+                        "region (a count above %zu, unknown flag bits, or an index outside the region or out of "
+                        "order)",
+                        r, kept[r].fault - 1, std::min(k, region_of(n, P, r).n));
+    std::vector<int> gc(P), gd(P);
+    std::size_t gtotal = 0;
+    for (std::size_t r = 0; r < P; ++r) {
+        const Region reg = region_of(n, P, r);
+        const std::size_t b = kept[r].count * (4 + es);
+        if (kept[r].count > std::min(reg.n, topk::k_for(p.density, std::max<std::size_t>(reg.n, 1))))
+            return fail(CC_COLL_ERR_MISMATCH, "cc_coll_allreduce (topk, split): rank %zu announced %u pairs for its "
+                        "region, more than its %zu", r, kept[r].count,
+                        topk::k_for(p.density, std::max<std::size_t>(reg.n, 1)));
+        gc[r] = static_cast<int>(b);
+        gd[r] = static_cast<int>(gtotal);
+        gtotal += b;
+    }
+    guard.release();
+
+    // This region's block, written at its place in the gathered buffer, and
+    // the owner's residual: its own unsent part, then what it dropped.
+    unsigned char *gathered = recvd;  // the pairs are consumed
+    CC_COLL_TRY(x.buffer<unsigned char>(Buf::RecvBytes, std::max<std::size_t>(gtotal, 1), &gathered));
+    if (res != nullptr) CC_COLL_TRY(x.keep_unsent<W>(g, idx, sent, k));
+    unsigned char *block = gathered + gd[me];
+    auto feed_back = [&](std::size_t i, W v) {
+        if (res == nullptr) return;
+        const W r = g[mine.lo + i] + v;
+        g[mine.lo + i] = host::finite(r) ? r : W(0);
+    };
+    {
+        unsigned char *bidx = block, *bval = block + keep * sizeof(std::uint32_t);
+        std::size_t c = 0;
+        for (std::size_t j = 0, q = 0; j < u; ++j) {
+            const std::uint32_t i = support[j];
+            const bool take = keep == u || (q < chosen.size() && chosen[q] == j);
+            if (!take) {
+                feed_back(i, acc[i]);  // dropped: back into this rank's residual
+                continue;
+            }
+            if (keep != u) ++q;
+            const std::uint32_t global = static_cast<std::uint32_t>(mine.lo + i);
+            std::memcpy(bidx + c * sizeof global, &global, sizeof global);
+            store_element_unaligned<W>(bval, c, a.dtype, acc[i]);
+            feed_back(i, acc[i] - load_element_unaligned<W>(bval, c, a.dtype));
+            ++c;
+        }
+    }
+    const double t4 = now_seconds();
+    stats->time_decompress += t4 - t3;
+    CC_COLL_TRY(allgatherv_bytes_in_place(gathered, gc.data(), gd.data(), mpi));
+    const double t5 = now_seconds();
+    stats->time_communicate += t5 - t4;
+
+    // 5. Every region into recvbuf.
+    std::memset(a.recv, 0, n * es);
+    unsigned char *out_bytes = static_cast<unsigned char *>(a.recv);
+    for (std::size_t r = 0; r < P; ++r) {
+        const Region reg = region_of(n, P, r);
+        const unsigned char *b = gathered + gd[r];
+        const std::size_t c = kept[r].count;
+        const unsigned char *vals = b + c * sizeof(std::uint32_t);
+        for (std::size_t j = 0; j < c; ++j) {
+            std::uint32_t i;
+            std::memcpy(&i, b + j * sizeof i, sizeof i);
+            if (i < reg.lo || i >= reg.lo + reg.n)
+                return fail(CC_COLL_ERR_MISMATCH,
+                            "cc_coll_allreduce (topk, split): rank %zu sent index %u outside its region [%zu, %zu)", r,
+                            i, reg.lo, reg.lo + reg.n);
+            std::memcpy(out_bytes + static_cast<std::size_t>(i) * es, vals + j * es, es);
+        }
+    }
+    if (a.op == CC_COLL_AVG) divide_in_place(a.recv, n, a.dtype, comm.size());
+    stats->time_decompress += now_seconds() - t5;
+    std::size_t sent_bytes = static_cast<std::size_t>(gc[me]);
+    for (std::size_t r = 0; r < P; ++r)
+        if (r != me) sent_bytes += static_cast<std::size_t>(sc[r]) + static_cast<std::size_t>(sv[r]);
+    stats->bytes_wire += sent_bytes;
+    return CC_COLL_OK;
+}
+
+}  // namespace
+
+bool topk_split_applies(const Comm &comm, const AllreduceArgs &a, const CallParams &p)
+{
+    if (a.on_device || a.count == 0 || comm.size() < 2) return false;
+    if (topk_allreduce_dense(a.count, a.dtype, p.density, comm.size())) return false;
+    if (a.count * dtype_size(a.dtype) > static_cast<std::size_t>(INT_MAX)) return false;
+    switch (p.topk_algorithm) {
+    case TopkAlgorithm::Split: return true;
+    case TopkAlgorithm::Allgather: return false;
+    case TopkAlgorithm::Auto: return comm.size() >= kTopkSplitAutoRanks;
+    }
+    return false;
+}
+
+cc_coll_status_t allreduce_sparse_split(Comm &comm, const AllreduceArgs &args, const CallParams &params,
+                                        StatsSnapshot *stats)
+{
+    HostExec x(comm);
+    return with_work_type(args.dtype, [&](auto w) { return sparse_split<decltype(w)>(x, args, params, stats); });
+}
+
+}  // namespace cc_coll::detail
