@@ -9,7 +9,8 @@
  *     F32/F64/F16/BF16, counts that split unevenly: bit for bit equal to
  *     the flat communicator's result (exact sums, so any summation order
  *     gives the same bits);
- *   - TOPK, SKETCH and LOWRANK on Gaussian data: every rank gets the same
+ *   - TOPK (its allgather and split algorithms on the rails), SKETCH and
+ *     LOWRANK on Gaussian data: every rank gets the same
  *     bits; the error-feedback invariant over several steps,
  *     sum_t result_t + sum_ranks e_T == sum_t sum_ranks g_t (SUM), with
  *     the residuals read through cc_coll_ef_get_residual (each rank's is
@@ -191,8 +192,11 @@ static void lossy_case(cc_coll_comm_h hier, cc_coll_method_t m, cc_coll_dtype_t 
     free(e);
 }
 
-static void test_lossy(cc_coll_comm_h hier)
+static void test_lossy(cc_coll_comm_h hier, cc_coll_comm_h hier_split)
 {
+    /* the rails run TOPK's split algorithm where they have two or more ranks */
+    lossy_case(hier_split, CC_COLL_METHOD_TOPK, CC_COLL_F32, 10007, 4, 18);
+    lossy_case(hier_split, CC_COLL_METHOD_TOPK, CC_COLL_F64, 3001, 3, 19);
     lossy_case(hier, CC_COLL_METHOD_TOPK, CC_COLL_F32, 10007, 4, 11);
     lossy_case(hier, CC_COLL_METHOD_TOPK, CC_COLL_F64, 3001, 3, 12);
     lossy_case(hier, CC_COLL_METHOD_TOPK, CC_COLL_BF16, 4096, 3, 13);
@@ -316,12 +320,16 @@ int main(int argc, char **argv)
     for (int l = 0; l < nlayouts; ++l) {
         cc_coll_comm_h hier = make_comm("on", layouts[l]);
         cc_coll_comm_h twin = make_comm("on", layouts[l]);
+        setenv("CC_COLL_TOPK_ALGORITHM", "split", 1);
+        cc_coll_comm_h hier_split = make_comm("on", layouts[l]);
+        setenv("CC_COLL_TOPK_ALGORITHM", "auto", 1);
         test_none(hier, flat);
-        test_lossy(hier);
+        test_lossy(hier, hier_split);
         test_nonblocking(hier, twin);
         /* nodes of one rank, or one rank in all: nothing to do inside a node, flat */
         test_stats_and_refusals(hier, flat, g_size > 1 && strcmp(layouts[l], "1") != 0);
         CHECK_CC(cc_coll_comm_destroy(twin));
+        CHECK_CC(cc_coll_comm_destroy(hier_split));
         CHECK_CC(cc_coll_comm_destroy(hier));
         if (g_rank == 0) printf("hierarchical: layout CC_COLL_NODES=%s passed\n", layouts[l]);
     }

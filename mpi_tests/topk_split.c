@@ -10,6 +10,9 @@
  *     error-feedback invariant over several steps, sum_t result_t +
  *     sum_ranks e_T == sum_t sum_ranks g_t (SUM), the owners' dropped sums
  *     included;
+ *   - the dense fallbacks: a call whose pairs would outweigh the buffer is
+ *     MPI_Allreduce bit for bit; a rank with more infinities than k makes
+ *     every rank send densely, as the allgather algorithm does;
  *   - cc_coll_iallreduce equal bit for bit to the blocking call;
  *   - ranks that disagree on CC_COLL_TOPK_ALGORITHM get CC_COLL_ERR_MISMATCH
  *     on every rank, recvbuf untouched.
@@ -174,6 +177,33 @@ static void test_gaussian(cc_coll_comm_h split, cc_coll_comm_h gather)
     free(e);
 }
 
+/* ---- the dense fallbacks: too dense a call, non-finite overflow -------------------- */
+
+static void test_dense_fallbacks(cc_coll_comm_h split, cc_coll_comm_h gather)
+{
+    const size_t n = 20000;
+    float *x = xmalloc(n * sizeof *x), *a = xmalloc(n * sizeof *a), *b = xmalloc(n * sizeof *b);
+    for (size_t i = 0; i < n; ++i) x[i] = (float)((int)((i * 13 + (size_t)g_rank) % 11) - 5) * 0.5f;
+    /* density 0.5: the pairs would outweigh the buffer, the call is dense */
+    g_test = "dense call";
+    cc_coll_params_t p = topk(0.5, 0, 70);
+    CHECK_CC(cc_coll_allreduce(x, a, n, CC_COLL_F32, CC_COLL_SUM, &p, split, NULL));
+    MPI_Allreduce(x, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(memcmp(a, b, n * sizeof *a) == 0, "a dense TOPK call differs from MPI_Allreduce");
+    /* rank 0 holds more infinities than k = 200: every rank falls back */
+    g_test = "non-finite overflow";
+    if (g_rank == 0)
+        for (size_t i = 0; i < 300; ++i) x[i * 50] = INFINITY;
+    p = topk(0.01, 0, 71);
+    CHECK_CC(cc_coll_allreduce(x, a, n, CC_COLL_F32, CC_COLL_SUM, &p, split, NULL));
+    CHECK_CC(cc_coll_allreduce(x, b, n, CC_COLL_F32, CC_COLL_SUM, &p, gather, NULL));
+    CHECK(memcmp(a, b, n * sizeof *a) == 0, "the overflow fallback differs from the allgather's");
+    CHECK(isinf(a[50]) && a[1] == b[1], "the dense sum carries the infinities");
+    free(x);
+    free(a);
+    free(b);
+}
+
 /* ---- non-blocking ------------------------------------------------------------------ */
 
 static void test_nonblocking(cc_coll_comm_h split, cc_coll_comm_h twin)
@@ -228,6 +258,7 @@ int main(int argc, char **argv)
     cc_coll_comm_h split = comm_with("split"), twin = comm_with("split"), gather = comm_with("allgather");
     test_lossless(split, gather);
     test_gaussian(split, gather);
+    test_dense_fallbacks(split, gather);
     test_nonblocking(split, twin);
     test_disagreement();
     CHECK_CC(cc_coll_comm_destroy(split));
