@@ -548,7 +548,6 @@ cc_coll_status_t cc_coll_state_export(cc_coll_comm_h comm, void *buf, size_t *si
         std::shared_ptr<Comm> c;
         cc_coll_status_t st = lookup(fn, comm, &c);
         if (st != CC_COLL_OK) return st;
-        CC_COLL_TRY(refuse_hierarchical(fn, *c));
         if (size == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "%s: size is NULL", fn);
         CC_COLL_TRY(check_no_requests(fn, *c));
         std::lock_guard<CollectiveLock> collective(c->collective_mutex());
@@ -565,7 +564,6 @@ cc_coll_status_t cc_coll_state_import(cc_coll_comm_h comm, const void *buf, size
         std::shared_ptr<Comm> c;
         cc_coll_status_t st = lookup(fn, comm, &c);
         if (st != CC_COLL_OK) return st;
-        CC_COLL_TRY(refuse_hierarchical(fn, *c));
         if (buf == nullptr && size > 0)
             return fail(CC_COLL_ERR_NULL_BUFFER, "%s: buf is NULL with size = %zu", fn, size);
         CC_COLL_TRY(check_no_requests(fn, *c));

@@ -297,7 +297,8 @@ inline cc_coll_status_t ef_key_of(const char *fn, const Comm &c, const cc_coll_p
 }
 
 // The calls that do not cover a hierarchical communicator's shard state
-// yet (checkpoints, LOWRANK's factors): CC_COLL_ERR_NOT_SUPPORTED there.
+// (LOWRANK's factors, whose shapes are the shards'): CC_COLL_ERR_NOT_SUPPORTED
+// there.
 inline cc_coll_status_t refuse_hierarchical(const char *fn, const Comm &c)
 {
     if (c.topology() == nullptr) return CC_COLL_OK;

@@ -15,11 +15,16 @@
  *     sum_t result_t + sum_ranks e_T == sum_t sum_ranks g_t (SUM), with
  *     the residuals read through cc_coll_ef_get_residual (each rank's is
  *     its shard's, zero elsewhere); cc_coll_ef_reset forgets them;
+ *   - cc_coll_allreduce_group with every method and a tensor of count 0:
+ *     NONE tensors equal the flat group's, every tensor the same bits on
+ *     every rank, the EF invariant for the lossy ones;
  *   - cc_coll_iallreduce equal bit for bit to the blocking call on a twin
  *     communicator of the same layout;
  *   - statistics: a TOPK call counts fewer wire bytes than the tensor;
- *   - the calls that do not cover hierarchical state yet
- *     (cc_coll_state_export, cc_coll_lowrank_get_state) refuse with
+ *   - a checkpoint (cc_coll_state_export) restored into a twin of the same
+ *     layout (cc_coll_state_import): the next steps and the residuals are
+ *     bit-identical;
+ *   - cc_coll_lowrank_get_state (shard-shaped state) refuses with
  *     CC_COLL_ERR_NOT_SUPPORTED;
  * and CC_COLL_NODES sizes that do not add up to the communicator's size are
  * CC_COLL_ERR_CONFIG from cc_coll_comm_create on every rank.
@@ -235,6 +240,87 @@ static void test_nonblocking(cc_coll_comm_h hier, cc_coll_comm_h twin)
     }
 }
 
+/* ---- groups: every method in one cc_coll_allreduce_group ----------------------------- */
+
+enum { kGroup = 6 };
+
+/* Tensors: NONE f32 and NONE bf16 on small integers (exact), TOPK f32,
+ * LOWRANK f32 (60 x 40), SKETCH f64, and one of count 0. The NONE tensors
+ * equal the flat communicator's group bit for bit; every tensor's result is
+ * the same on every rank; the lossy ones keep the EF invariant over the
+ * steps, their residuals read per tensor. */
+static void test_group(cc_coll_comm_h hier, cc_coll_comm_h flat)
+{
+    g_test = "group";
+    const cc_coll_method_t ms[kGroup] = {CC_COLL_METHOD_NONE, CC_COLL_METHOD_NONE,   CC_COLL_METHOD_TOPK,
+                                         CC_COLL_METHOD_LOWRANK, CC_COLL_METHOD_SKETCH, CC_COLL_METHOD_TOPK};
+    const cc_coll_dtype_t ds[kGroup] = {CC_COLL_F32, CC_COLL_BF16, CC_COLL_F32, CC_COLL_F32, CC_COLL_F64, CC_COLL_F32};
+    const size_t ns[kGroup] = {1003, 17, 5000, 60 * 40, 6000, 0};
+    cc_coll_params_t ps[kGroup];
+    void *buf[kGroup], *ref[kGroup];
+    double *acc[kGroup], *scale[kGroup];
+    size_t cnt[kGroup];
+    cc_coll_dtype_t dt[kGroup];
+    for (int i = 0; i < kGroup; ++i) {
+        ps[i] = hier_params(ms[i], 700 + (uint64_t)i);
+        const size_t es = cc_coll_dtype_size(ds[i]);
+        buf[i] = xmalloc(ns[i] * es + 1);
+        ref[i] = xmalloc(ns[i] * es + 1);
+        acc[i] = xcalloc(ns[i] + 1, sizeof(double));
+        scale[i] = xcalloc(ns[i] + 1, sizeof(double));
+        cnt[i] = ns[i];
+        dt[i] = ds[i];
+    }
+    uint64_t s = 0x6e0ull + (uint64_t)g_rank * 31ull;
+    for (int t = 0; t < 3; ++t) {
+        for (int i = 0; i < kGroup; ++i) {
+            double *x = xmalloc((ns[i] + 1) * sizeof *x);
+            for (size_t j = 0; j < ns[i]; ++j) {
+                x[j] = ms[i] == CC_COLL_METHOD_NONE ? (double)((int)(rng_next(&s) % 9) - 4)
+                                                    : round_to(ds[i], rng_uniform(&s) - 0.5);
+                acc[i][j] += x[j];
+                scale[i][j] += fabs(x[j]) * g_size;
+            }
+            pack(ds[i], x, ns[i], buf[i]);
+            pack(ds[i], x, ns[i], ref[i]);
+            free(x);
+        }
+        CHECK_CC(cc_coll_allreduce_group(kGroup, NULL, buf, cnt, dt, CC_COLL_SUM, ps, hier, NULL));
+        CHECK_CC(cc_coll_allreduce_group(2, NULL, ref, cnt, dt, CC_COLL_SUM, ps, flat, NULL));
+        for (int i = 0; i < kGroup; ++i) {
+            const size_t bytes = ns[i] * cc_coll_dtype_size(ds[i]);
+            expect_same_everywhere(buf[i], bytes + (bytes == 0), "ranks got different bits for a group tensor");
+            if (i < 2) CHECK(memcmp(buf[i], ref[i], bytes) == 0, "a NONE group tensor differs from the flat group");
+            for (size_t j = 0; j < ns[i]; ++j) {
+                if (g_rank == 0) acc[i][j] -= element(ds[i], buf[i], j);
+                scale[i][j] += fabs(element(ds[i], buf[i], j));
+            }
+        }
+    }
+    for (int i = 2; i < 5; ++i) {
+        double *e = xmalloc(ns[i] * sizeof *e);
+        CHECK_CC(cc_coll_ef_get_residual(hier, &ps[i], buf[i], ns[i], ds[i], e));
+        for (size_t j = 0; j < ns[i]; ++j) acc[i][j] -= e[j];
+        MPI_Allreduce(MPI_IN_PLACE, acc[i], (int)ns[i], MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, scale[i], (int)ns[i], MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        for (size_t j = 0; j < ns[i]; ++j)
+            if (!(fabs(acc[i][j]) <= 2e-5 * (scale[i][j] + 1.0))) {
+                fprintf(stderr, "[rank %d] group tensor %d element %zu: %.3g (scale %.3g)\n", g_rank, i, j, acc[i][j],
+                        scale[i][j]);
+                die("%s", "the error-feedback invariant does not hold for a group tensor", 0);
+            }
+        free(e);
+    }
+    CHECK_CC(cc_coll_ef_reset_all(hier));
+    CHECK_CC(cc_coll_ef_reset_all(flat));
+    for (int i = 0; i < kGroup; ++i) {
+        free(buf[i]);
+        free(ref[i]);
+        free(acc[i]);
+        free(scale[i]);
+    }
+}
+
 /* ---- statistics and refusals ------------------------------------------------------ */
 
 static cc_coll_stats_t one_topk_call(cc_coll_comm_h h, size_t n)
@@ -280,10 +366,53 @@ static void test_stats_and_refusals(cc_coll_comm_h hier, cc_coll_comm_h flat, in
 
     if (!hierarchical) return;  /* a layout that runs flat refuses nothing */
     g_test = "refusals";
-    size_t size = 0;
-    const cc_coll_status_t ex = cc_coll_state_export(hier, NULL, &size);
-    CHECK(ex == CC_COLL_ERR_NOT_SUPPORTED, "cc_coll_state_export on a hierarchical communicator");
+    cc_coll_params_t lp = hier_params(CC_COLL_METHOD_LOWRANK, 16);
+    uint64_t rows = 0, cols = 0, calls = 0;
+    int rank = 0;
+    float probe[60];
+    const cc_coll_status_t ls =
+        cc_coll_lowrank_get_state(hier, &lp, probe, 60, CC_COLL_F32, &rows, &cols, &rank, &calls, NULL, NULL);
+    CHECK(ls == CC_COLL_ERR_NOT_SUPPORTED, "cc_coll_lowrank_get_state on a hierarchical communicator");
     CHECK(strstr(cc_coll_last_error(), "CC_COLL_HIERARCHY") != NULL, "the message names the setting");
+}
+
+/* A checkpoint of a hierarchical communicator (its shards' residuals in a
+ * nested rail section) restored into a twin of the same layout: the next
+ * steps are bit-identical on both. */
+static void test_checkpoint(cc_coll_comm_h hier, cc_coll_comm_h twin)
+{
+    g_test = "checkpoint";
+    const size_t n = 20000;
+    float *x = xmalloc(n * sizeof *x), *a = xmalloc(n * sizeof *a), *b = xmalloc(n * sizeof *b);
+    cc_coll_params_t p = hier_params(CC_COLL_METHOD_TOPK, 500);
+    uint64_t s = 0x99ull + (uint64_t)g_rank;
+    for (int t = 0; t < 5; ++t) {
+        for (size_t i = 0; i < n; ++i) x[i] = (float)(rng_uniform(&s) - 0.5);
+        if (t == 2) {  /* checkpoint hier, restore it into twin */
+            size_t size = 0;
+            CHECK_CC(cc_coll_state_export(hier, NULL, &size));
+            unsigned char *blob = xmalloc(size);
+            CHECK_CC(cc_coll_state_export(hier, blob, &size));
+            CHECK_CC(cc_coll_state_import(twin, blob, size));
+            free(blob);
+        }
+        CHECK_CC(cc_coll_allreduce(x, a, n, CC_COLL_F32, CC_COLL_AVG, &p, hier, NULL));
+        if (t >= 2) {
+            CHECK_CC(cc_coll_allreduce(x, b, n, CC_COLL_F32, CC_COLL_AVG, &p, twin, NULL));
+            CHECK(memcmp(a, b, n * sizeof *a) == 0, "the restored communicator's step differs");
+        }
+    }
+    double *ea = xmalloc(n * sizeof *ea), *eb = xmalloc(n * sizeof *eb);
+    CHECK_CC(cc_coll_ef_get_residual(hier, &p, a, n, CC_COLL_F32, ea));
+    CHECK_CC(cc_coll_ef_get_residual(twin, &p, b, n, CC_COLL_F32, eb));
+    CHECK(memcmp(ea, eb, n * sizeof *ea) == 0, "the residuals differ after the restore");
+    CHECK_CC(cc_coll_ef_reset_all(hier));
+    CHECK_CC(cc_coll_ef_reset_all(twin));
+    free(x);
+    free(a);
+    free(b);
+    free(ea);
+    free(eb);
 }
 
 static void test_bad_nodes(void)
@@ -326,8 +455,10 @@ int main(int argc, char **argv)
         test_none(hier, flat);
         test_lossy(hier, hier_split);
         test_nonblocking(hier, twin);
+        test_group(hier, flat);
         /* nodes of one rank, or one rank in all: nothing to do inside a node, flat */
         test_stats_and_refusals(hier, flat, g_size > 1 && strcmp(layouts[l], "1") != 0);
+        test_checkpoint(hier, twin);
         CHECK_CC(cc_coll_comm_destroy(twin));
         CHECK_CC(cc_coll_comm_destroy(hier_split));
         CHECK_CC(cc_coll_comm_destroy(hier));

@@ -332,12 +332,13 @@ const SettingDef kSettings[] = {
      "constant as ranks grow), or auto (split from 8 ranks on, else allgather). Device buffers "
      "always use allgather. Every rank must use the same value.",
      apply_topk_algorithm},
-    {"HIERARCHY", "CC_COLL_HIERARCHY", "off",
+    {"HIERARCHY", "CC_COLL_HIERARCHY", "auto",
      "Node-by-node allreduce (cc_coll_allreduce and cc_coll_iallreduce of one host tensor): off "
      "(every rank compresses to every other), on (wherever some node holds two or more ranks: a "
      "dense reduce-scatter inside each node, the compressed allreduce between nodes on each rank's "
      "shard, an allgather inside each node), or auto (on when the communicator spans two or more "
-     "nodes of two or more ranks each). Nodes are MPI's shared-memory nodes, or CC_COLL_NODES.",
+     "nodes of two or more ranks each). Nodes are MPI's shared-memory nodes, or CC_COLL_NODES. "
+     "Every rank must use the same value.",
      apply_hierarchy},
     {"NODES", "CC_COLL_NODES", "",
      "Node boundaries for CC_COLL_HIERARCHY, replacing MPI's shared-memory nodes (tests, emulated "

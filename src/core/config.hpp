@@ -63,7 +63,7 @@ struct Config {
     CudaTransport cuda_transport = CudaTransport::Auto;  // device buffers' path to MPI
     std::uint64_t cuda_chunk_bytes = 1 << 20;           // staged transport: bytes per chunk
     ProgressMode progress = ProgressMode::Auto;         // non-blocking collectives
-    HierarchyMode hierarchy = HierarchyMode::Off;       // node-by-node allreduce
+    HierarchyMode hierarchy = HierarchyMode::Auto;      // node-by-node allreduce
     TopkAlgorithm topk_algorithm = TopkAlgorithm::Auto; // TOPK allreduce: allgather or split
     std::string node_sizes;  // CC_COLL_NODES: "" = MPI's shared-memory nodes, else sizes "2,2"
 };

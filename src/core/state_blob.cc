@@ -443,6 +443,7 @@ const char *section_name(std::uint16_t kind)
     case kSectionResiduals: return "residuals";
     case kSectionLepResiduals: return "LEP residuals";
     case kSectionMethod: return "method state";
+    case kSectionRail: return "rail state";
     }
     return "?";
 }
@@ -469,6 +470,10 @@ cc_coll_status_t write_blob(Comm &comm, StateWriter &out, const char *fn)
     std::uint32_t sections = 2;
     for (const Method *m : ms)
         if (m->state_export != nullptr) ++sections;
+    const NodeTopology *topo = comm.topology();
+    Comm *rail = topo != nullptr ? topo->rail.get() : nullptr;
+    if (rail != nullptr) ++sections;
+    const std::size_t start = out.size();  // a nested blob starts inside its parent
     out.u32(kStateMagic);
     out.u16(kStateFormatVersion);
     out.u16(static_cast<std::uint16_t>(kStateHeaderBytes));
@@ -503,7 +508,19 @@ cc_coll_status_t write_blob(Comm &comm, StateWriter &out, const char *fn)
         CC_COLL_TRY(m->state_export(comm, out));
         out.patch_u64(length_at, out.size() - begin);
     }
-    out.patch_u64(body_at, out.size() - kStateHeaderBytes);
+    if (rail != nullptr) {
+        // The shards' state of a hierarchical communicator: the rail's own
+        // blob, checksum included, nested whole.
+        write_section_header(out, kSectionRail, kRailSectionVersion, &length_at);
+        const std::size_t begin = out.size();
+        CC_COLL_TRY(write_blob(*rail, out, fn));
+        if (unsigned char *nested = out.written(begin); nested != nullptr && !out.overflowed()) {
+            const std::uint64_t sum = state_checksum(nested, out.size() - begin);
+            for (int i = 0; i < 8; ++i) nested[kStateChecksumOffset + i] = static_cast<unsigned char>(sum >> (8 * i));
+        }
+        out.patch_u64(length_at, out.size() - begin);
+    }
+    out.patch_u64(body_at, out.size() - start - kStateHeaderBytes);
     return CC_COLL_OK;
 }
 
@@ -542,9 +559,19 @@ cc_coll_status_t export_state(Comm &comm, void *buf, std::size_t *size, bool *to
 
 // ---- import ----------------------------------------------------------------------
 
-cc_coll_status_t import_state(Comm &comm, const void *buf, std::size_t size, const char *fn)
+namespace {
+
+// A whole blob, read and checked, not yet installed.
+struct StagedBlob {
+    EfStore::Map residuals, lep;
+    std::uint64_t residual_bytes = 0, lep_bytes = 0;
+    std::vector<StagedMethod> staged;
+    std::unique_ptr<StagedBlob> rail;  // a hierarchical communicator's rail section
+};
+
+cc_coll_status_t parse_blob(Comm &comm, const unsigned char *blob, std::size_t size, const char *fn,
+                            StagedBlob *out)
 {
-    const auto *blob = static_cast<const unsigned char *>(buf);
     // The header, field by field: what identifies the blob first, so that
     // another file or another format version is named as such.
     if (size < 4 || load_le(blob, 4) != kStateMagic) {
@@ -616,10 +643,10 @@ cc_coll_status_t import_state(Comm &comm, const void *buf, std::size_t size, con
 
     // The body: every section read and checked into staged state.
     StateReader in(blob + kStateHeaderBytes, size - kStateHeaderBytes, kStateHeaderBytes, fn);
-    EfStore::Map residuals, lep;
-    std::uint64_t residual_bytes = 0, lep_bytes = 0;
+    EfStore::Map &residuals = out->residuals, &lep = out->lep;
+    std::uint64_t &residual_bytes = out->residual_bytes, &lep_bytes = out->lep_bytes;
     bool have_residuals = false, have_lep = false;
-    std::vector<StagedMethod> staged;
+    std::vector<StagedMethod> &staged = out->staged;
     for (std::uint32_t i = 0; i < sections; ++i) {
         in.set_context("section " + std::to_string(i) + " of " + std::to_string(sections));
         SectionHeader h;
@@ -628,11 +655,29 @@ cc_coll_status_t import_state(Comm &comm, const void *buf, std::size_t size, con
         CC_COLL_TRY(in.u16(&h.version, "section version"));
         CC_COLL_TRY(in.u32(&h.reserved, "section reserved field"));
         CC_COLL_TRY(in.u64(&h.bytes, "section length"));
-        if (h.kind < kSectionResiduals || h.kind > kSectionMethod)
+        if (h.kind < kSectionResiduals || h.kind > kSectionRail)
             return in.malformed("unknown section kind %u", h.kind);
         if (h.reserved != 0) return in.malformed("section reserved field is %u, not 0", h.reserved);
         StateReader payload(nullptr, 0, 0, fn);
         CC_COLL_TRY(in.sub(h.bytes, "the section's payload", &payload));
+        if (h.kind == kSectionRail) {
+            if (h.version != kRailSectionVersion)
+                return fail(CC_COLL_ERR_VERSION_MISMATCH,
+                            "%s: the state blob's rail section has version %u; this library reads version %u; "
+                            "nothing was changed",
+                            fn, h.version, kRailSectionVersion);
+            if (out->rail != nullptr) return payload.malformed("a second rail section");
+            const NodeTopology *topo = comm.topology();
+            if (topo == nullptr || topo->rail == nullptr)
+                return fail(CC_COLL_ERR_MISMATCH,
+                            "%s: the state blob holds the shards' state of a hierarchical communicator, but this "
+                            "communicator %s; create it with the same CC_COLL_HIERARCHY and nodes; nothing was "
+                            "changed",
+                            fn, topo == nullptr ? "is not hierarchical" : "owns no shard on this rank");
+            out->rail = std::make_unique<StagedBlob>();
+            CC_COLL_TRY(parse_blob(*topo->rail, payload.here(), payload.remaining(), fn, out->rail.get()));
+            continue;
+        }
         if (h.kind == kSectionResiduals || h.kind == kSectionLepResiduals) {
             const bool is_lep = h.kind == kSectionLepResiduals;
             payload.set_context(std::string("section ") + std::to_string(i) + " (" + section_name(h.kind) + ")");
@@ -680,8 +725,14 @@ cc_coll_status_t import_state(Comm &comm, const void *buf, std::size_t size, con
         in.set_context("body");
         return in.malformed("%zu bytes follow the last of the %u sections", in.remaining(), sections);
     }
+    return CC_COLL_OK;
+}
 
-    // The caps, on the state as a whole, before anything changes.
+// The caps, on the state as a whole, before anything changes.
+cc_coll_status_t check_caps(Comm &comm, const StagedBlob &b, const char *fn)
+{
+    const std::uint64_t residual_bytes = b.residual_bytes, lep_bytes = b.lep_bytes;
+    const std::vector<StagedMethod> &staged = b.staged;
     const std::uint64_t ef_cap = comm.ef().max_bytes();
     for (const auto &[bytes, what] : {std::pair<std::uint64_t, const char *>{residual_bytes, "collective residuals"},
                                       std::pair<std::uint64_t, const char *>{lep_bytes, "LEP residuals"}})
@@ -699,11 +750,35 @@ cc_coll_status_t import_state(Comm &comm, const void *buf, std::size_t size, con
                     "CC_COLL_STATE_MAX_BYTES = %llu; nothing was changed: raise the cap",
                     fn, ull(state_bytes), ull(state_cap));
 
-    // Everything checked: replace the state. Nothing below fails.
-    comm.ef().replace_all(std::move(residuals));
-    comm.lep().replace_all(std::move(lep));
+    return CC_COLL_OK;
+}
+
+// Replaces the state. Cannot fail.
+void install(Comm &comm, StagedBlob &b)
+{
+    comm.ef().replace_all(std::move(b.residuals));
+    comm.lep().replace_all(std::move(b.lep));
     reset_method_states(comm, nullptr);
-    for (StagedMethod &s : staged) s.method->state_install(comm, s.staged);
+    for (StagedMethod &s : b.staged) s.method->state_install(comm, s.staged);
+}
+
+}  // namespace
+
+cc_coll_status_t import_state(Comm &comm, const void *buf, std::size_t size, const char *fn)
+{
+    StagedBlob staged;
+    CC_COLL_TRY(parse_blob(comm, static_cast<const unsigned char *>(buf), size, fn, &staged));
+    CC_COLL_TRY(check_caps(comm, staged, fn));
+    const NodeTopology *topo = comm.topology();
+    Comm *rail = topo != nullptr ? topo->rail.get() : nullptr;
+    if (staged.rail != nullptr) CC_COLL_TRY(check_caps(*rail, *staged.rail, fn));
+    // Everything checked: replace the state (a hierarchical communicator's
+    // rail too: with none in the blob, its shards' state is emptied).
+    install(comm, staged);
+    if (rail != nullptr) {
+        StagedBlob empty;
+        install(*rail, staged.rail != nullptr ? *staged.rail : empty);
+    }
     return CC_COLL_OK;
 }
 

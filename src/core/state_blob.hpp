@@ -38,6 +38,8 @@ constexpr std::size_t kStateChecksumOffset = 40;
 constexpr std::uint16_t kSectionResiduals = 1;     // collective residuals (Comm::ef)
 constexpr std::uint16_t kSectionLepResiduals = 2;  // point-to-point LEP residuals (Comm::lep)
 constexpr std::uint16_t kSectionMethod = 3;        // one method's own state
+constexpr std::uint16_t kSectionRail = 4;          // a hierarchical communicator's rail: a whole nested blob
+constexpr std::uint16_t kRailSectionVersion = 1;
 constexpr std::uint16_t kResidualSectionVersion = 1;
 constexpr std::size_t kSectionHeaderBytes = 16;
 constexpr std::size_t kStateKeyBytes = 24;
@@ -73,6 +75,8 @@ public:
     void values(const double *v, std::size_t n);
     // n values of `work` bytes each (4 or 8) in device memory, copied down.
     cc_coll_status_t device_values(const void *v, std::size_t n, std::size_t work, const char *fn);
+    // The bytes written from offset `at` on (nullptr while measuring).
+    unsigned char *written(std::size_t at) { return out_ == nullptr ? nullptr : out_ + at; }
     // A u64 written later (a section's length): its offset.
     std::size_t placeholder_u64();
     void patch_u64(std::size_t at, std::uint64_t v);
@@ -98,6 +102,8 @@ public:
     }
 
     std::size_t remaining() const { return size_ - pos_; }
+    // The bytes not read yet (a nested blob's).
+    const unsigned char *here() const { return data_ + pos_; }
     std::size_t offset() const { return base_ + pos_; }  // in the whole blob
     const char *fn() const { return fn_; }
     // Names what is being read in messages ("LOWRANK entry 3 of 7").

@@ -22,7 +22,8 @@ cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallPara
                     args.on_device ? 1 : 0);
     if (runs_hierarchical(comm, args, params)) {
         StatsSnapshot call;
-        const cc_coll_status_t st = allreduce_hierarchical(comm, *m, args, params, &call);
+        const cc_coll_status_t st =
+            allreduce_hierarchical(comm, {GroupTensor{args, params}}, Collective::Allreduce, &call);
         if (st != CC_COLL_OK) return st;
         call.calls = 1;
         call.bytes_uncompressed = args.count * dtype_size(args.dtype);

@@ -50,10 +50,19 @@ bool hierarchical_shard(const NodeTopology &t, std::size_t n, cc_coll_dtype_t dt
 // Whether this call runs hierarchically: a topology, host buffers, count > 0
 // and blocks that fit. The same on every rank that agrees on the call.
 bool runs_hierarchical(const Comm &comm, const AllreduceArgs &args, const CallParams &params);
-// The algorithm, agreement included. Fills `stats`: bytes_wire counts the
-// bytes this rank hands to MPI between nodes (its rail's), not the node's.
-cc_coll_status_t allreduce_hierarchical(Comm &comm, const Method &m, const AllreduceArgs &args,
-                                        const CallParams &params, StatsSnapshot *stats);
+struct GroupTensor;
+// The same for a group: a topology, every tensor in host memory, blocks
+// that fit.
+bool runs_hierarchical(const Comm &comm, const std::vector<GroupTensor> &tensors);
+// The algorithm for a single allreduce (kind Allreduce, one tensor) or a
+// group (kind AllreduceGroup), agreement included: the rail runs the
+// method's flat allreduce, or the group algorithm over the shards. Fills
+// `stats`: bytes_wire counts the bytes this rank hands to MPI between nodes
+// (its rail's), not the node's.
+cc_coll_status_t allreduce_hierarchical(Comm &comm, const std::vector<GroupTensor> &tensors, Collective kind,
+                                        StatsSnapshot *stats);
+// The route word a hierarchical group folds into its agreement signature.
+constexpr std::uint64_t kHierarchicalRoute = 0x68;
 
 // Method NONE: MPI_Allreduce(SUM), then division by the communicator size
 // for AVG. Fills `stats` with this call's figures.

@@ -75,6 +75,17 @@ cc_coll_status_t allreduce_group(Comm &comm, const std::vector<GroupTensor> &ten
     if (log_enabled(LogLevel::Debug))
         log_message(LogLevel::Debug, "allreduce_group rank %d/%d: %zu tensors", comm.rank(), comm.size(), tensors.size());
     const char *fn = kind == Collective::Allreduce ? "cc_coll_allreduce" : "cc_coll_allreduce_group";
+    if (kind == Collective::AllreduceGroup && runs_hierarchical(comm, tensors)) {
+        StatsSnapshot call;
+        const cc_coll_status_t st = allreduce_hierarchical(comm, tensors, kind, &call);
+        if (st != CC_COLL_OK) return st;
+        for (const GroupTensor &t : tensors) {
+            call.calls += 1;
+            call.bytes_uncompressed += t.args.count * dtype_size(t.args.dtype);
+        }
+        comm.stats().add(call);
+        return CC_COLL_OK;
+    }
     std::vector<TensorPlan> plans;
     CallSignature sig = CallSignature::group(kind, tensors.size(), tensors.empty() ? CC_COLL_SUM : tensors[0].args.op,
                                              !tensors.empty() && tensors[0].args.on_device);

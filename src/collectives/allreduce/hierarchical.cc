@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/method.hpp"
 #include "exec/exec.hpp"
+#include "exec/host_exec.hpp"
 #include "transport/mpi_transport.hpp"
 
 namespace cc_coll::detail {
@@ -31,15 +32,16 @@ std::uint64_t row_split(std::size_t n, const CallParams &p, std::uint64_t *cols)
     return p.rows;
 }
 
-// out = block 0 + block 1 + ... + block L-1 (each of n elements of dtype),
-// added in that order, one rounding per addition as MPI's sum does
+// out = block 0 + block 1 + ... + block L-1 (each of n elements of dtype,
+// `stride` bytes apart), added in that order, one rounding per addition as MPI's sum does
 // (F16/BF16: in binary32, rounded to the dtype after each addition).
-void sum_blocks(const unsigned char *blocks, std::size_t L, std::size_t n, cc_coll_dtype_t dtype, void *out)
+void sum_blocks(const unsigned char *blocks, std::size_t stride, std::size_t L, std::size_t n, cc_coll_dtype_t dtype,
+                void *out)
 {
     const std::size_t bytes = n * dtype_size(dtype);
     std::memcpy(out, blocks, bytes);
     for (std::size_t j = 1; j < L; ++j) {
-        const unsigned char *b = blocks + j * bytes;
+        const unsigned char *b = blocks + j * stride;
         switch (dtype) {
         case CC_COLL_F32: {
             float *o = static_cast<float *>(out);
@@ -95,78 +97,162 @@ bool runs_hierarchical(const Comm &comm, const AllreduceArgs &a, const CallParam
     return hierarchical_shard(*t, a.count, a.dtype, p, 0, &s);
 }
 
-cc_coll_status_t allreduce_hierarchical(Comm &comm, const Method &m, const AllreduceArgs &a, const CallParams &p,
+bool runs_hierarchical(const Comm &comm, const std::vector<GroupTensor> &tensors)
+{
+    const NodeTopology *t = comm.topology();
+    if (t == nullptr || tensors.empty()) return false;
+    std::uint64_t bytes = 0;
+    for (const GroupTensor &g : tensors) {
+        HierarchicalShard s;
+        if (g.args.on_device || find_method(g.params.method) == nullptr ||
+            !hierarchical_shard(*t, g.args.count, g.args.dtype, g.params, 0, &s))
+            return false;
+        bytes += s.count * dtype_size(g.args.dtype);
+    }
+    return bytes <= static_cast<std::uint64_t>(INT_MAX);  // one packed block per rank
+}
+
+cc_coll_status_t allreduce_hierarchical(Comm &comm, const std::vector<GroupTensor> &tensors, Collective kind,
                                         StatsSnapshot *stats)
 {
     const NodeTopology &t = *comm.topology();
-    const std::size_t es = dtype_size(a.dtype);
-    HierarchicalShard mine;
-    hierarchical_shard(t, a.count, a.dtype, p, t.node_rank, &mine);
-    char *recv = static_cast<char *>(a.recv);
-    char *shard = recv + mine.offset * es;
+    const std::size_t T = tensors.size(), L = static_cast<std::size_t>(t.node_size);
+    const bool single = kind == Collective::Allreduce;
+    const char *fn = single ? "cc_coll_allreduce" : "cc_coll_allreduce_group";
     Comm *rail = t.rail.get();
 
-    // The rail's residual is checked before any data moves, and the result
+    // Every tensor's shards: shard[t * L + j] is node rank j's (count 0 for
+    // j >= S). A rank's block in the node's exchanges packs its shards of
+    // every tensor, in tensor order.
+    std::vector<HierarchicalShard> shard(T * L);
+    std::vector<std::size_t> es(T), at(T, 0);  // at: tensor t's place in this rank's packed block
+    std::vector<int> bytes(L, 0);               // node rank j's packed block
+    std::size_t mine_bytes = 0;
+    for (std::size_t i = 0; i < T; ++i) {
+        es[i] = dtype_size(tensors[i].args.dtype);
+        for (std::size_t j = 0; j < L; ++j) {
+            hierarchical_shard(t, tensors[i].args.count, tensors[i].args.dtype, tensors[i].params,
+                               static_cast<int>(j), &shard[i * L + j]);
+            bytes[j] += static_cast<int>(shard[i * L + j].count * es[i]);
+        }
+        at[i] = mine_bytes;
+        mine_bytes += shard[i * L + static_cast<std::size_t>(t.node_rank)].count * es[i];
+    }
+    auto mine = [&](std::size_t i) -> const HierarchicalShard & {
+        return shard[i * L + static_cast<std::size_t>(t.node_rank)];
+    };
+    auto shard_ptr = [&](std::size_t i) {
+        return static_cast<char *>(tensors[i].args.recv) + mine(i).offset * es[i];
+    };
+
+    // The rail's residuals are checked before any data moves, and the result
     // joins the agreement of the whole communicator.
     cc_coll_status_t ready = CC_COLL_OK;
-    if (rail != nullptr && mine.count > 0 && m.creates_residual != nullptr) {
-        const bool create = m.creates_residual(false, mine.count, a.dtype, mine.params, rail->size());
-        ready = residual_preflight(*rail, mine.params, shard, mine.count, a.dtype, false, create);
+    CallSignature sig = single ? CallSignature::single(Collective::Allreduce, *find_method(tensors[0].params.method),
+                                                       tensors[0].args.count, tensors[0].args.dtype,
+                                                       tensors[0].args.op, false, tensors[0].params)
+                               : CallSignature::group(kind, T, tensors[0].args.op, false);
+    for (std::size_t i = 0; i < T; ++i) {
+        const GroupTensor &g = tensors[i];
+        const Method *m = find_method(g.params.method);
+        if (!single) sig.add_tensor(m, g.args.count, g.args.dtype, g.params, kHierarchicalRoute, nullptr, 0);
+        if (ready != CC_COLL_OK || rail == nullptr || mine(i).count == 0 || m->creates_residual == nullptr) continue;
+        const bool create = m->creates_residual(false, mine(i).count, g.args.dtype, mine(i).params, rail->size());
+        ready = residual_preflight(*rail, mine(i).params, shard_ptr(i), mine(i).count, g.args.dtype, false, create);
     }
-    CC_COLL_TRY(agree(comm, "cc_coll_allreduce",
-                      CallSignature::single(Collective::Allreduce, m, a.count, a.dtype, a.op, false, p), ready));
+    CC_COLL_TRY(agree(comm, fn, sig, ready));
 
-    // Blocks of the node's ranks: shard j on rank j < S, nothing on the others.
-    const std::size_t L = static_cast<std::size_t>(t.node_size);
-    std::vector<int> bytes(L, 0), displs(L, 0), rbytes(L, 0), rdispls(L, 0);
-    for (std::size_t j = 0; j < L; ++j) {
-        HierarchicalShard b;
-        hierarchical_shard(t, a.count, a.dtype, p, static_cast<int>(j), &b);
-        bytes[j] = static_cast<int>(b.count * es);
-        displs[j] = static_cast<int>(b.offset * es);
-        rbytes[j] = static_cast<int>(mine.count * es);
-        rdispls[j] = static_cast<int>(j * mine.count * es);
-    }
-
-    // 1. The node's reduce-scatter: every rank sends shard j of its input to
-    //    rank j (one MPI_Alltoallv), and the owner adds the node's blocks in
-    //    node-rank order into its shard of recv. (Open MPI's own
+    // 1. The node's reduce-scatter: every rank sends its shards for node
+    //    rank j to rank j (one MPI_Alltoallv), and the owner adds the node's
+    //    blocks in node-rank order into its shards of recv. (Open MPI's own
     //    MPI_Reduce_scatter took twice as long as an MPI_Allreduce of the
-    //    whole buffer on two ranks; see docs/performance.md.)
+    //    whole buffer on two ranks; see docs/performance.md.) One tensor is
+    //    sent from its buffer; several are packed first.
     const double t0 = now_seconds();
-    unsigned char *blocks = nullptr;
-    CC_COLL_TRY(with_exec(comm, false, nullptr, [&](auto &x) {
-        return x.template buffer<unsigned char>(Buf::RecvBytes, std::max<std::size_t>(L * mine.count * es, 1),
-                                                &blocks);
-    }));
-    CC_COLL_TRY(alltoallv_bytes(a.send, bytes.data(), displs.data(), blocks, rbytes.data(), rdispls.data(), t.node));
-    if (mine.count > 0) sum_blocks(blocks, L, mine.count, a.dtype, shard);
+    HostExec x(comm);
+    unsigned char *blocks = nullptr, *packed = nullptr;
+    std::vector<int> sdispls(L, 0), rbytes(L, static_cast<int>(mine_bytes)), rdispls(L, 0);
+    for (std::size_t j = 0; j < L; ++j) rdispls[j] = static_cast<int>(j * mine_bytes);
+    CC_COLL_TRY(x.buffer<unsigned char>(Buf::RecvBytes, std::max<std::size_t>(L * mine_bytes, 1), &blocks));
+    const void *send = tensors[0].args.send;
+    if (T == 1) {
+        for (std::size_t j = 0; j < L; ++j) sdispls[j] = static_cast<int>(shard[j].offset * es[0]);
+    } else {
+        std::size_t total = 0;
+        for (std::size_t j = 0; j < L; ++j) total += static_cast<std::size_t>(bytes[j]);
+        CC_COLL_TRY(x.buffer<unsigned char>(Buf::SendBytes, std::max<std::size_t>(total, 1), &packed));
+        for (std::size_t j = 0, pos = 0; j < L; ++j) {
+            sdispls[j] = static_cast<int>(pos);
+            for (std::size_t i = 0; i < T; ++i) {
+                const HierarchicalShard &b = shard[i * L + j];
+                std::memcpy(packed + pos, static_cast<const char *>(tensors[i].args.send) + b.offset * es[i],
+                            b.count * es[i]);
+                pos += b.count * es[i];
+            }
+        }
+        send = packed;
+    }
+    CC_COLL_TRY(alltoallv_bytes(send, bytes.data(), sdispls.data(), blocks, rbytes.data(), rdispls.data(), t.node));
+    for (std::size_t i = 0; i < T; ++i)
+        if (mine(i).count > 0)
+            sum_blocks(blocks + at[i], mine_bytes, L, mine(i).count, tensors[i].args.dtype, shard_ptr(i));
     const double t1 = now_seconds();
 
+    // 2. The rail: the method's flat allreduce of this rank's shards.
     cc_coll_status_t st = CC_COLL_OK;
     StatsSnapshot before, after;
-    if (rail != nullptr && mine.count > 0) {
+    if (rail != nullptr && mine_bytes > 0) {
+        std::vector<GroupTensor> inner(T);
+        for (std::size_t i = 0; i < T; ++i)
+            inner[i] = GroupTensor{AllreduceArgs{shard_ptr(i), shard_ptr(i), mine(i).count, tensors[i].args.dtype,
+                                                 CC_COLL_SUM, false, nullptr},
+                                   mine(i).params};
         before = rail->stats().snapshot();
-        const AllreduceArgs inner{shard, shard, mine.count, a.dtype, CC_COLL_SUM, false, nullptr};
-        st = allreduce(*rail, inner, mine.params);
+        st = single ? allreduce(*rail, inner[0].args, inner[0].params) : allreduce_group(*rail, inner);
         after = rail->stats().snapshot();
     }
-    // A rail that failed failed on every node (its own agreement); the
-    // node's ranks learn it here, so that every rank returns an error.
+    // 3. A rail that failed failed on every node (its own agreement); the
+    //    node's ranks learn it here, so that every rank returns an error.
     std::uint64_t failed = st != CC_COLL_OK ? 1 : 0;
     const cc_coll_status_t told = allreduce_max_u64(&failed, t.node);
     if (st != CC_COLL_OK) return st;
     if (told != CC_COLL_OK) return told;
     if (failed != 0)
         return fail(CC_COLL_ERR_MISMATCH,
-                    "cc_coll_allreduce (hierarchical): another rank of this node could not run its shard's "
-                    "allreduce; recvbuf is undefined");
+                    "%s (hierarchical): another rank of this node could not run its shard's allreduce; recvbuf is "
+                    "undefined",
+                    fn);
     const double t2 = now_seconds();
-    if (a.op == CC_COLL_AVG && mine.count > 0)
-        CC_COLL_TRY(with_exec(comm, false, nullptr,
-                              [&](auto &x) { return x.divide(shard, mine.count, a.dtype, comm.size()); }));
+    // 4. AVG: each owner divides its shards.
+    for (std::size_t i = 0; i < T; ++i)
+        if (tensors[i].args.op == CC_COLL_AVG && mine(i).count > 0)
+            CC_COLL_TRY(x.divide(shard_ptr(i), mine(i).count, tensors[i].args.dtype, comm.size()));
     const double t3 = now_seconds();
-    CC_COLL_TRY(allgatherv_bytes_in_place(recv, bytes.data(), displs.data(), t.node));
+    // 5. The node's allgather: in place for one tensor, packed for several.
+    std::vector<int> displs(L, 0);
+    if (T == 1) {
+        for (std::size_t j = 0; j < L; ++j) displs[j] = static_cast<int>(shard[j].offset * es[0]);
+        CC_COLL_TRY(allgatherv_bytes_in_place(tensors[0].args.recv, bytes.data(), displs.data(), t.node));
+    } else {
+        std::size_t total = 0;
+        for (std::size_t j = 0; j < L; ++j) {
+            displs[j] = static_cast<int>(total);
+            total += static_cast<std::size_t>(bytes[j]);
+        }
+        CC_COLL_TRY(x.buffer<unsigned char>(Buf::SendBytes, std::max<std::size_t>(total, 1), &packed));
+        unsigned char *own = packed + displs[static_cast<std::size_t>(t.node_rank)];
+        for (std::size_t i = 0; i < T; ++i) std::memcpy(own + at[i], shard_ptr(i), mine(i).count * es[i]);
+        CC_COLL_TRY(allgatherv_bytes_in_place(packed, bytes.data(), displs.data(), t.node));
+        for (std::size_t j = 0; j < L; ++j) {
+            if (j == static_cast<std::size_t>(t.node_rank)) continue;
+            const unsigned char *from = packed + displs[j];
+            for (std::size_t i = 0; i < T; ++i) {
+                const HierarchicalShard &b = shard[i * L + j];
+                std::memcpy(static_cast<char *>(tensors[i].args.recv) + b.offset * es[i], from, b.count * es[i]);
+                from += b.count * es[i];
+            }
+        }
+    }
     const double t4 = now_seconds();
 
     stats->bytes_wire = after.bytes_wire - before.bytes_wire;
