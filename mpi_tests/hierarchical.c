@@ -289,7 +289,7 @@ static void test_group(cc_coll_comm_h hier, cc_coll_comm_h flat)
         CHECK_CC(cc_coll_allreduce_group(2, NULL, ref, cnt, dt, CC_COLL_SUM, ps, flat, NULL));
         for (int i = 0; i < kGroup; ++i) {
             const size_t bytes = ns[i] * cc_coll_dtype_size(ds[i]);
-            expect_same_everywhere(buf[i], bytes + (bytes == 0), "ranks got different bits for a group tensor");
+            if (bytes > 0) expect_same_everywhere(buf[i], bytes, "ranks got different bits for a group tensor");
             if (i < 2) CHECK(memcmp(buf[i], ref[i], bytes) == 0, "a NONE group tensor differs from the flat group");
             for (size_t j = 0; j < ns[i]; ++j) {
                 if (g_rank == 0) acc[i][j] -= element(ds[i], buf[i], j);

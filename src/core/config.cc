@@ -333,7 +333,8 @@ const SettingDef kSettings[] = {
      "always use allgather. Every rank must use the same value.",
      apply_topk_algorithm},
     {"HIERARCHY", "CC_COLL_HIERARCHY", "auto",
-     "Node-by-node allreduce (cc_coll_allreduce and cc_coll_iallreduce of one host tensor): off "
+     "Node-by-node allreduce of host tensors (cc_coll_allreduce, cc_coll_allreduce_group and their "
+     "non-blocking forms): off "
      "(every rank compresses to every other), on (wherever some node holds two or more ranks: a "
      "dense reduce-scatter inside each node, the compressed allreduce between nodes on each rank's "
      "shard, an allgather inside each node), or auto (on when the communicator spans two or more "

@@ -23,7 +23,7 @@ enum class TopkAlgorithm {
     Split,      // regions: sparse reduce-scatter, top-k per region, allgather
 };
 
-// Whether single-tensor host allreduces run node by node
+// Whether allreduces of host tensors (single or grouped) run node by node
 // (CC_COLL_HIERARCHY; collectives/allreduce/hierarchical.cc).
 enum class HierarchyMode {
     Off,   // every rank compresses to every other (the flat algorithms)
