@@ -43,16 +43,23 @@ void sum_blocks(const unsigned char *blocks, std::size_t stride, std::size_t L, 
     for (std::size_t j = 1; j < L; ++j) {
         const unsigned char *b = blocks + j * stride;
         switch (dtype) {
+        // A group's packed blocks need not be aligned for the element type.
         case CC_COLL_F32: {
             float *o = static_cast<float *>(out);
-            const float *in = reinterpret_cast<const float *>(b);
-            for (std::size_t i = 0; i < n; ++i) o[i] += in[i];
+            for (std::size_t i = 0; i < n; ++i) {
+                float v;
+                std::memcpy(&v, b + i * sizeof v, sizeof v);
+                o[i] += v;
+            }
             break;
         }
         case CC_COLL_F64: {
             double *o = static_cast<double *>(out);
-            const double *in = reinterpret_cast<const double *>(b);
-            for (std::size_t i = 0; i < n; ++i) o[i] += in[i];
+            for (std::size_t i = 0; i < n; ++i) {
+                double v;
+                std::memcpy(&v, b + i * sizeof v, sizeof v);
+                o[i] += v;
+            }
             break;
         }
         case CC_COLL_F16: sum_f16(b, out, n); break;
