@@ -232,6 +232,7 @@ static void test_nonblocking(cc_coll_comm_h hier, cc_coll_comm_h twin)
             cc_coll_request_h r = NULL;
             CHECK_CC(cc_coll_iallreduce(a, a, n, CC_COLL_F32, CC_COLL_AVG, &p, hier, NULL, &r));
             CHECK_CC(cc_coll_wait(r));
+            CHECK_CC(cc_coll_request_free(r));
             CHECK_CC(cc_coll_allreduce(b, b, n, CC_COLL_F32, CC_COLL_AVG, &p, twin, NULL));
             CHECK(memcmp(a, b, n * sizeof *a) == 0, "differs from the blocking call");
         }
