@@ -45,8 +45,6 @@
 #include "check.h"
 #include "test_util.h"
 
-
-
 static cc_coll_comm_h make_comm(const char *hierarchy, const char *nodes)
 {
     setenv("CC_COLL_HIERARCHY", hierarchy, 1);
@@ -60,12 +58,9 @@ static cc_coll_comm_h make_comm(const char *hierarchy, const char *nodes)
 
 static cc_coll_params_t hier_params(cc_coll_method_t m, uint64_t key)
 {
-    cc_coll_params_t p;
-    memset(&p, 0, sizeof p);
-    p.mask = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_EF | CC_COLL_PARAMS_FIELD_EF_KEY;
-    p.method = m;
+    cc_coll_params_t p = keyed(method_params(m), key);
+    p.mask |= CC_COLL_PARAMS_FIELD_EF;
     p.ef = 1;
-    p.ef_key = key;
     if (m == CC_COLL_METHOD_TOPK || m == CC_COLL_METHOD_SKETCH) {
         p.mask |= CC_COLL_PARAMS_FIELD_DENSITY;
         p.density = 0.05;
@@ -80,17 +75,6 @@ static cc_coll_params_t hier_params(cc_coll_method_t m, uint64_t key)
 }
 
 /* Every rank holds the same `bytes` bytes as rank 0. */
-static void expect_same_everywhere(const void *buf, size_t bytes, const char *desc)
-{
-    unsigned char *root = xmalloc(bytes);
-    memcpy(root, buf, bytes);
-    MPI_Bcast(root, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
-    int same = memcmp(root, buf, bytes) == 0, all = 0;
-    MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    free(root);
-    CHECK(all, desc);
-}
-
 /* ---- NONE: exact sums equal the flat communicator's, bit for bit --------------- */
 
 static void none_case(cc_coll_comm_h hier, cc_coll_comm_h flat, cc_coll_dtype_t d, size_t n, cc_coll_op_t op,
@@ -157,7 +141,7 @@ static void lossy_case(cc_coll_comm_h hier, cc_coll_method_t m, cc_coll_dtype_t 
         }
         pack(d, g, n, buf);
         CHECK_CC(cc_coll_allreduce(buf, buf, n, d, CC_COLL_SUM, &p, hier, NULL));
-        expect_same_everywhere(buf, n * es, "ranks got different bits");
+        expect_same_on_all_ranks(buf, n * es, "ranks got different bits");
         for (size_t i = 0; i < n; ++i) {
             acc[i] += g[i];  /* this rank's inputs; summed over ranks below */
             scale[i] += fabs(g[i]) * g_size + fabs(element(d, buf, i));
@@ -290,7 +274,7 @@ static void test_group(cc_coll_comm_h hier, cc_coll_comm_h flat)
         CHECK_CC(cc_coll_allreduce_group(2, NULL, ref, cnt, dt, CC_COLL_SUM, ps, flat, NULL));
         for (int i = 0; i < kGroup; ++i) {
             const size_t bytes = ns[i] * cc_coll_dtype_size(ds[i]);
-            if (bytes > 0) expect_same_everywhere(buf[i], bytes, "ranks got different bits for a group tensor");
+            if (bytes > 0) expect_same_on_all_ranks(buf[i], bytes, "ranks got different bits for a group tensor");
             if (i < 2) CHECK(memcmp(buf[i], ref[i], bytes) == 0, "a NONE group tensor differs from the flat group");
             for (size_t j = 0; j < ns[i]; ++j) {
                 if (g_rank == 0) acc[i][j] -= element(ds[i], buf[i], j);

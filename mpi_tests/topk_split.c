@@ -43,26 +43,7 @@ static cc_coll_comm_h comm_with(const char *algorithm)
 
 static cc_coll_params_t topk(double density, int ef, uint64_t key)
 {
-    cc_coll_params_t p;
-    memset(&p, 0, sizeof p);
-    p.mask = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_DENSITY | CC_COLL_PARAMS_FIELD_EF |
-             CC_COLL_PARAMS_FIELD_EF_KEY;
-    p.method = CC_COLL_METHOD_TOPK;
-    p.density = density;
-    p.ef = ef;
-    p.ef_key = key;
-    return p;
-}
-
-static void expect_same_everywhere(const void *buf, size_t bytes, const char *desc)
-{
-    unsigned char *root = xmalloc(bytes);
-    memcpy(root, buf, bytes);
-    MPI_Bcast(root, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
-    int same = memcmp(root, buf, bytes) == 0, all = 0;
-    MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    free(root);
-    CHECK(all, desc);
+    return keyed(topk_params(density, ef), key);
 }
 
 /* ---- lossless: the same sparse support on every rank ---------------------------- */
@@ -149,7 +130,7 @@ static void test_gaussian(cc_coll_comm_h split, cc_coll_comm_h gather)
         }
         CHECK_CC(cc_coll_allreduce(buf, buf, n, CC_COLL_F32, CC_COLL_SUM, &p, split, NULL));
         CHECK_CC(cc_coll_allreduce(ref, ref, n, CC_COLL_F32, CC_COLL_SUM, &pg, gather, NULL));
-        expect_same_everywhere(buf, n * sizeof *buf, "ranks got different bits");
+        expect_same_on_all_ranks(buf, n * sizeof *buf, "ranks got different bits");
         const size_t nz = nonzeros(buf, n), nz_gather = nonzeros(ref, n);
         CHECK(nz <= bound, "the result has more nonzeros than the regions' k_r");
         if (P > 1) CHECK(nz < nz_gather, "split keeps fewer nonzeros than the allgather on Gaussian data");

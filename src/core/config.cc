@@ -25,6 +25,23 @@ std::string trim_lower(const std::string &text)
     return s;
 }
 
+// Sets *out to values[i] when the text, trimmed and in any case, is
+// names[i]; else says what is accepted.
+template <typename E, std::size_t N>
+bool apply_choice(const std::string &text, const char *const (&names)[N], const E (&values)[N], E *out,
+                  std::string *why)
+{
+    const std::string s = trim_lower(text);
+    for (std::size_t i = 0; i < N; ++i)
+        if (s == names[i]) {
+            *out = values[i];
+            return true;
+        }
+    *why = "expected one of: ";
+    for (std::size_t i = 0; i < N; ++i) *why += std::string(i ? ", " : "") + names[i];
+    return false;
+}
+
 bool apply_method(const std::string &text, Config *cfg, std::string *why)
 {
     if (parse_method(text, &cfg->method)) return true;
@@ -116,15 +133,9 @@ bool apply_log_level(const std::string &text, Config *cfg, std::string *why)
 
 bool apply_cuda_transport(const std::string &text, Config *cfg, std::string *why)
 {
-    const std::string s = trim_lower(text);
-    if (s == "auto") cfg->cuda_transport = CudaTransport::Auto;
-    else if (s == "direct") cfg->cuda_transport = CudaTransport::Direct;
-    else if (s == "staged") cfg->cuda_transport = CudaTransport::Staged;
-    else {
-        *why = "expected one of: auto, direct, staged";
-        return false;
-    }
-    return true;
+    static const char *const names[] = {"auto", "direct", "staged"};
+    static const CudaTransport values[] = {CudaTransport::Auto, CudaTransport::Direct, CudaTransport::Staged};
+    return apply_choice(text, names, values, &cfg->cuda_transport, why);
 }
 
 bool apply_cuda_chunk_bytes(const std::string &text, Config *cfg, std::string *why)
@@ -188,17 +199,9 @@ bool apply_min_compression_rate(const std::string &text, Config *cfg, std::strin
 
 bool apply_hierarchy(const std::string &text, Config *cfg, std::string *why)
 {
-    std::string t;
-    for (char ch : text)
-        if (ch != ' ' && ch != '\t') t += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (t == "off") cfg->hierarchy = HierarchyMode::Off;
-    else if (t == "on") cfg->hierarchy = HierarchyMode::On;
-    else if (t == "auto") cfg->hierarchy = HierarchyMode::Auto;
-    else {
-        *why = "expected off, on or auto";
-        return false;
-    }
-    return true;
+    static const char *const names[] = {"off", "on", "auto"};
+    static const HierarchyMode values[] = {HierarchyMode::Off, HierarchyMode::On, HierarchyMode::Auto};
+    return apply_choice(text, names, values, &cfg->hierarchy, why);
 }
 
 bool apply_node_sizes(const std::string &text, Config *cfg, std::string *why)
@@ -213,32 +216,16 @@ bool apply_node_sizes(const std::string &text, Config *cfg, std::string *why)
 
 bool apply_topk_algorithm(const std::string &text, Config *cfg, std::string *why)
 {
-    std::string t;
-    for (char ch : text)
-        if (ch != ' ' && ch != '\t') t += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (t == "auto") cfg->topk_algorithm = TopkAlgorithm::Auto;
-    else if (t == "allgather") cfg->topk_algorithm = TopkAlgorithm::Allgather;
-    else if (t == "split") cfg->topk_algorithm = TopkAlgorithm::Split;
-    else {
-        *why = "expected auto, allgather or split";
-        return false;
-    }
-    return true;
+    static const char *const names[] = {"auto", "allgather", "split"};
+    static const TopkAlgorithm values[] = {TopkAlgorithm::Auto, TopkAlgorithm::Allgather, TopkAlgorithm::Split};
+    return apply_choice(text, names, values, &cfg->topk_algorithm, why);
 }
 
 bool apply_progress(const std::string &text, Config *cfg, std::string *why)
 {
-    std::string t;
-    for (char ch : text)
-        if (ch != ' ' && ch != '\t') t += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (t == "auto") cfg->progress = ProgressMode::Auto;
-    else if (t == "thread") cfg->progress = ProgressMode::Thread;
-    else if (t == "caller") cfg->progress = ProgressMode::Caller;
-    else {
-        *why = "expected auto, thread or caller";
-        return false;
-    }
-    return true;
+    static const char *const names[] = {"auto", "thread", "caller"};
+    static const ProgressMode values[] = {ProgressMode::Auto, ProgressMode::Thread, ProgressMode::Caller};
+    return apply_choice(text, names, values, &cfg->progress, why);
 }
 
 const SettingDef kSettings[] = {
