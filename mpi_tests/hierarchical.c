@@ -90,17 +90,7 @@ static void none_case(cc_coll_comm_h hier, cc_coll_comm_h flat, cc_coll_dtype_t 
     unsigned char *send = xmalloc(n * es), *a = xmalloc(n * es), *b = xmalloc(n * es);
     pack(d, x, n, send);
     cc_coll_params_t p = hier_params(CC_COLL_METHOD_NONE, 1);
-    if (in_place) {
-        memcpy(a, send, n * es);
-        memcpy(b, send, n * es);
-        CHECK_CC(cc_coll_allreduce(a, a, n, d, op, &p, hier, NULL));
-        CHECK_CC(cc_coll_allreduce(b, b, n, d, op, &p, flat, NULL));
-    } else {
-        memset(a, 0xa5, n * es);
-        CHECK_CC(cc_coll_allreduce(send, a, n, d, op, &p, hier, NULL));
-        CHECK_CC(cc_coll_allreduce(send, b, n, d, op, &p, flat, NULL));
-    }
-    CHECK(memcmp(a, b, n * es) == 0, "the hierarchical result differs from the flat one");
+    expect_same_on_two_comms(send, a, b, n, d, op, &p, hier, flat, in_place, "the hierarchical result differs from the flat one");
     free(x);
     free(send);
     free(a);

@@ -260,6 +260,29 @@ static inline void expect_same_on_all_ranks(const void *buf, size_t bytes, const
     free(root);
 }
 
+/* The same allreduce of the n elements of `send` (dtype d) on two
+ * communicators, in place or not, into fresh buffers: each must equal the
+ * other bit for bit (desc names the comparison). The results are left in
+ * a and b (n x element size bytes each). */
+static inline void expect_same_on_two_comms(const void *send, void *a, void *b, size_t n, cc_coll_dtype_t d,
+                                            cc_coll_op_t op, const cc_coll_params_t *p, cc_coll_comm_h c1,
+                                            cc_coll_comm_h c2, int in_place, const char *desc)
+{
+    const size_t bytes = n * cc_coll_dtype_size(d);
+    if (in_place) {
+        memcpy(a, send, bytes);
+        memcpy(b, send, bytes);
+        CHECK_CC(cc_coll_allreduce(a, a, n, d, op, p, c1, NULL));
+        CHECK_CC(cc_coll_allreduce(b, b, n, d, op, p, c2, NULL));
+    } else {
+        memset(a, 0xa5, bytes);
+        memset(b, 0x5a, bytes);
+        CHECK_CC(cc_coll_allreduce(send, a, n, d, op, p, c1, NULL));
+        CHECK_CC(cc_coll_allreduce(send, b, n, d, op, p, c2, NULL));
+    }
+    CHECK(memcmp(a, b, bytes) == 0, desc);
+}
+
 /* NaN where MPI_SUM gives NaN, inf (same sign) where it gives inf, finite
  * where it is finite. */
 static inline void expect_nonfinite_pattern(cc_coll_dtype_t d, const void *got, const void *mpi_sum, size_t n,

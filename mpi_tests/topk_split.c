@@ -67,17 +67,7 @@ static void lossless_case(cc_coll_comm_h split, cc_coll_comm_h gather, cc_coll_d
     unsigned char *send = xmalloc(n * es), *a = xmalloc(n * es), *b = xmalloc(n * es);
     pack(d, x, n, send);
     cc_coll_params_t p = topk(density, ef, 7 + (uint64_t)ef);
-    if (in_place) {
-        memcpy(a, send, n * es);
-        memcpy(b, send, n * es);
-        CHECK_CC(cc_coll_allreduce(a, a, n, d, op, &p, split, NULL));
-        CHECK_CC(cc_coll_allreduce(b, b, n, d, op, &p, gather, NULL));
-    } else {
-        memset(a, 0x5a, n * es);
-        CHECK_CC(cc_coll_allreduce(send, a, n, d, op, &p, split, NULL));
-        CHECK_CC(cc_coll_allreduce(send, b, n, d, op, &p, gather, NULL));
-    }
-    CHECK(memcmp(a, b, n * es) == 0, "differs from the allgather algorithm's exact sum");
+    expect_same_on_two_comms(send, a, b, n, d, op, &p, split, gather, in_place, "differs from the allgather algorithm's exact sum");
     if (ef) {
         CHECK_CC(cc_coll_ef_reset(split, &p, a, n, d));
         CHECK_CC(cc_coll_ef_reset(gather, &p, b, n, d));

@@ -32,36 +32,32 @@ std::uint64_t row_split(std::size_t n, const CallParams &p, std::uint64_t *cols)
     return p.rows;
 }
 
+// out[i] += in[i] for n elements of T; `in` need not be aligned for T (a
+// group's packed blocks).
+template <typename T>
+void add_unaligned(const unsigned char *in, std::size_t n, void *out)
+{
+    T *o = static_cast<T *>(out);
+    for (std::size_t i = 0; i < n; ++i) {
+        T v;
+        std::memcpy(&v, in + i * sizeof v, sizeof v);
+        o[i] += v;
+    }
+}
+
 // out = block 0 + block 1 + ... + block L-1 (each of n elements of dtype,
-// `stride` bytes apart), added in that order, one rounding per addition as MPI's sum does
-// (F16/BF16: in binary32, rounded to the dtype after each addition).
+// `stride` bytes apart), added in that order, one rounding per addition as
+// MPI's sum does (F16/BF16: in binary32, rounded to the dtype after each
+// addition).
 void sum_blocks(const unsigned char *blocks, std::size_t stride, std::size_t L, std::size_t n, cc_coll_dtype_t dtype,
                 void *out)
 {
-    const std::size_t bytes = n * dtype_size(dtype);
-    std::memcpy(out, blocks, bytes);
+    std::memcpy(out, blocks, n * dtype_size(dtype));
     for (std::size_t j = 1; j < L; ++j) {
         const unsigned char *b = blocks + j * stride;
         switch (dtype) {
-        // A group's packed blocks need not be aligned for the element type.
-        case CC_COLL_F32: {
-            float *o = static_cast<float *>(out);
-            for (std::size_t i = 0; i < n; ++i) {
-                float v;
-                std::memcpy(&v, b + i * sizeof v, sizeof v);
-                o[i] += v;
-            }
-            break;
-        }
-        case CC_COLL_F64: {
-            double *o = static_cast<double *>(out);
-            for (std::size_t i = 0; i < n; ++i) {
-                double v;
-                std::memcpy(&v, b + i * sizeof v, sizeof v);
-                o[i] += v;
-            }
-            break;
-        }
+        case CC_COLL_F32: add_unaligned<float>(b, n, out); break;
+        case CC_COLL_F64: add_unaligned<double>(b, n, out); break;
         case CC_COLL_F16: sum_f16(b, out, n); break;
         case CC_COLL_BF16: sum_bf16(b, out, n); break;
         }
