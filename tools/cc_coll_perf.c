@@ -155,6 +155,9 @@ static void print_help(void)
         "               bit from the exact sum (mpi) or from the MPI_Allreduce\n"
         "               result (none), summed over ranks; '-' for lossy methods\n"
         "  speedup      time(mpi) / time(method), same size, mode and buffers\n"
+        "The JSON also holds, for the library's methods, compress_us,\n"
+        "communicate_us and decompress_us: the library's own phases per call\n"
+        "(its statistics over the timed calls), the slowest rank's\n"
         "\n");
     printf(
         "With -N the table shows, instead of algbw, busbw, wire, ratio and relerr\n"
@@ -628,6 +631,10 @@ typedef struct result {
     int method; /* METHOD_MPI or a cc_coll_method_t */
     int in_place;
     double time_us, algbw, busbw, wire, ratio, rel_err, speedup;
+    /* The library's own phases per call (cc_coll stats: time_compress,
+     * time_communicate, time_decompress over calls), the slowest rank's;
+     * -1 for mpi. */
+    double compress_us, communicate_us, decompress_us;
     long long wrong; /* -1: not checked */
     /* -N: the non-blocking form, OSU's quantities (microseconds, averaged
      * over the timed iterations on each rank, then over the ranks). */
@@ -794,7 +801,8 @@ static int measure(bench_t *b, size_t count, int in_place, int method, double t_
 
     cc_coll_stats_t stats;
     memset(&stats, 0, sizeof stats);
-    stats.mask = CC_COLL_STATS_FIELD_CALLS | CC_COLL_STATS_FIELD_BYTES_WIRE;
+    stats.mask = CC_COLL_STATS_FIELD_CALLS | CC_COLL_STATS_FIELD_BYTES_WIRE | CC_COLL_STATS_FIELD_TIME_COMPRESS |
+                 CC_COLL_STATS_FIELD_TIME_COMMUNICATE | CC_COLL_STATS_FIELD_TIME_DECOMPRESS;
     if (!failed_call && method != METHOD_MPI && (st = cc_coll_comm_get_stats(b->comm, &stats)) != CC_COLL_OK)
         report_failure(b, failed_call = "cc_coll_comm_get_stats", method, count, st);
 
@@ -804,6 +812,13 @@ static int measure(bench_t *b, size_t count, int in_place, int method, double t_
 
     MPI_Allreduce(MPI_IN_PLACE, b->times, o->iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, acc, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    double phases[3] = {-1.0, -1.0, -1.0};
+    if (method != METHOD_MPI && stats.calls > 0) {
+        phases[0] = stats.time_compress / (double)stats.calls * 1e6;
+        phases[1] = stats.time_communicate / (double)stats.calls * 1e6;
+        phases[2] = stats.time_decompress / (double)stats.calls * 1e6;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, phases, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     double sum = 0.0;
     for (int it = 0; it < o->iters; ++it) sum += b->times[it];
 
@@ -822,6 +837,9 @@ static int measure(bench_t *b, size_t count, int in_place, int method, double t_
                      ? (long long)acc[2]
                      : -1;
     res->speedup = method == METHOD_MPI ? 1.0 : t_mpi_us / res->time_us;
+    res->compress_us = phases[0];
+    res->communicate_us = phases[1];
+    res->decompress_us = phases[2];
     return 0;
 }
 
@@ -1275,6 +1293,14 @@ static void print_json(const bench_t *b, const result_t *res, size_t n_res, doub
         else printf(",\"wrong\":null");
         printf(",\"speedup\":");
         json_number(r->speedup);
+        if (r->method != METHOD_MPI) {
+            printf(",\"compress_us\":");
+            json_number(r->compress_us);
+            printf(",\"communicate_us\":");
+            json_number(r->communicate_us);
+            printf(",\"decompress_us\":");
+            json_number(r->decompress_us);
+        }
         if (r->has_nb) {
             const double v[] = {r->nb_pure_us,    r->nb_init_us,    r->nb_compute_us,  r->nb_test_us,
                                 r->nb_wait_us,    r->nb_overall_us, r->nb_overlap_pct, r->nb_compute_rate_pct};
