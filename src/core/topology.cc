@@ -40,8 +40,9 @@ cc_coll_status_t build_topology(Comm &comm)
     if ((st = check_mpi(MPI_Comm_rank(topo->node, &topo->node_rank), "MPI_Comm_rank")) != CC_COLL_OK ||
         (st = check_mpi(MPI_Comm_size(topo->node, &topo->node_size), "MPI_Comm_size")) != CC_COLL_OK)
         return st;
-    // One exchange: the number of nodes (node leaders), the smallest and the
-    // largest node, as maxima of {leader, -size, size}.
+    // Two small exchanges: the number of nodes (the sum of the node
+    // leaders), then the smallest and the largest node (maxima of -size and
+    // size).
     int mine[3] = {topo->node_rank == 0 ? 1 : 0, -topo->node_size, topo->node_size};
     int sum_leaders = 0;
     if ((st = check_mpi(MPI_Allreduce(&mine[0], &sum_leaders, 1, MPI_INT, MPI_SUM, comm.mpi()), "MPI_Allreduce")) !=
