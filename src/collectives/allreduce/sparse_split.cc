@@ -176,8 +176,7 @@ cc_coll_status_t sparse_split(HostExec &x, const AllreduceArgs &a, const CallPar
         CC_COLL_TRY(x.buffer<W>(Buf::Other, u, &mag));
         for (std::size_t j = 0; j < u; ++j) mag[j] = acc[support[j]];
         chosen.resize(keep);
-        topk::SelectScratch scratch;
-        topk::select<W>(mag, u, keep, chosen.data(), &scratch);
+        CC_COLL_TRY(x.topk_select<W>(mag, u, keep, chosen.data()));  // the workspace's scratch
     }
     const double t3 = now_seconds();
     stats->time_decompress += t3 - t2;
