@@ -64,6 +64,10 @@ cc_coll_status_t create_comm(const char *fn, MPI_Comm mpi_comm, cc_coll_comm_h *
     }
     auto comm = std::make_shared<Comm>(dup, rank, size, config);
     if ((st = build_topology(*comm)) != CC_COLL_OK) return st;  // the destructor frees dup
+    if (config.method == CC_COLL_METHOD_AUTO) {  // the cost model, measured by every rank now
+        const CostModel *model = nullptr;
+        if ((st = ensure_cost_model(*comm, &model)) != CC_COLL_OK) return st;
+    }
     *out = register_comm(std::move(comm));
     log_message(LogLevel::Info, "comm %p created: rank %d of %d, method %s", static_cast<void *>(*out), rank, size,
                 cc_coll_method_name(config.method));
@@ -136,7 +140,12 @@ cc_coll_status_t allreduce_entry(const char *fn, const void *sendbuf, void *recv
     const AllreduceArgs args{sendbuf, recvbuf, count, dtype, op, on_device, stream};
     Comm *raw = c.get();
     return launch(fn, c, timer, request, std::move(reads), {byte_range(recvbuf, bytes)},
-                  on_device ? gpu::device_of(recvbuf) : -1, [raw, args, p] { return allreduce(*raw, args, p); });
+                  on_device ? gpu::device_of(recvbuf) : -1, [raw, args, p] {
+                      CallParams q = p;  // AUTO: the cost model's choice, in the call's turn
+                      CC_COLL_TRY(resolve_auto(
+                          *raw, {AutoTensor{args.count, args.dtype, p.has_shape, p.rows, p.cols}}, true, &q));
+                      return allreduce(*raw, args, q);
+                  });
 }
 
 cc_coll_status_t reduce_scatter_entry(const char *fn, const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -175,7 +184,11 @@ cc_coll_status_t reduce_scatter_entry(const char *fn, const void *sendbuf, void 
     const std::size_t written = sendbuf == recvbuf ? recvcount * P * es : recvcount * es;
     Comm *raw = c.get();
     return launch(fn, c, timer, request, std::move(reads), {byte_range(recvbuf, written)},
-                  on_device ? gpu::device_of(recvbuf) : -1, [raw, args, p] { return reduce_scatter(*raw, args, p); });
+                  on_device ? gpu::device_of(recvbuf) : -1, [raw, args, p] {
+                      CallParams q = p;  // AUTO runs NONE (not modeled)
+                      CC_COLL_TRY(resolve_auto(*raw, {}, false, &q));
+                      return reduce_scatter(*raw, args, q);
+                  });
 }
 
 }  // namespace
@@ -220,6 +233,7 @@ size_t cc_coll_dtype_size(cc_coll_dtype_t dtype)
 
 const char *cc_coll_method_name(cc_coll_method_t method)
 {
+    if (enum_value(method) == CC_COLL_METHOD_AUTO) return "auto";
     const Method *m = find_method(enum_value(method));
     return m != nullptr ? m->name : nullptr;
 }
@@ -397,6 +411,34 @@ cc_coll_status_t cc_coll_comm_get_stats(cc_coll_comm_h comm, cc_coll_stats_t *st
         if (st != CC_COLL_OK) return st;
         if (stats == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_comm_get_stats: stats is NULL");
         return fill_stats(c->stats().snapshot(), stats);
+    });
+}
+
+cc_coll_status_t cc_coll_auto_predict(cc_coll_comm_h comm, size_t count, cc_coll_dtype_t dtype,
+                                      const cc_coll_params_t *params, cc_coll_method_t *chosen, double *predicted_none,
+                                      double *predicted_lossy)
+{
+    return guarded("cc_coll_auto_predict", [&] {
+        const char *fn = "cc_coll_auto_predict";
+        std::shared_ptr<Comm> c;
+        CallParams p;
+        cc_coll_status_t st = begin_call(fn, comm, params, &c, &p);
+        if (st != CC_COLL_OK) return st;
+        const int d = enum_value(dtype);
+        if (!dtype_valid(d))
+            return fail(CC_COLL_ERR_INVALID_DTYPE, "%s: dtype = %d is not a cc_coll_dtype_t value (F32, F64, F16, BF16)",
+                        fn, d);
+        CC_COLL_TRY(check_no_requests(fn, *c));
+        CollectiveHold hold;
+        CC_COLL_TRY(hold.enter(fn, *c));
+        const CostModel *model = nullptr;
+        CC_COLL_TRY(ensure_cost_model(*c, &model));
+        const AutoChoice choice =
+            predict(*model, {AutoTensor{count, static_cast<cc_coll_dtype_t>(d), p.has_shape, p.rows, p.cols}}, p);
+        if (chosen != nullptr) *chosen = choice.method;
+        if (predicted_none != nullptr) *predicted_none = choice.predicted_none;
+        if (predicted_lossy != nullptr) *predicted_lossy = choice.predicted_lossy;
+        return CC_COLL_OK;
     });
 }
 

@@ -142,13 +142,20 @@ typedef enum cc_coll_method {
                                 homomorphic count sketch summed by MPI and
                                 decoded by peeling: lossless when the
                                 sketch is not overloaded               */
-    CC_COLL_METHOD_LOWRANK = 3 /* PowerSGD: the buffer viewed as a rows x
+    CC_COLL_METHOD_LOWRANK = 3, /* PowerSGD: the buffer viewed as a rows x
                                 cols matrix M is sent as rank-r factors
                                 P (rows x r) and Q (cols x r), one
                                 MPI_Allreduce each, with error feedback
                                 and a warm-started Q; an allreduce
                                 tensor without a shape is 1-D and is
                                 sent densely                           */
+    CC_COLL_METHOD_AUTO = 4    /* per call, NONE or the communicator's
+                                lossy method (CC_COLL_AUTO_METHOD),
+                                whichever its cost model predicts
+                                faster from the message size, the
+                                measured link and the measured
+                                compute (since 0.6); reduce-scatter
+                                and point-to-point calls run NONE      */
 } cc_coll_method_t;
 
 /* How SKETCH chooses the elements it sends (cc_coll_params_t.sparsifier). */
@@ -664,7 +671,10 @@ enum cc_coll_stats_field {
     CC_COLL_STATS_FIELD_TIME_DECOMPRESS    = (1ULL << 5),
     CC_COLL_STATS_FIELD_SKETCH_ELEMENTS    = (1ULL << 6),
     CC_COLL_STATS_FIELD_SKETCH_PEELED      = (1ULL << 7),
-    CC_COLL_STATS_FIELD_TIME_TOTAL         = (1ULL << 8)
+    CC_COLL_STATS_FIELD_TIME_TOTAL         = (1ULL << 8),
+    CC_COLL_STATS_FIELD_AUTO_CALLS         = (1ULL << 9),
+    CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS   = (1ULL << 10),
+    CC_COLL_STATS_FIELD_AUTO_PREDICTED     = (1ULL << 11)
 };
 
 /* Per-communicator counters, summed over this rank's calls since creation or
@@ -689,9 +699,31 @@ typedef struct cc_coll_stats {
                                       argument checks, locating the buffers
                                       and planning as well as the three
                                       phases above (since 0.4)               */
+    uint64_t auto_calls;           /* calls with method AUTO (since 0.6)     */
+    uint64_t auto_lossy_calls;     /* of those, how many the cost model sent
+                                      with its lossy method (the rest: NONE) */
+    double   auto_predicted;       /* seconds the cost model predicted for
+                                      those calls' choices, summed: compare
+                                      with time_total over the same calls    */
 } cc_coll_stats_t;
 
 CC_COLL_API cc_coll_status_t cc_coll_comm_get_stats(cc_coll_comm_h comm, cc_coll_stats_t *stats);
+
+/* The cost model of CC_COLL_METHOD_AUTO (docs/algorithms.md, "The cost
+ * model"; since 0.6): for an allreduce of `count` elements of `dtype` with
+ * `params` (may be NULL; its method is ignored, its shape and density are
+ * used), what AUTO would run, *chosen (CC_COLL_METHOD_NONE or the
+ * communicator's CC_COLL_AUTO_METHOD), and the predicted seconds of both,
+ * *predicted_none and *predicted_lossy (+inf where the lossy method would
+ * send the tensor densely). Any output pointer may be NULL. The model is
+ * measured the first time it is needed (at creation under
+ * CC_COLL_METHOD=auto): when the communicator has none yet this call is
+ * collective, every rank must make it, and it waits for the communicator's
+ * requests; afterwards it is local. Every rank holds the same model and
+ * gets the same answer. */
+CC_COLL_API cc_coll_status_t cc_coll_auto_predict(cc_coll_comm_h comm, size_t count, cc_coll_dtype_t dtype,
+                                                  const cc_coll_params_t *params, cc_coll_method_t *chosen,
+                                                  double *predicted_none, double *predicted_lossy);
 CC_COLL_API cc_coll_status_t cc_coll_comm_reset_stats(cc_coll_comm_h comm);
 
 /* ------------------------------------------------------------------------ */

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -158,6 +159,29 @@ void expect_select_matches(const std::vector<W> &x, std::size_t k, const char *w
     const std::vector<std::uint32_t> full = run_select_full(x, k);
     ASSERT_EQ(full, want) << what << " (select_full) n=" << x.size() << " k=" << k << ": "
                           << first_difference(full, want);
+    // The same indices on several threads (ranges joined in order, one
+    // range falling back or not), and from load_select, which loads g from
+    // x block by block during the pass: g must end up equal to x (or to
+    // g + x = x from a zero residual) bit for bit.
+    for (int threads : {2, 3, 5}) {
+        topk::SelectScratch scratch;
+        std::vector<std::uint32_t> idx(k + 4, 0xdeadbeefu);
+        topk::select<W>(x.data(), x.size(), k, idx.data(), &scratch, nullptr, threads);
+        for (std::size_t j = k; j < k + 4; ++j) ASSERT_EQ(idx[j], 0xdeadbeefu) << "select wrote past k";
+        idx.resize(k);
+        ASSERT_EQ(idx, want) << what << " threads=" << threads << " n=" << x.size() << " k=" << k << ": "
+                             << first_difference(idx, want);
+        for (bool accumulate : {false, true}) {
+            std::vector<W> g(x.size(), accumulate ? W(0) : std::numeric_limits<W>::quiet_NaN());
+            std::vector<std::uint32_t> lidx(k);
+            topk::load_select<W>(x.data(), std::is_same_v<W, float> ? CC_COLL_F32 : CC_COLL_F64, accumulate,
+                                 g.data(), x.size(), k, lidx.data(), &scratch, threads);
+            ASSERT_EQ(lidx, want) << what << " (load_select) threads=" << threads << " accumulate=" << accumulate
+                                  << " n=" << x.size() << " k=" << k << ": " << first_difference(lidx, want);
+            ASSERT_EQ(std::memcmp(g.data(), x.data(), x.size() * sizeof(W)), 0)
+                << what << " (load_select) left g different from x";
+        }
+    }
 }
 
 // The reference itself, on a hand-checked case, so a broken reference

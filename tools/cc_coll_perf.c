@@ -157,7 +157,9 @@ static void print_help(void)
         "  speedup      time(mpi) / time(method), same size, mode and buffers\n"
         "The JSON also holds, for the library's methods, compress_us,\n"
         "communicate_us and decompress_us: the library's own phases per call\n"
-        "(its statistics over the timed calls), the slowest rank's\n"
+        "(its statistics over the timed calls), the slowest rank's; for auto,\n"
+        "auto_lossy_share (the share of its calls the cost model compressed) and\n"
+        "auto_predicted_us (the model's mean predicted time of its choices)\n"
         "\n");
     printf(
         "With -N the table shows, instead of algbw, busbw, wire, ratio and relerr\n"
@@ -635,6 +637,7 @@ typedef struct result {
      * time_communicate, time_decompress over calls), the slowest rank's;
      * -1 for mpi. */
     double compress_us, communicate_us, decompress_us;
+    double auto_lossy, auto_predicted_us; /* method auto: share compressed, predicted time; -1 otherwise */
     long long wrong; /* -1: not checked */
     /* -N: the non-blocking form, OSU's quantities (microseconds, averaged
      * over the timed iterations on each rank, then over the ranks). */
@@ -712,7 +715,7 @@ static cc_coll_params_t method_params(const options_t *o, int method)
         p.mask |= CC_COLL_PARAMS_FIELD_RANK;
         p.rank = o->rank;
     }
-    if (method == CC_COLL_METHOD_LOWRANK) {
+    if (method == CC_COLL_METHOD_LOWRANK || method == CC_COLL_METHOD_AUTO) {
         /* A flat benchmark buffer has no tensor shape: the near-square view
          * (rows = cols = 0), so that lowrank compresses it. */
         p.mask |= CC_COLL_PARAMS_FIELD_SHAPE;
@@ -802,7 +805,9 @@ static int measure(bench_t *b, size_t count, int in_place, int method, double t_
     cc_coll_stats_t stats;
     memset(&stats, 0, sizeof stats);
     stats.mask = CC_COLL_STATS_FIELD_CALLS | CC_COLL_STATS_FIELD_BYTES_WIRE | CC_COLL_STATS_FIELD_TIME_COMPRESS |
-                 CC_COLL_STATS_FIELD_TIME_COMMUNICATE | CC_COLL_STATS_FIELD_TIME_DECOMPRESS;
+                 CC_COLL_STATS_FIELD_TIME_COMMUNICATE | CC_COLL_STATS_FIELD_TIME_DECOMPRESS |
+                 CC_COLL_STATS_FIELD_AUTO_CALLS | CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS |
+                 CC_COLL_STATS_FIELD_AUTO_PREDICTED;
     if (!failed_call && method != METHOD_MPI && (st = cc_coll_comm_get_stats(b->comm, &stats)) != CC_COLL_OK)
         report_failure(b, failed_call = "cc_coll_comm_get_stats", method, count, st);
 
@@ -838,6 +843,10 @@ static int measure(bench_t *b, size_t count, int in_place, int method, double t_
                      : -1;
     res->speedup = method == METHOD_MPI ? 1.0 : t_mpi_us / res->time_us;
     res->compress_us = phases[0];
+    /* auto: the share of calls the cost model compressed, and its mean
+     * predicted time (rank 0's; every rank holds the same model). */
+    res->auto_lossy = stats.auto_calls ? (double)stats.auto_lossy_calls / (double)stats.auto_calls : -1.0;
+    res->auto_predicted_us = stats.auto_calls ? stats.auto_predicted / (double)stats.auto_calls * 1e6 : -1.0;
     res->communicate_us = phases[1];
     res->decompress_us = phases[2];
     return 0;
@@ -1300,6 +1309,12 @@ static void print_json(const bench_t *b, const result_t *res, size_t n_res, doub
             json_number(r->communicate_us);
             printf(",\"decompress_us\":");
             json_number(r->decompress_us);
+        }
+        if (r->method == CC_COLL_METHOD_AUTO && r->auto_lossy >= 0) {
+            printf(",\"auto_lossy_share\":");
+            json_number(r->auto_lossy);
+            printf(",\"auto_predicted_us\":");
+            json_number(r->auto_predicted_us);
         }
         if (r->has_nb) {
             const double v[] = {r->nb_pure_us,    r->nb_init_us,    r->nb_compute_us,  r->nb_test_us,

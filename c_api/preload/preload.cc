@@ -901,7 +901,7 @@ cc_coll_params_t compress_params()
     p.method = s.cfg.method;
     p.density = s.cfg.density;
     p.ef = s.cfg.ef ? 1 : 0;
-    if (p.method == CC_COLL_METHOD_LOWRANK) {
+    if (p.method == CC_COLL_METHOD_LOWRANK || p.method == CC_COLL_METHOD_AUTO) {
         // An MPI_Allreduce buffer has no tensor shape (it is often a
         // whole bucket): LOWRANK's near-square view (rows = cols = 0),
         // not the dense sending of a tensor without a shape.

@@ -90,6 +90,9 @@ public:
     // Point-to-point scratch (a pool of workspaces, one leased per call);
     // see collectives/common/workspace.hpp.
     std::shared_ptr<void> &p2p_scratch_slot() { return p2p_scratch_; }
+    // The cost model of CC_COLL_METHOD=auto, once measured; see
+    // methods/cost_model.hpp. Set and read under collective_mutex.
+    std::shared_ptr<void> &cost_model_slot() { return cost_model_; }
 
     // Threads (docs/api.md, "Threads"). Three locks, never held across
     // calls:
@@ -112,6 +115,11 @@ public:
     const NodeTopology *topology() const { return topology_.get(); }
     void set_topology(std::unique_ptr<NodeTopology> t) { topology_ = std::move(t); }
 
+    // Threads of the host kernels (CC_COLL_THREADS resolved at creation;
+    // core/parallel.hpp).
+    int threads() const { return threads_; }
+    void set_threads(int t) { threads_ = t < 1 ? 1 : t; }
+
     // Set while a collective runs: collectives on one communicator are
     // issued one at a time (a second one meanwhile is an error).
     std::atomic<bool> &in_collective() { return in_collective_; }
@@ -129,11 +137,13 @@ private:
     std::shared_ptr<void> workspace_;
     std::shared_ptr<void> device_;
     std::shared_ptr<void> p2p_scratch_;
+    std::shared_ptr<void> cost_model_;
     CollectiveLock collective_mutex_;
     std::mutex p2p_mutex_;
     std::mutex slot_mutex_;
     std::atomic<bool> in_collective_{false};
     std::unique_ptr<NodeTopology> topology_;
+    int threads_ = 1;
 };
 
 // Registers a communicator and returns its new handle.

@@ -1,4 +1,5 @@
 #include "core/config.hpp"
+#include "core/parallel.hpp"
 #include "core/method.hpp"
 
 #include <algorithm>
@@ -45,7 +46,38 @@ bool apply_choice(const std::string &text, const char *const (&names)[N], const 
 bool apply_method(const std::string &text, Config *cfg, std::string *why)
 {
     if (parse_method(text, &cfg->method)) return true;
-    *why = "expected one of: " + method_names();
+    *why = "expected one of: " + method_names() + ", auto";
+    return false;
+}
+
+bool apply_auto_method(const std::string &text, Config *cfg, std::string *why)
+{
+    cc_coll_method_t m = CC_COLL_METHOD_NONE;
+    if (parse_method(text, &m) && m != CC_COLL_METHOD_NONE && m != CC_COLL_METHOD_AUTO) {
+        cfg->auto_method = m;
+        return true;
+    }
+    *why = "expected a lossy method: topk, sketch or lowrank";
+    return false;
+}
+
+bool apply_link(const std::string &text, Config *cfg, std::string *why)
+{
+    const std::string s = trim_lower(text);
+    if (s == "measure") {
+        cfg->link_gbits = 0;
+        cfg->link_latency_us = 0;
+        return true;
+    }
+    const std::size_t comma = s.find(',');
+    double g = 0, us = 0;
+    if (comma != std::string::npos && parse_double(s.substr(0, comma), &g) && g > 0 && g <= 1e6 &&
+        parse_double(s.substr(comma + 1), &us) && us >= 0 && us <= 1e7) {
+        cfg->link_gbits = g;
+        cfg->link_latency_us = us;
+        return true;
+    }
+    *why = "expected measure, or <Gbit/s>,<latency in microseconds> such as 10,25";
     return false;
 }
 
@@ -214,6 +246,22 @@ bool apply_node_sizes(const std::string &text, Config *cfg, std::string *why)
     return true;
 }
 
+bool apply_threads(const std::string &text, Config *cfg, std::string *why)
+{
+    const std::string s = trim_lower(text);
+    if (s == "auto") {
+        cfg->threads = 0;
+        return true;
+    }
+    std::uint64_t v = 0;
+    if (parse_u64(s, &v) && v >= 1 && v <= static_cast<std::uint64_t>(kMaxThreads)) {
+        cfg->threads = static_cast<int>(v);
+        return true;
+    }
+    *why = "expected auto or a thread count from 1 to " + std::to_string(kMaxThreads);
+    return false;
+}
+
 bool apply_topk_algorithm(const std::string &text, Config *cfg, std::string *why)
 {
     static const char *const names[] = {"auto", "allgather", "split"};
@@ -334,6 +382,24 @@ const SettingDef kSettings[] = {
      "(\"3,1\"), or one size k for blocks of k ranks. Empty: MPI_Comm_split_type "
      "(MPI_COMM_TYPE_SHARED).",
      apply_node_sizes},
+    {"THREADS", "CC_COLL_THREADS", "auto",
+     "Threads of each rank's host compression and decompression kernels (the error-feedback add, "
+     "the top-k selection, the element-wise residual, rounding and store passes, the scatter-add): "
+     "a count from 1 to 256, or auto (the CPUs of the rank's affinity mask divided among the ranks "
+     "of its node: OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS or PMI_LOCAL_SIZE from the launcher, "
+     "else the ranks MPI_Comm_split_type puts on its node). Results do not depend on it. LOWRANK's "
+     "matrix products run in the BLAS, with its own threads (OPENBLAS_NUM_THREADS).",
+     apply_threads},
+    {"AUTO_METHOD", "CC_COLL_AUTO_METHOD", "topk",
+     "The lossy method of CC_COLL_METHOD=auto: topk, sketch or lowrank. Auto compresses a call with it "
+     "when the communicator's cost model predicts it faster than NONE (docs/algorithms.md, \"The cost "
+     "model\"). Every rank must use the same value.",
+     apply_auto_method},
+    {"LINK", "CC_COLL_LINK", "measure",
+     "The link of CC_COLL_METHOD=auto's cost model: measure (an 8-byte and a 2 MiB MPI_Allreduce, timed "
+     "on every rank when the model is built, the slowest rank's times taken), or <Gbit/s>,<latency in "
+     "microseconds> (such as 10,25) to give it. The lossy method's compute is always measured.",
+     apply_link},
 };
 
 }  // namespace
@@ -399,7 +465,8 @@ std::string method_doc()
         doc += std::string(m->name) + " (" + m->summary + ")";
         first = false;
     }
-    return doc + ".";
+    return doc + "; auto (per call, none or CC_COLL_AUTO_METHOD, whichever the communicator's cost model "
+                 "predicts faster; measured when the communicator is created).";
 }
 
 const SettingDef *settings(std::size_t *count)
@@ -443,6 +510,10 @@ cc_coll_status_t load_config(const EnvLookup &env, Config *cfg, std::string *why
 
 bool parse_method(const std::string &text, cc_coll_method_t *out)
 {
+    if (trim_lower(text) == "auto") {
+        *out = CC_COLL_METHOD_AUTO;
+        return true;
+    }
     const Method *m = find_method_by_name(trim_lower(text));
     if (m == nullptr) return false;
     *out = m->id;

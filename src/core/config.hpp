@@ -65,6 +65,10 @@ struct Config {
     ProgressMode progress = ProgressMode::Auto;         // non-blocking collectives
     HierarchyMode hierarchy = HierarchyMode::Auto;      // node-by-node allreduce
     TopkAlgorithm topk_algorithm = TopkAlgorithm::Auto; // TOPK allreduce: allgather or split
+    int threads = 0;         // CC_COLL_THREADS: host kernel threads, 0 = auto
+    cc_coll_method_t auto_method = CC_COLL_METHOD_TOPK;  // the lossy method of METHOD=auto
+    double link_gbits = 0;       // CC_COLL_LINK: 0 = measure, else the link's Gbit/s
+    double link_latency_us = 0;  // CC_COLL_LINK: its latency
     std::string node_sizes;  // CC_COLL_NODES: "" = MPI's shared-memory nodes, else sizes "2,2"
 };
 

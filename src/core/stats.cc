@@ -60,6 +60,9 @@ void Stats::add(const StatsSnapshot &call)
     total_.sketch_elements += call.sketch_elements;
     total_.sketch_peeled += call.sketch_peeled;
     total_.time_total += call.time_total;
+    total_.auto_calls += call.auto_calls;
+    total_.auto_lossy_calls += call.auto_lossy_calls;
+    total_.auto_predicted += call.auto_predicted;
 }
 
 StatsSnapshot Stats::snapshot() const
@@ -83,7 +86,8 @@ cc_coll_status_t fill_stats(const StatsSnapshot &s, cc_coll_stats_t *out)
                                 CC_COLL_STATS_FIELD_BYTES_WIRE | CC_COLL_STATS_FIELD_TIME_COMPRESS |
                                 CC_COLL_STATS_FIELD_TIME_COMMUNICATE | CC_COLL_STATS_FIELD_TIME_DECOMPRESS |
                                 CC_COLL_STATS_FIELD_SKETCH_ELEMENTS | CC_COLL_STATS_FIELD_SKETCH_PEELED |
-                                CC_COLL_STATS_FIELD_TIME_TOTAL;
+                                CC_COLL_STATS_FIELD_TIME_TOTAL | CC_COLL_STATS_FIELD_AUTO_CALLS |
+                                CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS | CC_COLL_STATS_FIELD_AUTO_PREDICTED;
     if (out->mask & ~known)
         return fail(CC_COLL_ERR_INVALID_PARAMS, "cc_coll_comm_get_stats: stats->mask has unknown bits 0x%llx (known: 0x%llx)",
                     static_cast<unsigned long long>(out->mask & ~known), static_cast<unsigned long long>(known));
@@ -96,6 +100,9 @@ cc_coll_status_t fill_stats(const StatsSnapshot &s, cc_coll_stats_t *out)
     if (out->mask & CC_COLL_STATS_FIELD_SKETCH_ELEMENTS) out->sketch_elements = s.sketch_elements;
     if (out->mask & CC_COLL_STATS_FIELD_SKETCH_PEELED) out->sketch_peeled = s.sketch_peeled;
     if (out->mask & CC_COLL_STATS_FIELD_TIME_TOTAL) out->time_total = s.time_total;
+    if (out->mask & CC_COLL_STATS_FIELD_AUTO_CALLS) out->auto_calls = s.auto_calls;
+    if (out->mask & CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS) out->auto_lossy_calls = s.auto_lossy_calls;
+    if (out->mask & CC_COLL_STATS_FIELD_AUTO_PREDICTED) out->auto_predicted = s.auto_predicted;
     return CC_COLL_OK;
 }
 

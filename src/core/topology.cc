@@ -1,10 +1,12 @@
 #include "core/topology.hpp"
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "core/comm.hpp"
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "transport/mpi_transport.hpp"
 
 namespace cc_coll::detail {
@@ -16,7 +18,23 @@ NodeTopology::~NodeTopology()
     if (!finalized && node != MPI_COMM_NULL) MPI_Comm_free(&node);
 }
 
-cc_coll_status_t build_topology(Comm &comm)
+namespace {
+
+// The ranks on this rank's node as the launcher tells them (Open MPI,
+// MPICH's Hydra, PMI), 0 when none does.
+int launcher_local_ranks()
+{
+    for (const char *name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"}) {
+        const char *v = std::getenv(name);
+        if (v == nullptr) continue;
+        char *end = nullptr;
+        const long n = std::strtol(v, &end, 10);
+        if (end != v && *end == '\0' && n >= 1 && n <= 1 << 20) return static_cast<int>(n);
+    }
+    return 0;
+}
+
+cc_coll_status_t build_nodes(Comm &comm, int *node_ranks)
 {
     const Config &cfg = comm.config();
     if (cfg.hierarchy == HierarchyMode::Off) return CC_COLL_OK;
@@ -40,6 +58,7 @@ cc_coll_status_t build_topology(Comm &comm)
     if ((st = check_mpi(MPI_Comm_rank(topo->node, &topo->node_rank), "MPI_Comm_rank")) != CC_COLL_OK ||
         (st = check_mpi(MPI_Comm_size(topo->node, &topo->node_size), "MPI_Comm_size")) != CC_COLL_OK)
         return st;
+    *node_ranks = topo->node_size;
     // Two small exchanges: the number of nodes (the sum of the node
     // leaders), then the smallest and the largest node (maxima of -size and
     // size).
@@ -79,6 +98,23 @@ cc_coll_status_t build_topology(Comm &comm)
         CC_COLL_OK)
         return st;
     comm.set_topology(std::move(topo));
+    return CC_COLL_OK;
+}
+
+}  // namespace
+
+cc_coll_status_t build_topology(Comm &comm)
+{
+    int node_ranks = 0;
+    const cc_coll_status_t st = build_nodes(comm, &node_ranks);
+    if (st != CC_COLL_OK) return st;
+    int threads = comm.config().threads;
+    if (threads <= 0) {
+        const int local = launcher_local_ranks();
+        threads = default_threads(local > 0 ? local : (node_ranks > 0 ? node_ranks : 1));
+    }
+    comm.set_threads(threads);
+    if (comm.topology() != nullptr && comm.topology()->rail) comm.topology()->rail->set_threads(threads);
     return CC_COLL_OK;
 }
 

@@ -35,7 +35,8 @@ struct NodeTopology {
 
 // Decides, from comm's configuration (CC_COLL_HIERARCHY, CC_COLL_NODES),
 // whether `comm` runs hierarchically and, if so, builds its topology and
-// attaches it (Comm::topology()). Collective over comm: every rank must
+// attaches it (Comm::topology()); resolves the kernel threads
+// (CC_COLL_THREADS, Comm::threads()) from the node's ranks. Collective over comm: every rank must
 // call it, at creation. CC_COLL_ERR_CONFIG when CC_COLL_NODES does not fit
 // the communicator.
 cc_coll_status_t build_topology(Comm &comm);

@@ -58,6 +58,14 @@ public:
 
     template <typename W>
     cc_coll_status_t load_input(const void *src, cc_coll_dtype_t dtype, std::size_t n, W *g, bool accumulate);
+    // load_input, then topk_select (two kernels on the device).
+    template <typename W>
+    cc_coll_status_t load_select(const void *src, cc_coll_dtype_t dtype, std::size_t n, W *g, bool accumulate,
+                                 std::size_t k, std::uint32_t *idx)
+    {
+        const cc_coll_status_t st = load_input<W>(src, dtype, n, g, accumulate);
+        return st != CC_COLL_OK ? st : topk_select<W>(g, n, k, idx);
+    }
     template <typename W>
     void undo_input(W *g, const void *src, cc_coll_dtype_t dtype, std::size_t n);
     template <typename W>

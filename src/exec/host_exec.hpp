@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "core/ef_store.hpp"
 #include "methods/lowrank_state.hpp"
 #include "core/params.hpp"
+#include "core/parallel.hpp"
 #include "exec/host_kernels.hpp"
 #include "transport/transport.hpp"
 #include "wire/sketch_support.hpp"
@@ -42,9 +44,9 @@ enum class Buf { Work, Other, Sent, Mhat, P, Q, Indices, SendBytes, RecvBytes, C
 class HostExec {
 public:
     static constexpr bool kDevice = false;
-    explicit HostExec(Comm &comm) : comm_(comm), ws_(workspace_of(comm)) {}
+    explicit HostExec(Comm &comm) : comm_(comm), ws_(workspace_of(comm)), threads_(comm.threads()) {}
     // Over the given scratch (a point-to-point call's own workspace).
-    HostExec(Comm &comm, Workspace &ws) : comm_(comm), ws_(ws) {}
+    HostExec(Comm &comm, Workspace &ws) : comm_(comm), ws_(ws), threads_(comm.threads()) {}
 
     Comm &comm() { return comm_; }
     Transport &transport() { return transport_; }
@@ -68,12 +70,13 @@ public:
     }
     cc_coll_status_t zero(void *buf, std::size_t bytes)
     {
-        if (bytes > 0) std::memset(buf, 0, bytes);
+        each(bytes, kByteGrain, [&](std::size_t b, std::size_t e) { std::memset(at(buf, b), 0, e - b); });
         return CC_COLL_OK;
     }
     cc_coll_status_t copy(void *dst, const void *src, std::size_t bytes)
     {
-        if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
+        if (dst == src) return CC_COLL_OK;
+        each(bytes, kByteGrain, [&](std::size_t b, std::size_t e) { std::memcpy(at(dst, b), at(src, b), e - b); });
         return CC_COLL_OK;
     }
     // `count` records of `record` bytes, `stride` bytes apart from `src`, in
@@ -102,36 +105,54 @@ public:
     template <typename W>
     cc_coll_status_t load_input(const void *src, cc_coll_dtype_t dtype, std::size_t n, W *g, bool accumulate)
     {
-        load_as<W>(src, dtype, n, g, accumulate);
+        const std::size_t es = dtype_size(dtype);
+        each(n, kElementwiseGrain,
+             [&](std::size_t b, std::size_t e) { load_as<W>(at(src, b * es), dtype, e - b, g + b, accumulate); });
+        return CC_COLL_OK;
+    }
+    // load_input, and the top k of g into idx (ascending), in one pass.
+    template <typename W>
+    cc_coll_status_t load_select(const void *src, cc_coll_dtype_t dtype, std::size_t n, W *g, bool accumulate,
+                                 std::size_t k, std::uint32_t *idx)
+    {
+        topk::load_select<W>(src, dtype, accumulate, g, n, k, idx, &ws_.select, threads_);
         return CC_COLL_OK;
     }
     // g -= src; cannot fail on the host (on the device: best effort).
     template <typename W>
     void undo_input(W *g, const void *src, cc_coll_dtype_t dtype, std::size_t n)
     {
-        host::undo_input<W>(g, src, n, dtype);
+        const std::size_t es = dtype_size(dtype);
+        each(n, kElementwiseGrain,
+             [&](std::size_t b, std::size_t e) { host::undo_input<W>(g + b, at(src, b * es), e - b, dtype); });
     }
     template <typename W>
     cc_coll_status_t round_to_dtype(W *g, bool ef, std::size_t n, cc_coll_dtype_t dtype, void *dst)
     {
-        host::round_to_dtype<W>(g, ef, n, dtype, dst);
+        const std::size_t es = dtype_size(dtype);
+        each(n, kElementwiseGrain,
+             [&](std::size_t b, std::size_t e) { host::round_to_dtype<W>(g + b, ef, e - b, dtype, at(dst, b * es)); });
         return CC_COLL_OK;
     }
     template <typename W>
     cc_coll_status_t store(const W *src, std::size_t n, cc_coll_dtype_t dtype, void *dst)
     {
-        store_as<W>(src, n, dtype, dst);
+        const std::size_t es = dtype_size(dtype);
+        each(n, kElementwiseGrain,
+             [&](std::size_t b, std::size_t e) { store_as<W>(src + b, e - b, dtype, at(dst, b * es)); });
         return CC_COLL_OK;
     }
     cc_coll_status_t divide(void *buf, std::size_t n, cc_coll_dtype_t dtype, int divisor)
     {
-        divide_in_place(buf, n, dtype, divisor);
+        const std::size_t es = dtype_size(dtype);
+        each(n, kElementwiseGrain,
+             [&](std::size_t b, std::size_t e) { divide_in_place(at(buf, b * es), e - b, dtype, divisor); });
         return CC_COLL_OK;
     }
     template <typename W>
     cc_coll_status_t keep_unsent(W *g, const std::uint32_t *idx, const W *sent, std::size_t k)
     {
-        host::keep_unsent<W>(g, 0, idx, sent, k);
+        each(k, kPairGrain, [&](std::size_t b, std::size_t e) { host::keep_unsent<W>(g, 0, idx + b, sent + b, e - b); });
         return CC_COLL_OK;
     }
     template <typename W>
@@ -143,7 +164,11 @@ public:
     template <typename W>
     cc_coll_status_t residual_and_store(W *e, W *mhat, std::size_t n, W alpha, cc_coll_dtype_t dtype, void *dst)
     {
-        host::residual_and_store<W>(e, mhat, n, alpha, dtype, dst);
+        const std::size_t es = dtype_size(dtype);
+        each(n, kElementwiseGrain, [&](std::size_t b, std::size_t end) {
+            host::residual_and_store<W>(e != nullptr ? e + b : nullptr, mhat + b, end - b, alpha, dtype,
+                                        at(dst, b * es));
+        });
         return CC_COLL_OK;
     }
     // flags[j] (host memory) = whether bufs[j][0..ns[j]) holds NaN or Inf.
@@ -152,7 +177,13 @@ public:
                                std::vector<std::uint8_t> *flags)
     {
         flags->assign(bufs.size(), 0);
-        for (std::size_t j = 0; j < bufs.size(); ++j) (*flags)[j] = host::any_nonfinite(bufs[j], ns[j]) ? 1 : 0;
+        for (std::size_t j = 0; j < bufs.size(); ++j) {
+            std::atomic<bool> any{false};
+            each(ns[j], kElementwiseGrain, [&](std::size_t b, std::size_t e) {
+                if (host::any_nonfinite(bufs[j] + b, e - b)) any.store(true, std::memory_order_relaxed);
+            });
+            (*flags)[j] = any.load() ? 1 : 0;
+        }
         return CC_COLL_OK;
     }
 
@@ -160,7 +191,7 @@ public:
     template <typename W>
     cc_coll_status_t topk_select(const W *g, std::size_t n, std::size_t k, std::uint32_t *idx)
     {
-        topk::select<W>(g, n, k, idx, &ws_.select);
+        topk::select<W>(g, n, k, idx, &ws_.select, nullptr, threads_);
         return CC_COLL_OK;
     }
     // The payload of the k pairs at idx (wire/topk_payload.hpp, flags from
@@ -171,13 +202,15 @@ public:
     {
         const std::uint32_t flags = topk::nonfinite_overflow<W>(g, n, idx, k);
         std::memset(payload, 0, topk::payload_bytes(k, dtype));
-        topk::encode<W>(g, n, idx, k, flags, dtype, payload, sent);
+        topk::encode<W>(g, n, idx, k, flags, dtype, payload, sent, threads_);
         return CC_COLL_OK;
     }
     cc_coll_status_t topk_scatter_add(const unsigned char *payload, std::size_t k, cc_coll_dtype_t dtype, void *out)
     {
         (void)k;
-        topk::scatter_add(payload, dtype, out);
+        const std::uint64_t n = topk::header_of(payload).n;
+        each(static_cast<std::size_t>(n), kScatterGrain,
+             [&](std::size_t b, std::size_t e) { topk::scatter_add_range(payload, dtype, out, b, e); });
         return CC_COLL_OK;
     }
 
@@ -187,7 +220,7 @@ public:
     template <typename W>
     cc_coll_status_t sparsify(const W *g, std::size_t n, const CallParams &p, std::uint32_t **idx, std::size_t *kept)
     {
-        host::sparsify<W>(g, n, p, &ws_.select, &ws_.indices);
+        host::sparsify<W>(g, n, p, &ws_.select, &ws_.indices, threads_);
         *idx = ws_.indices.data();
         *kept = ws_.indices.size();
         return CC_COLL_OK;
@@ -280,10 +313,29 @@ public:
         return CC_COLL_OK;
     }
 
+    int threads() const { return threads_; }
+
 private:
+    // Bytes per range below which memset and memcpy are not split, and
+    // output elements per range of the scatter-add (whose work is the
+    // payload's pairs in the range, not the range).
+    static constexpr std::size_t kByteGrain = std::size_t{1} << 18;
+    static constexpr std::size_t kScatterGrain = std::size_t{1} << 20;
+    // Pairs per range of the residual's update at k scattered positions.
+    static constexpr std::size_t kPairGrain = std::size_t{1} << 14;
+    static void *at(void *p, std::size_t bytes) { return static_cast<unsigned char *>(p) + bytes; }
+    static const void *at(const void *p, std::size_t bytes) { return static_cast<const unsigned char *>(p) + bytes; }
+    // f(begin, end) over the ranges of [0, n) on this communicator's threads.
+    template <typename F>
+    void each(std::size_t n, std::size_t grain, F &&f)
+    {
+        parallel_for(n, threads_, grain, f);
+    }
+
     Comm &comm_;
     Workspace &ws_;
     HostTransport transport_;
+    int threads_;
 };
 
 }  // namespace cc_coll::detail

@@ -43,7 +43,7 @@ bool any_nonfinite(const W *g, std::size_t n)
 // elements at or above the threshold ladder's pick.
 template <typename W>
 void sparsify(const W *g, std::size_t n, const CallParams &p, topk::SelectScratch *scratch,
-              std::vector<std::uint32_t> *idx)
+              std::vector<std::uint32_t> *idx, int threads = 1)
 {
     idx->clear();
     if (p.sparsifier == CC_COLL_SPARSIFY_THRESHOLD) {
@@ -52,7 +52,7 @@ void sparsify(const W *g, std::size_t n, const CallParams &p, topk::SelectScratc
     }
     const std::size_t k = topk::k_for(p.density, n);
     idx->resize(k);
-    topk::select<W>(g, n, k, idx->data(), scratch);
+    topk::select<W>(g, n, k, idx->data(), scratch, nullptr, threads);
 }
 
 // The residual after a sparse send: e = g' - sent at the k kept positions

@@ -1,12 +1,21 @@
 #include "wire/topk_payload.hpp"
 
+#include <algorithm>
+#include <limits>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 
 #include "core/dtype.hpp"
+#include "core/parallel.hpp"
 
 namespace cc_coll::detail {
+
+namespace {
+// Pairs per range of a multi-threaded encode (random reads of x).
+constexpr std::size_t kEncodeGrain = std::size_t{1} << 14;
+}  // namespace
 namespace topk {
 
 std::size_t payload_bytes(std::size_t k, cc_coll_dtype_t dtype)
@@ -19,17 +28,19 @@ std::size_t payload_bytes(std::size_t k, cc_coll_dtype_t dtype)
 
 template <typename W>
 void encode(const W *x, std::size_t n, const std::uint32_t *idx, std::size_t k, std::uint32_t flags,
-            cc_coll_dtype_t dtype, unsigned char *payload, W *sent)
+            cc_coll_dtype_t dtype, unsigned char *payload, W *sent, int threads)
 {
     const PayloadHeader h{static_cast<std::uint64_t>(n), static_cast<std::uint32_t>(k), flags};
     std::memcpy(payload, &h, sizeof h);
     unsigned char *indices = payload + sizeof h;
-    if (k > 0) std::memcpy(indices, idx, k * sizeof(std::uint32_t));  // idx may be null when k == 0
     void *values = indices + k * sizeof(std::uint32_t);
-    for (std::size_t j = 0; j < k; ++j) {
-        store_element_unaligned<W>(values, j, dtype, x[idx[j]]);
-        sent[j] = load_element_unaligned<W>(values, j, dtype);
-    }
+    parallel_for(k, threads, kEncodeGrain, [&](std::size_t b, std::size_t e) {
+        std::memcpy(indices + b * sizeof(std::uint32_t), idx + b, (e - b) * sizeof(std::uint32_t));
+        for (std::size_t j = b; j < e; ++j) {
+            store_element_unaligned<W>(values, j, dtype, x[idx[j]]);
+            sent[j] = load_element_unaligned<W>(values, j, dtype);
+        }
+    });
 }
 
 PayloadHeader header_of(const unsigned char *payload)
@@ -176,13 +187,19 @@ void scatter_add_typed(const std::uint32_t *idx, const unsigned char *values, st
 
 }  // namespace
 
-void scatter_add(const unsigned char *payload, cc_coll_dtype_t dtype, void *out)
+void scatter_add_range(const unsigned char *payload, cc_coll_dtype_t dtype, void *out, std::uint64_t lo,
+                       std::uint64_t hi)
 {
     const PayloadHeader h = header_of(payload);
-    const std::size_t k = h.k;
     // Indices are aligned: payloads are padded to 8 bytes and the header is 16.
     const auto *idx = reinterpret_cast<const std::uint32_t *>(payload + sizeof h);
-    const unsigned char *values = payload + sizeof h + k * sizeof(std::uint32_t);
+    const std::size_t first = static_cast<std::size_t>(std::lower_bound(idx, idx + h.k, lo) - idx);
+    const std::size_t last = static_cast<std::size_t>(std::lower_bound(idx + first, idx + h.k, hi) - idx);
+    const std::size_t k = last - first;
+    const unsigned char *values = payload + sizeof h + std::size_t{h.k} * sizeof(std::uint32_t);
+    const std::size_t es = dtype_size(dtype);
+    idx += first;
+    values += first * es;
     switch (dtype) {
     case CC_COLL_F32: scatter_add_typed(idx, values, k, static_cast<float *>(out)); break;
     case CC_COLL_F64: scatter_add_typed(idx, values, k, static_cast<double *>(out)); break;
@@ -196,10 +213,15 @@ void scatter_add(const unsigned char *payload, cc_coll_dtype_t dtype, void *out)
     }
 }
 
+void scatter_add(const unsigned char *payload, cc_coll_dtype_t dtype, void *out)
+{
+    scatter_add_range(payload, dtype, out, 0, std::numeric_limits<std::uint64_t>::max());
+}
+
 template void encode<float>(const float *, std::size_t, const std::uint32_t *, std::size_t, std::uint32_t,
-                            cc_coll_dtype_t, unsigned char *, float *);
+                            cc_coll_dtype_t, unsigned char *, float *, int);
 template void encode<double>(const double *, std::size_t, const std::uint32_t *, std::size_t, std::uint32_t,
-                             cc_coll_dtype_t, unsigned char *, double *);
+                             cc_coll_dtype_t, unsigned char *, double *, int);
 
 }  // namespace topk
 }  // namespace cc_coll::detail

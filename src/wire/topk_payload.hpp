@@ -32,9 +32,10 @@ std::size_t payload_bytes(std::size_t k, cc_coll_dtype_t dtype);
 // Writes the payload: x (work type W) at the k ascending indices idx,
 // rounded to dtype. Also writes the transmitted values back as W into
 // `sent[0..k)` (what the receivers will add), for the error-feedback update.
+// threads > 1 splits the pairs among that many threads (core/parallel.hpp).
 template <typename W>
 void encode(const W *x, std::size_t n, const std::uint32_t *idx, std::size_t k, std::uint32_t flags,
-            cc_coll_dtype_t dtype, unsigned char *payload, W *sent);
+            cc_coll_dtype_t dtype, unsigned char *payload, W *sent, int threads = 1);
 
 // Reads a payload's header.
 PayloadHeader header_of(const unsigned char *payload);
@@ -116,6 +117,11 @@ std::string describe(const Fault &fault, const char *count_name);
 // the payload: call it only on one that passed check_payloads (or
 // check_header and check_indices) against out's n elements.
 void scatter_add(const unsigned char *payload, cc_coll_dtype_t dtype, void *out);
+// The same restricted to the indices in [lo, hi) (payload indices are
+// ascending, as check_payloads verified): disjoint ranges may run on
+// different threads, with the same sums as one scatter_add.
+void scatter_add_range(const unsigned char *payload, cc_coll_dtype_t dtype, void *out, std::uint64_t lo,
+                       std::uint64_t hi);
 
 }  // namespace topk
 }  // namespace cc_coll::detail

@@ -46,13 +46,17 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     const std::size_t bytes = topk::payload_bytes(k, a.dtype);
     const bool dense_only = topk_allreduce_dense(n, a.dtype, p.density, comm.size());
 
-    // 1. g' = g + e. A dense F32/F64 call leaves nothing behind, so it uses
+    // 1. g' = g + e, and its top k. A dense F32/F64 call leaves nothing behind, so it uses
     //    an existing residual but never creates one (no memory, nothing
     //    counted against the cap).
     const bool lossless_dense = dense_only && (a.dtype == CC_COLL_F32 || a.dtype == CC_COLL_F64);
     W *g = nullptr;
     Residual *res = nullptr;
-    CC_COLL_TRY((load_input<X, W>(x, p, a.send, a.recv, n, a.dtype, !lossless_dense, &g, &res)));
+    std::uint32_t *idx = nullptr;
+    if (!dense_only) CC_COLL_TRY(x.template buffer<std::uint32_t>(Buf::Indices, k, &idx));
+    // Selected in the same pass unless the call is dense.
+    CC_COLL_TRY((load_input<X, W>(x, p, a.send, a.recv, n, a.dtype, !lossless_dense, &g, &res, dense_only ? 0 : k,
+                                  idx)));
     if (dense_only) {
         stats->time_compress += now_seconds() - t0;
         return dense_allreduce<X, W>(x, a, g, res != nullptr, stats);
@@ -62,15 +66,12 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     InputGuard<X, W> guard(x);
     guard.add(g, res, a.send, n, a.dtype);
 
-    // 2. Select and encode.
-    std::uint32_t *idx = nullptr;
+    // 2. Encode (the selection ran with step 1).
     W *sent = nullptr;
     unsigned char *payload = nullptr, *gathered = nullptr;
-    CC_COLL_TRY(x.template buffer<std::uint32_t>(Buf::Indices, k, &idx));
     CC_COLL_TRY(x.template buffer<W>(Buf::Sent, k, &sent));
     CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, bytes, &payload));
     CC_COLL_TRY(x.template buffer<unsigned char>(Buf::RecvBytes, bytes * P, &gathered));
-    CC_COLL_TRY(x.template topk_select<W>(g, n, k, idx));
     CC_COLL_TRY(x.template topk_encode<W>(g, n, idx, k, a.dtype, payload, sent));
     CC_COLL_TRY(x.sync());
     const double t1 = now_seconds();

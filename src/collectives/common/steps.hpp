@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "cc_coll.h"
@@ -21,10 +22,12 @@ namespace cc_coll::detail {
 // on (the residual named by key_buf / n / dtype or params' ef_key), else in
 // the backend's work buffer. With create == false an absent residual is not
 // created (for calls that transmit everything). *res is nullptr without a
-// residual.
+// residual. With select_k > 0 the top select_k of g' are selected in the
+// same pass (X::load_select) into idx (ascending).
 template <typename X, typename W>
 cc_coll_status_t load_input(X &x, const CallParams &p, const void *send, const void *key_buf, std::size_t n,
-                            cc_coll_dtype_t dtype, bool create, W **g, Residual **res)
+                            cc_coll_dtype_t dtype, bool create, W **g, Residual **res, std::size_t select_k = 0,
+                            std::uint32_t *idx = nullptr)
 {
     *res = nullptr;
     if (p.ef) {
@@ -38,6 +41,7 @@ cc_coll_status_t load_input(X &x, const CallParams &p, const void *send, const v
         const cc_coll_status_t st = x.template buffer<W>(Buf::Work, n, g);
         if (st != CC_COLL_OK) return st;
     }
+    if (select_k > 0) return x.template load_select<W>(send, dtype, n, *g, *res != nullptr, select_k, idx);
     return x.template load_input<W>(send, dtype, n, *g, *res != nullptr);
 }
 

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "cc_coll.h"
+
 namespace cc_coll::detail {
 namespace topk {
 
@@ -32,16 +34,34 @@ struct SelectScratch {
     std::vector<std::uint64_t> sample;
     std::vector<std::uint64_t> packed64;  // float: magnitude << 32 | ~index
     std::vector<uint128_t> packed128;     // double: magnitude << 32 | ~index
+    std::vector<std::uint32_t> histogram;  // of the candidates' top key bits
+    std::vector<std::uint32_t> keys32;    // the candidates' magnitude keys (float)
+    std::vector<std::uint64_t> keys64;    // (double)
+    // The candidate pass's ranges, threads > 1.
+    std::vector<std::vector<std::uint32_t>> part_candidates;
+    std::vector<std::vector<std::uint32_t>> part_keys32;
+    std::vector<std::vector<std::uint64_t>> part_keys64;
 };
 
 // Writes the indices of the k largest-magnitude elements of x[0..n) in
 // ascending order to idx[0..k). n must be < 2^32. Fast path: estimate the
 // threshold from a deterministic random sample, collect the elements at or
 // above it in one pass, select exactly among them; falls back to a full
-// selection when the candidates are too few or too many.
+// selection when the candidates are too few or too many. With threads > 1
+// the candidate pass runs on that many threads (core/parallel.hpp), each
+// over a contiguous range, and the ranges' candidates are joined in order:
+// the same indices as on one thread.
 template <typename W>
 void select(const W *x, std::size_t n, std::size_t k, std::uint32_t *idx, SelectScratch *scratch,
-            SelectInfo *info = nullptr);
+            SelectInfo *info = nullptr, int threads = 1);
+
+// g = src (accumulate false) or g += src (the error-feedback input; src in
+// the dtype, g in the work type W), and the top k of the result into idx as
+// select would give them, in one pass: each block of g is loaded and then
+// scanned for candidates while in the cache.
+template <typename W>
+void load_select(const void *src, cc_coll_dtype_t dtype, bool accumulate, W *g, std::size_t n, std::size_t k,
+                 std::uint32_t *idx, SelectScratch *scratch, int threads = 1, SelectInfo *info = nullptr);
 
 // The same result by a full selection over all n elements (reference path).
 template <typename W>
