@@ -30,7 +30,7 @@
 
 /* The single source of the version: CMake reads these three lines. */
 #define CC_COLL_VERSION_MAJOR 0
-#define CC_COLL_VERSION_MINOR 5
+#define CC_COLL_VERSION_MINOR 6
 #define CC_COLL_VERSION_PATCH 0
 
 /* One integer, ordered like the version: MAJOR*10000 + MINOR*100 + PATCH. */

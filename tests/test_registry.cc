@@ -60,7 +60,15 @@ TEST(Registry, NamesAreUniqueLowerCaseAndRoundTrip)
         ASSERT_NE(m->summary, nullptr);
         EXPECT_GT(std::strlen(m->summary), 10u) << name;
     }
-    EXPECT_EQ(cc_coll_method_name(static_cast<cc_coll_method_t>(methods().size())), nullptr);
+    cc_coll_method_t parsed_auto = CC_COLL_METHOD_NONE;
+    // AUTO follows the registered methods (it resolves to one of them per
+    // call); the enumerators stay dense, and the next value names nothing.
+    EXPECT_EQ(static_cast<std::size_t>(CC_COLL_METHOD_AUTO), methods().size());
+    EXPECT_STREQ(cc_coll_method_name(CC_COLL_METHOD_AUTO), "auto");
+    EXPECT_EQ(find_method(CC_COLL_METHOD_AUTO), nullptr);
+    ASSERT_TRUE(parse_method(" Auto", &parsed_auto));
+    EXPECT_EQ(parsed_auto, CC_COLL_METHOD_AUTO);
+    EXPECT_EQ(cc_coll_method_name(static_cast<cc_coll_method_t>(methods().size() + 1)), nullptr);
     cc_coll_method_t parsed = CC_COLL_METHOD_TOPK;
     EXPECT_FALSE(parse_method("quantise", &parsed));
     EXPECT_EQ(parsed, CC_COLL_METHOD_TOPK);  // untouched on failure
@@ -116,7 +124,7 @@ TEST(Registry, TheMethodSettingDocumentsAndAcceptsEveryMethod)
     Config cfg;
     std::string why;
     EXPECT_FALSE(method->apply("quantise", &cfg, &why));
-    EXPECT_EQ(why, "expected one of: " + method_names());
+    EXPECT_EQ(why, "expected one of: " + method_names() + ", auto");
     EXPECT_EQ(method_names(), "none, topk, sketch, lowrank");
 }
 
@@ -125,7 +133,7 @@ TEST(Registry, ResolveParamsRejectsAnUnregisteredMethod)
     Config config;
     cc_coll_params_t params{};
     params.mask = CC_COLL_PARAMS_FIELD_METHOD;
-    params.method = static_cast<cc_coll_method_t>(methods().size());
+    params.method = static_cast<cc_coll_method_t>(methods().size() + 1);  // past AUTO
     CallParams out;
     EXPECT_EQ(resolve_params(&params, config, &out), CC_COLL_ERR_INVALID_METHOD);
     EXPECT_NE(std::string(last_error()).find("not a cc_coll_method_t value"), std::string::npos) << last_error();

@@ -88,7 +88,10 @@ module cc_coll
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_SKETCH_ELEMENTS    = 64_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_SKETCH_PEELED      = 128_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_TIME_TOTAL         = 256_c_int64_t
-  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_ALL                = 511_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_AUTO_CALLS         = 512_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS   = 1024_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_AUTO_PREDICTED     = 2048_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_ALL                = 4095_c_int64_t
 
   ! --- bits of cc_coll_build_flags() -----------------------------------------
   integer(c_int), parameter, public :: CC_COLL_BUILD_CUDA    = 1
@@ -133,6 +136,9 @@ module cc_coll
     integer(c_int64_t) :: sketch_elements    = 0  ! SKETCH: support elements decoded
     integer(c_int64_t) :: sketch_peeled      = 0  ! SKETCH: of those, recovered exactly
     real(c_double)     :: time_total         = 0  ! entry to return of every call
+    integer(c_int64_t) :: auto_calls         = 0  ! calls with method AUTO
+    integer(c_int64_t) :: auto_lossy_calls   = 0  ! of those, compressed by the cost model's choice
+    real(c_double)     :: auto_predicted     = 0  ! the model's predicted seconds of those choices
   end type cc_coll_stats
 
   ! A libcc_coll communicator: the C cc_coll_comm_h. `ptr` is that handle, for

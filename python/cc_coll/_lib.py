@@ -57,6 +57,9 @@ class StatsStruct(ctypes.Structure):
         ("sketch_elements", ctypes.c_uint64),
         ("sketch_peeled", ctypes.c_uint64),
         ("time_total", ctypes.c_double),
+        ("auto_calls", ctypes.c_uint64),
+        ("auto_lossy_calls", ctypes.c_uint64),
+        ("auto_predicted", ctypes.c_double),
     ]
 
 
@@ -87,7 +90,7 @@ PARAMS_FIELD_WARM_START = 1 << 10
 PARAMS_FIELD_START_ITER = 1 << 11
 PARAMS_FIELD_MIN_COMPRESSION_RATE = 1 << 12
 
-STATS_FIELD_ALL = (1 << 9) - 1  # CALLS .. TIME_DECOMPRESS, SKETCH_ELEMENTS, SKETCH_PEELED, TIME_TOTAL
+STATS_FIELD_ALL = (1 << 12) - 1  # CALLS .. TIME_TOTAL, AUTO_CALLS, AUTO_LOSSY_CALLS, AUTO_PREDICTED
 
 BUILD_CUDA = 1 << 0
 BUILD_FORTRAN = 1 << 1
@@ -207,6 +210,8 @@ _proto("cc_coll_ef_reset", _status, _handle, _P(ParamsStruct), ctypes.c_void_p, 
 _proto("cc_coll_ef_reset_all", _status, _handle)
 _proto("cc_coll_comm_get_stats", _status, _handle, _P(StatsStruct))
 _proto("cc_coll_comm_reset_stats", _status, _handle)
+_proto("cc_coll_auto_predict", _status, _handle, _size_t, ctypes.c_int, _P(ParamsStruct), _P(ctypes.c_int),
+       _P(ctypes.c_double), _P(ctypes.c_double))
 _proto("cc_coll_setting_count", _size_t)
 _proto("cc_coll_setting_get", _status, _size_t, _P(SettingStruct))
 _proto("cc_coll_build_flags", ctypes.c_uint)

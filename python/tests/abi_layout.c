@@ -41,6 +41,9 @@ int main(void)
     OFF(cc_coll_stats_t, sketch_elements);
     OFF(cc_coll_stats_t, sketch_peeled);
     OFF(cc_coll_stats_t, time_total);
+    OFF(cc_coll_stats_t, auto_calls);
+    OFF(cc_coll_stats_t, auto_lossy_calls);
+    OFF(cc_coll_stats_t, auto_predicted);
     SIZE(cc_coll_setting_t);
     OFF(cc_coll_setting_t, name);
     OFF(cc_coll_setting_t, env_var);

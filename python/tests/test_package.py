@@ -38,8 +38,9 @@ if __name__ == "__main__" and len(sys.argv) > 1 and not sys.argv[1].startswith("
 #     load_factor double @56, seed u64 @64, rows u64 @72, cols u64 @80,
 #     rank int @88, warm_start int @92, start_iter u64 @96,
 #     min_compression_rate double @104 -> 112 bytes
-#   cc_coll_stats_t: 10 eight-byte fields, sketch_elements @56,
-#     sketch_peeled @64, time_total @72 -> 80 bytes
+#   cc_coll_stats_t: 13 eight-byte fields, sketch_elements @56,
+#     sketch_peeled @64, time_total @72, auto_calls @80,
+#     auto_lossy_calls @88, auto_predicted @96 -> 104 bytes
 #   cc_coll_setting_t: 5 pointers @0..32, from_env int @40 + 4 padding -> 48
 LP64_LAYOUT = {
     "sizeof.cc_coll_params_t": 112,
@@ -67,10 +68,13 @@ LP64_LAYOUT = {
     "sizeof.cc_coll_params_t.method": 4,
     "sizeof.cc_coll_params_t.ef": 4,
     "sizeof.cc_coll_params_t.sparsifier": 4,
-    "sizeof.cc_coll_stats_t": 80,
+    "sizeof.cc_coll_stats_t": 104,
     "offsetof.cc_coll_stats_t.sketch_elements": 56,
     "offsetof.cc_coll_stats_t.sketch_peeled": 64,
     "offsetof.cc_coll_stats_t.time_total": 72,
+    "offsetof.cc_coll_stats_t.auto_calls": 80,
+    "offsetof.cc_coll_stats_t.auto_lossy_calls": 88,
+    "offsetof.cc_coll_stats_t.auto_predicted": 96,
     "sizeof.cc_coll_setting_t": 48,
     "offsetof.cc_coll_setting_t.from_env": 40,
 }
@@ -115,7 +119,7 @@ class AbiLayout(unittest.TestCase):
         text = subprocess.run([LAYOUT_EXE], stdout=subprocess.PIPE, check=True,
                               universal_newlines=True).stdout
         c_layout = {k: int(v) for k, v in (line.split() for line in text.splitlines())}
-        self.assertEqual(len(c_layout), 71)
+        self.assertEqual(len(c_layout), 77)
         self.assertEqual(self.ctypes_layout(), c_layout)
 
     @unittest.skipUnless(ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(ctypes.c_long) == 8,

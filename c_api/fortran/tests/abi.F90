@@ -64,6 +64,9 @@ program fortran_abi
   call add('offset(stats%sketch_elements)', offset_of(c_loc(s%sketch_elements), c_loc(s)))
   call add('offset(stats%sketch_peeled)', offset_of(c_loc(s%sketch_peeled), c_loc(s)))
   call add('offset(stats%time_total)', offset_of(c_loc(s%time_total), c_loc(s)))
+  call add('offset(stats%auto_calls)', offset_of(c_loc(s%auto_calls), c_loc(s)))
+  call add('offset(stats%auto_lossy_calls)', offset_of(c_loc(s%auto_lossy_calls), c_loc(s)))
+  call add('offset(stats%auto_predicted)', offset_of(c_loc(s%auto_predicted), c_loc(s)))
   first_status = n + 1
   call add('CC_COLL_OK', int(CC_COLL_OK, c_int64_t))
   call add('CC_COLL_ERR_NULL_BUFFER', int(CC_COLL_ERR_NULL_BUFFER, c_int64_t))
@@ -120,6 +123,9 @@ program fortran_abi
   call add('CC_COLL_STATS_FIELD_SKETCH_ELEMENTS', CC_COLL_STATS_FIELD_SKETCH_ELEMENTS)
   call add('CC_COLL_STATS_FIELD_SKETCH_PEELED', CC_COLL_STATS_FIELD_SKETCH_PEELED)
   call add('CC_COLL_STATS_FIELD_TIME_TOTAL', CC_COLL_STATS_FIELD_TIME_TOTAL)
+  call add('CC_COLL_STATS_FIELD_AUTO_CALLS', CC_COLL_STATS_FIELD_AUTO_CALLS)
+  call add('CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS', CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS)
+  call add('CC_COLL_STATS_FIELD_AUTO_PREDICTED', CC_COLL_STATS_FIELD_AUTO_PREDICTED)
   call add('CC_COLL_BUILD_CUDA', int(CC_COLL_BUILD_CUDA, c_int64_t))
   call add('CC_COLL_BUILD_FORTRAN', int(CC_COLL_BUILD_FORTRAN, c_int64_t))
   call add('CC_COLL_VERSION_MAJOR', int(CC_COLL_VERSION_MAJOR, c_int64_t))
@@ -144,7 +150,10 @@ program fortran_abi
                                          ior(CC_COLL_STATS_FIELD_BYTES_WIRE, CC_COLL_STATS_FIELD_TIME_COMPRESS)), &
                                      ior(ior(CC_COLL_STATS_FIELD_TIME_COMMUNICATE, CC_COLL_STATS_FIELD_TIME_DECOMPRESS), &
                                          ior(ior(CC_COLL_STATS_FIELD_SKETCH_ELEMENTS, CC_COLL_STATS_FIELD_SKETCH_PEELED), &
-                                             CC_COLL_STATS_FIELD_TIME_TOTAL)))) then
+                                             ior(CC_COLL_STATS_FIELD_TIME_TOTAL, &
+                                                 ior(CC_COLL_STATS_FIELD_AUTO_CALLS, &
+                                                     ior(CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS, &
+                                                         CC_COLL_STATS_FIELD_AUTO_PREDICTED))))))) then
     print '(a)', 'FAIL: CC_COLL_STATS_FIELD_ALL is not the OR of the stats bits'
     nfail = nfail + 1
   end if
