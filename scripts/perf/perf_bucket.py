@@ -20,10 +20,10 @@ c_proj 3072 x 768 and bias, and two layer norms' weights and biases
               the lossy method; the cost model decides per call)
 
 Each row: one warm-up call, then K timed calls (the slowest rank's time of
-each, averaged), the library's own split of its calls (compress,
-communicate, decompress; the slowest rank's) and the bytes this rank
-handed to MPI per call. Gradients are normal random values, new each call,
-with error feedback on.
+each, averaged), the library's own split of a call (compress, communicate,
+decompress summed over the bucket's tensors; the slowest rank's) and the
+bytes this rank handed to MPI per call. Gradients are normal random
+values, drawn anew before each call (not timed), with error feedback on.
 """
 import argparse
 import json
@@ -64,42 +64,51 @@ def main():
     count = sum(int(np.prod(s)) for _, s in GPT2_BLOCK)
     results = []
 
-    def timed(fn):
+    def timed(prepare, fn):
+        """The mean of the slowest rank's times of `iters` calls of fn, each
+        after prepare() (new gradients, not timed) and a barrier."""
         times = []
-        for i in range(args.iters + 1):
+        for _ in range(args.iters):
+            prepare()
             world.Barrier()
             t0 = time.perf_counter()
             fn()
             t = time.perf_counter() - t0
-            if i > 0:
-                times.append(world.allreduce(t, op=MPI.MAX))
+            times.append(world.allreduce(t, op=MPI.MAX))
         return sum(times) / len(times)
 
     flat = np.empty(count, dtype=np.float32)
 
-    def dense():
+    def fill_flat():
         flat[:] = rng.standard_normal(count, dtype=np.float32)
+
+    def dense():
         world.Allreduce(MPI.IN_PLACE, flat, op=MPI.SUM)
 
-    t_mpi = timed(dense)
+    fill_flat()
+    dense()  # warm-up
+    t_mpi = timed(fill_flat, dense)
     results.append(dict(row="mpi", time_us=t_mpi * 1e6, wire_bytes=4 * count))
 
     for row, fields in ROWS:
         tensors = [np.empty(s, dtype=np.float32) for _, s in GPT2_BLOCK]
+        params = cc_coll.Params(**fields)
 
-        def group():
+        def fill():
             for t in tensors:
                 t[...] = rng.standard_normal(t.shape, dtype=np.float32)
-            comm.allreduce_group(tensors, params=cc_coll.Params(**fields))
 
-        group()  # the first call creates the residuals (and LOWRANK's Q)
+        def group():
+            comm.allreduce_group(tensors, params=params)
+
+        fill()
+        group()  # warm-up: creates the residuals (and LOWRANK's Q)
         comm.reset_stats()
-        t = timed(group)
+        t = timed(fill, group)
         s = comm.stats()
-        calls = max(s["calls"], 1)
-        split = world.allreduce(np.array([s["time_compress"], s["time_communicate"], s["time_decompress"]]) / calls,
-                                op=MPI.MAX)
-        entry = dict(row=row, time_us=t * 1e6, speedup=t_mpi / t, wire_bytes=s["bytes_wire"] / calls,
+        split = np.array([s["time_compress"], s["time_communicate"], s["time_decompress"]]) / args.iters
+        world.Allreduce(MPI.IN_PLACE, split, op=MPI.MAX)
+        entry = dict(row=row, time_us=t * 1e6, speedup=t_mpi / t, wire_bytes=s["bytes_wire"] / args.iters,
                      compress_us=split[0] * 1e6, communicate_us=split[1] * 1e6, decompress_us=split[2] * 1e6)
         if fields["method"] == "auto":
             entry["auto_lossy_share"] = s["auto_lossy_calls"] / max(s["auto_calls"], 1)
