@@ -16,7 +16,8 @@
 #   CC_A_OUT     folder of the JSON files (docs/perf): auto_<rate>_<N>hosts.json,
 #                bucket_<rate>_<N>hosts.json
 #   CC_A_BUILD   build folder with cc_coll_perf and the Python package (build)
-# Needs root (network namespaces), mpi4py and numpy. Takes about 3 minutes.
+# Needs root (network namespaces), and mpi4py and numpy for /usr/bin/python3
+# (Debian: python3-mpi4py python3-numpy). Takes about 3 minutes.
 set -eu
 case "${1:-}" in -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
@@ -34,7 +35,7 @@ for rate in $rates; do
     $CC_CLUSTER_MPIRUN '"$perf"' -b 4K -e 1M -f 4 -n 30 -w 3 > '"$tmp"'/small.json &&
     $CC_CLUSTER_MPIRUN '"$perf"' -b 4M -e 256M -f 4 -n 3 -w 1 > '"$tmp"'/large.json &&
     $CC_CLUSTER_MPIRUN -x PYTHONPATH='"$PWD"'/python -x CC_COLL_LIBRARY='"$lib"' \
-      python3 scripts/perf/perf_bucket.py '"$tmp"'/bucket.json --iters 5'
+      /usr/bin/python3 scripts/perf/perf_bucket.py '"$tmp"'/bucket.json --iters 5'
   after=$(cut -d' ' -f1-3 /proc/loadavg)
   python3 - "$tmp" "$out" "$rate" "$hosts" "$load" "$after" <<'EOF'
 import json, os, subprocess, sys, time
