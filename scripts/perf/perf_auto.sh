@@ -4,7 +4,7 @@
 # measured"), and one GPT-2-small bucket through every method ("A
 # GPT-2-small bucket"). For each rate, one cluster session of 2 hosts runs:
 #   cc_coll_perf -m none,topk,auto  4 KiB .. 1 MiB (30 timed calls)
-#   cc_coll_perf -m none,topk,auto  4 MiB .. 256 MiB (3 timed calls)
+#   cc_coll_perf -m none,topk,auto  4 MiB .. 256 MiB (5 timed calls)
 #   scripts/perf/perf_bucket.py     (every method on the bucket)
 # then prints the markdown tables (scripts/perf/perf_tables.py).
 #
@@ -33,9 +33,9 @@ for rate in $rates; do
   perf="$build/cc_coll_perf -i 0 -r normal -D 0.01 -J -q -m none,topk,auto"
   scripts/cluster/cc_cluster.sh -N "$hosts" -r "$rate" -t 1500 -p ccauto -- sh -c '
     $CC_CLUSTER_MPIRUN '"$perf"' -b 4K -e 1M -f 4 -n 30 -w 3 > '"$tmp"'/small.json &&
-    $CC_CLUSTER_MPIRUN '"$perf"' -b 4M -e 256M -f 4 -n 3 -w 1 > '"$tmp"'/large.json &&
+    $CC_CLUSTER_MPIRUN '"$perf"' -b 4M -e 256M -f 4 -n 5 -w 1 > '"$tmp"'/large.json &&
     $CC_CLUSTER_MPIRUN -x PYTHONPATH='"$PWD"'/python -x CC_COLL_LIBRARY='"$lib"' \
-      /usr/bin/python3 scripts/perf/perf_bucket.py '"$tmp"'/bucket.json --iters 5'
+      /usr/bin/python3 scripts/perf/perf_bucket.py '"$tmp"'/bucket.json --iters 10'
   after=$(cut -d' ' -f1-3 /proc/loadavg)
   python3 - "$tmp" "$out" "$rate" "$hosts" "$load" "$after" <<'EOF'
 import json, os, subprocess, sys, time

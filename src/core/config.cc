@@ -262,6 +262,17 @@ bool apply_threads(const std::string &text, Config *cfg, std::string *why)
     return false;
 }
 
+bool apply_pipeline_bytes(const std::string &text, Config *cfg, std::string *why)
+{
+    std::uint64_t v = 0;
+    if (parse_bytes(text, &v) && (v == 0 || (v >= (std::uint64_t{64} << 10) && v <= (std::uint64_t{1} << 31)))) {
+        cfg->pipeline_bytes = v;
+        return true;
+    }
+    *why = "expected 0 (off) or a byte count from 64K to 2G, such as 8M";
+    return false;
+}
+
 bool apply_topk_algorithm(const std::string &text, Config *cfg, std::string *why)
 {
     static const char *const names[] = {"auto", "allgather", "split"};
@@ -390,6 +401,13 @@ const SettingDef kSettings[] = {
      "else the ranks MPI_Comm_split_type puts on its node). Results do not depend on it. LOWRANK's "
      "matrix products run in the BLAS, with its own threads (OPENBLAS_NUM_THREADS).",
      apply_threads},
+    {"PIPELINE_BYTES", "CC_COLL_PIPELINE_BYTES", "0",
+     "TOPK's allgather algorithm on host buffers: 0 (off), or cut a call of more bytes than this into "
+     "chunks of about this many input bytes, each with its own top k (k = ceil(density * chunk)), "
+     "its own payload and its own MPI_Iallgather, so that selecting chunk i+1 overlaps sending chunk "
+     "i (64K to 2G). Every rank gets the same result; it differs from the unchunked call's (the top "
+     "k of each chunk, not of the whole buffer). Every rank must use the same value.",
+     apply_pipeline_bytes},
     {"AUTO_METHOD", "CC_COLL_AUTO_METHOD", "topk",
      "The lossy method of CC_COLL_METHOD=auto: topk, sketch or lowrank. Auto compresses a call with it "
      "when the communicator's cost model predicts it faster than NONE (docs/algorithms.md, \"The cost "

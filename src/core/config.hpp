@@ -66,6 +66,7 @@ struct Config {
     HierarchyMode hierarchy = HierarchyMode::Auto;      // node-by-node allreduce
     TopkAlgorithm topk_algorithm = TopkAlgorithm::Auto; // TOPK allreduce: allgather or split
     int threads = 0;         // CC_COLL_THREADS: host kernel threads, 0 = auto
+    std::uint64_t pipeline_bytes = 0;  // CC_COLL_PIPELINE_BYTES: TOPK chunk size, 0 = off
     cc_coll_method_t auto_method = CC_COLL_METHOD_TOPK;  // the lossy method of METHOD=auto
     double link_gbits = 0;       // CC_COLL_LINK: 0 = measure, else the link's Gbit/s
     double link_latency_us = 0;  // CC_COLL_LINK: its latency

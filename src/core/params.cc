@@ -25,6 +25,7 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
     p.start_iter = config.start_iter;
     p.min_compression_rate = config.min_compression_rate;
     p.topk_algorithm = config.topk_algorithm;
+    p.pipeline_bytes = config.pipeline_bytes;
     if (params != nullptr) {
         const std::uint64_t unknown = params->mask & ~kKnownParamsFields;
         if (unknown != 0)

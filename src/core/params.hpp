@@ -34,6 +34,7 @@ struct CallParams {
     double min_compression_rate = 2.0;
     // TOPK (from the configuration only; part of the agreement)
     TopkAlgorithm topk_algorithm = TopkAlgorithm::Auto;
+    std::uint64_t pipeline_bytes = 0;  // TOPK (configuration only; part of the agreement): chunk bytes, 0 = off
 };
 
 // The int a caller stored in an enum-typed argument or params field. A C

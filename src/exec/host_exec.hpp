@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "cc_coll.h"
@@ -111,11 +112,12 @@ public:
         return CC_COLL_OK;
     }
     // load_input, and the top k of g into idx (ascending), in one pass.
+    // With poll set, the pass calls it now and then on this thread.
     template <typename W>
     cc_coll_status_t load_select(const void *src, cc_coll_dtype_t dtype, std::size_t n, W *g, bool accumulate,
-                                 std::size_t k, std::uint32_t *idx)
+                                 std::size_t k, std::uint32_t *idx, const std::function<void()> *poll = nullptr)
     {
-        topk::load_select<W>(src, dtype, accumulate, g, n, k, idx, &ws_.select, threads_);
+        topk::load_select<W>(src, dtype, accumulate, g, n, k, idx, &ws_.select, threads_, nullptr, poll);
         return CC_COLL_OK;
     }
     // g -= src; cannot fail on the host (on the device: best effort).

@@ -10,13 +10,15 @@ namespace cc_coll::detail {
 namespace {
 
 // k (and so every payload's size) follows from the density; the algorithm
-// from CC_COLL_TOPK_ALGORITHM (folded in unless auto, so that the default's
-// signature is that of earlier releases).
+// from CC_COLL_TOPK_ALGORITHM and the chunks from CC_COLL_PIPELINE_BYTES
+// (each folded in unless at its default, so that the default's signature
+// is that of earlier releases).
 std::uint64_t agreement_params(const CallParams &p)
 {
-    const std::uint64_t h = signature_mix(0x746f706bull, double_bits(p.density));
-    return p.topk_algorithm == TopkAlgorithm::Auto ? h
-                                                   : signature_mix(h, static_cast<std::uint64_t>(p.topk_algorithm));
+    std::uint64_t h = signature_mix(0x746f706bull, double_bits(p.density));
+    if (p.topk_algorithm != TopkAlgorithm::Auto) h = signature_mix(h, static_cast<std::uint64_t>(p.topk_algorithm));
+    if (p.pipeline_bytes != 0) h = signature_mix(h, 0x7069706eull ^ p.pipeline_bytes);
+    return h;
 }
 
 // The allreduce: split or allgather (docs/algorithms.md 2.3 and 2.6).

@@ -214,6 +214,27 @@ cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv
         [&](MPI_Request *r) { return MPI_Iallgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm, r); });
 }
 
+cc_coll_status_t start_allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm,
+                                       MPI_Request *req)
+{
+    if (bytes > static_cast<std::size_t>(INT_MAX))
+        return fail(CC_COLL_ERR_COUNT_OVERFLOW, "start_allgather_bytes: %zu bytes exceed INT_MAX", bytes);
+    const int n = static_cast<int>(bytes);
+    return check_mpi(MPI_Iallgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm, req), "MPI_Iallgather");
+}
+
+void test_requests(MPI_Request *reqs, std::size_t count)
+{
+    int done = 0;
+    if (count > 0) MPI_Testall(static_cast<int>(count), reqs, &done, MPI_STATUSES_IGNORE);
+}
+
+cc_coll_status_t wait_request(MPI_Request *req, const char *what)
+{
+    if (*req == MPI_REQUEST_NULL) return CC_COLL_OK;
+    return check_mpi(progress::await(req), what);
+}
+
 cc_coll_status_t HostTransport::allreduce_sum(const void *send, void *recv, std::size_t count, cc_coll_dtype_t dtype,
                                               MPI_Comm comm)
 {

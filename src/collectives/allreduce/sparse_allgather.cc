@@ -20,6 +20,8 @@
 // otherwise they are all sent and propagate as MPI_SUM would; they are never
 // kept in a residual.
 #include <climits>
+#include <functional>
+#include <vector>
 
 #include "collectives/allreduce/allreduce.hpp"
 #include "collectives/common/steps.hpp"
@@ -27,11 +29,134 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "exec/exec.hpp"
+#include "transport/mpi_transport.hpp"
 #include "wire/topk_payload.hpp"
 
 namespace cc_coll::detail {
 
 namespace {
+
+// The chunks of a pipelined call (CC_COLL_PIPELINE_BYTES): 0 when the call
+// runs unchunked (off, one chunk, one rank, or a chunk that TOPK would send
+// densely). A function of agreed values only, so every rank decides alike.
+std::size_t pipeline_chunks(std::size_t n, cc_coll_dtype_t dtype, const CallParams &p, int ranks)
+{
+    if (p.pipeline_bytes == 0 || ranks < 2) return 0;
+    const std::size_t bytes = n * dtype_size(dtype);
+    const std::size_t chunks = static_cast<std::size_t>((bytes + p.pipeline_bytes - 1) / p.pipeline_bytes);
+    if (chunks < 2) return 0;
+    for (std::size_t c = 0; c < chunks; ++c) {
+        std::size_t lo = 0, hi = 0;
+        part_bounds(n, chunks, c, &lo, &hi);
+        if (topk_allreduce_dense(hi - lo, dtype, p.density, ranks)) return 0;
+    }
+    return chunks;
+}
+
+// The allgather algorithm in chunks (docs/algorithms.md 2.7): chunk c gets
+// its own g' = g + e and top k_c, its own payload and its own
+// MPI_Iallgather, started as soon as it is encoded; the next chunk's pass
+// tests the messages in flight now and then, so that MPI moves them while
+// it computes. Then, as unchunked: every payload checked, scatter-added in
+// chunk and rank order, the residual updated chunk by chunk.
+template <typename W>
+cc_coll_status_t sparse_allgather_pipelined(HostExec &x, const AllreduceArgs &a, const CallParams &p,
+                                            std::size_t chunks, StatsSnapshot *stats)
+{
+    Comm &comm = x.comm();
+    const std::size_t n = a.count, es = dtype_size(a.dtype), P = static_cast<std::size_t>(comm.size());
+    const double t0 = now_seconds();
+    std::vector<std::size_t> lo(chunks + 1), k(chunks), bytes(chunks), at_k(chunks + 1, 0), at_b(chunks + 1, 0);
+    for (std::size_t c = 0; c < chunks; ++c) {
+        std::size_t b = 0, e = 0;
+        part_bounds(n, chunks, c, &b, &e);
+        lo[c] = b;
+        lo[c + 1] = e;
+        k[c] = topk::k_for(p.density, e - b);
+        bytes[c] = topk::payload_bytes(k[c], a.dtype);
+        at_k[c + 1] = at_k[c] + k[c];
+        at_b[c + 1] = at_b[c] + bytes[c];
+    }
+    if (at_b[chunks] * P > static_cast<std::size_t>(INT_MAX))
+        return fail(CC_COLL_ERR_COUNT_OVERFLOW, "cc_coll_allreduce (topk, pipelined): %zu gathered bytes exceed INT_MAX",
+                    at_b[chunks] * P);
+
+    // The residual (created by this call when absent), or the work buffer.
+    Residual *res = nullptr;
+    if (p.ef) {
+        const EfKey key = EfKey::from(p.has_ef_key, p.ef_key, a.recv, n, a.dtype);
+        CC_COLL_TRY(x.residual(key, n, a.dtype, true, &res));
+    }
+    W *g = nullptr;
+    if (res != nullptr) g = res->template data<W>();
+    else CC_COLL_TRY(x.template buffer<W>(Buf::Work, n, &g));
+    std::uint32_t *idx = nullptr;
+    W *sent = nullptr;
+    unsigned char *payload = nullptr, *gathered = nullptr;
+    CC_COLL_TRY(x.template buffer<std::uint32_t>(Buf::Indices, at_k[chunks], &idx));
+    CC_COLL_TRY(x.template buffer<W>(Buf::Sent, at_k[chunks], &sent));
+    CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, at_b[chunks], &payload));
+    CC_COLL_TRY(x.template buffer<unsigned char>(Buf::RecvBytes, at_b[chunks] * P, &gathered));
+
+    // Requests in flight; a failure below completes them before returning,
+    // since MPI still writes into the gathered buffer until they finish.
+    std::vector<MPI_Request> reqs(chunks, MPI_REQUEST_NULL);
+    struct Drain {
+        std::vector<MPI_Request> &r;
+        ~Drain()
+        {
+            for (MPI_Request &q : r) wait_request(&q, "MPI_Iallgather");
+        }
+    } drain{reqs};
+    std::size_t started = 0;
+    const std::function<void()> poll = [&] { test_requests(reqs.data(), started); };
+    InputGuard<HostExec, W> guard(x);
+    const auto *send = static_cast<const unsigned char *>(a.send);
+    for (std::size_t c = 0; c < chunks; ++c) {
+        const std::size_t nc = lo[c + 1] - lo[c];
+        CC_COLL_TRY(x.template load_select<W>(send + lo[c] * es, a.dtype, nc, g + lo[c], res != nullptr, k[c],
+                                              idx + at_k[c], &poll));
+        guard.add(g + lo[c], res, send + lo[c] * es, nc, a.dtype);
+        CC_COLL_TRY(x.template topk_encode<W>(g + lo[c], nc, idx + at_k[c], k[c], a.dtype, payload + at_b[c],
+                                              sent + at_k[c]));
+        CC_COLL_TRY(start_allgather_bytes(payload + at_b[c], bytes[c], gathered + at_b[c] * P, comm.mpi(), &reqs[c]));
+        started = c + 1;
+    }
+    const double t1 = now_seconds();
+    stats->time_compress += t1 - t0;
+    for (MPI_Request &q : reqs) CC_COLL_TRY(wait_request(&q, "MPI_Iallgather"));
+    const double t2 = now_seconds();
+    stats->time_communicate += t2 - t1;
+
+    // Every chunk's payloads checked before anything is written.
+    bool dense = false;
+    for (std::size_t c = 0; c < chunks; ++c) {
+        topk::Fault fault;
+        const topk::Verdict v =
+            topk::check_payloads(gathered + at_b[c] * P, P, bytes[c], lo[c + 1] - lo[c], k[c], &fault);
+        if (v == topk::Verdict::Reject)
+            return fail(CC_COLL_ERR_MISMATCH, "cc_coll_allreduce (topk, pipelined chunk %zu of %zu): %s", c, chunks,
+                        topk::describe(fault, "count").c_str());
+        dense = dense || v == topk::Verdict::Dense;
+    }
+    guard.release();
+    if (dense) {  // a rank had more non-finite values than a chunk's k: as unchunked, all of it densely
+        stats->bytes_wire += at_b[chunks];
+        return dense_allreduce<HostExec, W>(x, a, g, res != nullptr, stats);
+    }
+    CC_COLL_TRY(x.zero(a.recv, n * es));
+    auto *out = static_cast<unsigned char *>(a.recv);
+    for (std::size_t c = 0; c < chunks; ++c)
+        for (std::size_t r = 0; r < P; ++r)
+            CC_COLL_TRY(x.topk_scatter_add(gathered + at_b[c] * P + r * bytes[c], k[c], a.dtype, out + lo[c] * es));
+    if (a.op == CC_COLL_AVG) CC_COLL_TRY(x.divide(a.recv, n, a.dtype, comm.size()));
+    if (res != nullptr)
+        for (std::size_t c = 0; c < chunks; ++c)
+            CC_COLL_TRY(x.template keep_unsent<W>(g + lo[c], idx + at_k[c], sent + at_k[c], k[c]));
+    stats->time_decompress += now_seconds() - t2;
+    stats->bytes_wire += at_b[chunks];
+    return CC_COLL_OK;
+}
 
 template <typename X, typename W>
 cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams &p, StatsSnapshot *stats)
@@ -45,6 +170,10 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     const std::size_t k = topk::k_for(p.density, n);
     const std::size_t bytes = topk::payload_bytes(k, a.dtype);
     const bool dense_only = topk_allreduce_dense(n, a.dtype, p.density, comm.size());
+    if constexpr (!X::kDevice) {
+        const std::size_t chunks = dense_only ? 0 : pipeline_chunks(n, a.dtype, p, comm.size());
+        if (chunks > 0) return sparse_allgather_pipelined<W>(x, a, p, chunks, stats);
+    }
 
     // 1. g' = g + e, and its top k. A dense F32/F64 call leaves nothing behind, so it uses
     //    an existing residual but never creates one (no memory, nothing

@@ -329,11 +329,20 @@ void select(const W *x, std::size_t n, std::size_t k, std::uint32_t *idx, Select
 
 template <typename W>
 void load_select(const void *src, cc_coll_dtype_t dtype, bool accumulate, W *g, std::size_t n, std::size_t k,
-                 std::uint32_t *idx, SelectScratch *scratch, int threads, SelectInfo *info)
+                 std::uint32_t *idx, SelectScratch *scratch, int threads, SelectInfo *info,
+                 const std::function<void()> *poll)
 {
     const std::size_t es = dtype_size(dtype);
     const auto *bytes = static_cast<const unsigned char *>(src);
-    auto load = [&](std::size_t b, std::size_t e) { load_as<W>(bytes + b * es, dtype, e - b, g + b, accumulate); };
+    // Blocks start at multiples of kBlock from 0 (the first range's) or from
+    // a range's start: poll on the calling thread's range only.
+    const std::size_t first_range_end = parallel_parts(n, threads, kMinSampledN) == 1
+                                            ? n
+                                            : n / parallel_parts(n, threads, kMinSampledN);
+    auto load = [&](std::size_t b, std::size_t e) {
+        load_as<W>(bytes + b * es, dtype, e - b, g + b, accumulate);
+        if (poll != nullptr && b < first_range_end && (b / kBlock) % kPollBlocks == 0) (*poll)();
+    };
     auto load_all = [&] { parallel_for(n, threads, kElementwiseGrain, load); };
     auto value_at = [&](std::size_t i) {
         const W v = load_element<W>(src, i, dtype);
@@ -345,9 +354,9 @@ void load_select(const void *src, cc_coll_dtype_t dtype, bool accumulate, W *g, 
 template void select<float>(const float *, std::size_t, std::size_t, std::uint32_t *, SelectScratch *, SelectInfo *,
                            int);
 template void load_select<float>(const void *, cc_coll_dtype_t, bool, float *, std::size_t, std::size_t,
-                                 std::uint32_t *, SelectScratch *, int, SelectInfo *);
+                                 std::uint32_t *, SelectScratch *, int, SelectInfo *, const std::function<void()> *);
 template void load_select<double>(const void *, cc_coll_dtype_t, bool, double *, std::size_t, std::size_t,
-                                  std::uint32_t *, SelectScratch *, int, SelectInfo *);
+                                  std::uint32_t *, SelectScratch *, int, SelectInfo *, const std::function<void()> *);
 template void select<double>(const double *, std::size_t, std::size_t, std::uint32_t *, SelectScratch *,
                              SelectInfo *, int);
 template void select_full<float>(const float *, std::size_t, std::size_t, std::uint32_t *, SelectScratch *);

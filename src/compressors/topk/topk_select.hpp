@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "cc_coll.h"
@@ -59,9 +60,13 @@ void select(const W *x, std::size_t n, std::size_t k, std::uint32_t *idx, Select
 // the dtype, g in the work type W), and the top k of the result into idx as
 // select would give them, in one pass: each block of g is loaded and then
 // scanned for candidates while in the cache.
+// With poll set, the pass calls (*poll)() every kPollBlocks blocks on the
+// calling thread (a pipelined allreduce advances its messages there).
 template <typename W>
 void load_select(const void *src, cc_coll_dtype_t dtype, bool accumulate, W *g, std::size_t n, std::size_t k,
-                 std::uint32_t *idx, SelectScratch *scratch, int threads = 1, SelectInfo *info = nullptr);
+                 std::uint32_t *idx, SelectScratch *scratch, int threads = 1, SelectInfo *info = nullptr,
+                 const std::function<void()> *poll = nullptr);
+constexpr std::size_t kPollBlocks = 64;
 
 // The same result by a full selection over all n elements (reference path).
 template <typename W>
