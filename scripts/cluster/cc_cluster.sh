@@ -307,6 +307,16 @@ case $yield in
     *) die "CC_CLUSTER_YIELD must be 0, 1 or auto (got '$yield')" ;;
 esac
 [ "$yield" = 1 ] && mpirun_cmd="$mpirun_cmd --mca mpi_yield_when_idle 1"
+# - CC_COLL_THREADS and OPENBLAS_NUM_THREADS: the emulated hosts share this
+#   machine's cores, but each rank's launcher says it is alone on its host,
+#   so by default every rank would take all the cores for its kernels and
+#   its BLAS. Each rank gets its share, nproc / ranks (at least 1), unless
+#   the caller set the variable (then its value is passed on).
+share=$(($(nproc) / ranks))
+[ "$share" -lt 1 ] && share=1
+for v in CC_COLL_THREADS OPENBLAS_NUM_THREADS; do
+    if printenv "$v" > /dev/null; then mpirun_cmd="$mpirun_cmd -x $v"; else mpirun_cmd="$mpirun_cmd -x $v=$share"; fi
+done
 
 export CC_CLUSTER_MPIRUN="$mpirun_cmd"
 export CC_CLUSTER_HOSTFILE="$hostfile"
