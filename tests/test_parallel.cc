@@ -77,6 +77,20 @@ TEST(Parallel, ConcurrentRegionsFromTwoThreadsBothComplete)
     }
 }
 
+TEST(Parallel, NestedRegionsRunInline)
+{
+    const std::size_t n = 1 << 16;
+    std::vector<std::atomic<int>> hits(n * 4);
+    for (auto &h : hits) h.store(0);
+    parallel_for(4, 4, 1, [&](std::size_t b, std::size_t e) {
+        for (std::size_t outer = b; outer < e; ++outer)
+            parallel_for(n, 4, 1024, [&](std::size_t lo, std::size_t hi) {
+                for (std::size_t i = lo; i < hi; ++i) hits[outer * n + i].fetch_add(1);
+            });
+    });
+    for (std::size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), 1) << "element " << i;
+}
+
 TEST(Parallel, DefaultThreadsDividesTheCpus)
 {
     const int all = default_threads(1);

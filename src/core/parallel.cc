@@ -130,11 +130,21 @@ std::size_t parallel_parts(std::size_t n, int threads, std::size_t grain)
 
 void run_parts(std::size_t parts, const std::function<void(std::size_t part)> &body)
 {
-    if (parts <= 1) {
-        if (parts == 1) body(0);
+    // A region inside a region (on its caller or on a worker) runs inline:
+    // the pool is busy with the outer one.
+    thread_local bool in_region = false;
+    if (parts <= 1 || in_region) {
+        for (std::size_t p = 0; p < parts; ++p) body(p);
         return;
     }
-    pool().run(parts, body);
+    in_region = true;
+    pool().run(parts, [&](std::size_t p) {
+        const bool outer = in_region;
+        in_region = true;
+        body(p);
+        in_region = outer;
+    });
+    in_region = false;
 }
 
 }  // namespace cc_coll::detail

@@ -10,8 +10,9 @@
 // the ranges' results in range order.
 //
 // A region is one at a time per process: when another thread already runs
-// one (a second communicator's call from another thread, say), parallel_for
-// runs every range on the calling thread, in order, with the same results.
+// one (a second communicator's call from another thread, say), or when a
+// range itself calls parallel_for, the new region runs every range on the
+// calling thread, in order, with the same results.
 #pragma once
 
 #include <cstddef>
