@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -994,6 +995,36 @@ TYPED_TEST(LowRankRegressionTyped, GramSchmidtWarmStartRecoversAfterZeroStep)
     check_recovers_after_zero_step<TypeParam>(1, false);
     check_recovers_after_zero_step<TypeParam>(2, false);
     check_recovers_after_zero_step<TypeParam>(4, true);
+}
+
+// The fused decompress of the host backend (HostExec::lr_reconstruct_store)
+// computes M^ in blocks of rows: each block must hold exactly the values the
+// whole product gives there, for every block size, so the fused step
+// changes no bit of a LOWRANK result.
+TEST(LowRankProducts, RowBlocksEqualTheWholeProduct)
+{
+    std::mt19937_64 rng(31);
+    std::normal_distribution<double> dist;
+    for (auto dims : {std::pair<std::size_t, std::size_t>{257, 4096}, {1000, 1537}, {768, 3072}})
+        for (int r : {1, 4, 16, 32}) {
+            Shape s;
+            s.rows = dims.first;
+            s.cols = dims.second;
+            s.rank = r;
+            std::vector<float> p(s.rows * r), q(s.cols * r), whole(s.rows * s.cols);
+            for (float &v : p) v = static_cast<float>(dist(rng));
+            for (float &v : q) v = static_cast<float>(dist(rng));
+            reconstruct<float>(p.data(), q.data(), s, 1.0f, whole.data());
+            for (std::size_t block : {std::size_t{1}, std::size_t{7}, std::size_t{64}, std::size_t{300}}) {
+                std::vector<float> part(block * s.cols);
+                for (std::size_t row = 0; row < s.rows; row += block) {
+                    const std::size_t rows = std::min(block, s.rows - row);
+                    reconstruct_rows<float>(p.data(), q.data(), s, row, rows, 1.0f, part.data());
+                    ASSERT_EQ(std::memcmp(part.data(), whole.data() + row * s.cols, rows * s.cols * sizeof(float)), 0)
+                        << s.rows << " x " << s.cols << " rank " << r << ", block " << block << ", row " << row;
+                }
+            }
+        }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "core/parallel.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <condition_variable>
@@ -33,7 +34,7 @@ public:
             body_ = &body;
             parts_ = parts;
             next_.store(1, std::memory_order_relaxed);
-            active_ = parts - 1;  // workers to count out
+            active_ = std::min(parts - 1, workers_);  // workers to count out (the caller does the rest)
             ++generation_;
         }
         wake_.notify_all();

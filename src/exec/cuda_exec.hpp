@@ -117,6 +117,16 @@ public:
     cc_coll_status_t lr_scale(W *x, std::size_t n, W alpha);
     template <typename W>
     cc_coll_status_t lr_reconstruct(const W *p, const W *q, const lowrank::Shape &s, W *out);
+    // lr_reconstruct into the Mhat buffer, then residual_and_store.
+    template <typename W>
+    cc_coll_status_t lr_reconstruct_store(const W *p, const W *q, const lowrank::Shape &s, W *e, std::size_t count,
+                                          W alpha, cc_coll_dtype_t dtype, void *dst)
+    {
+        W *mhat = nullptr;
+        cc_coll_status_t st = buffer<W>(Buf::Mhat, s.elements(), &mhat);
+        if (st == CC_COLL_OK) st = lr_reconstruct<W>(p, q, s, mhat);
+        return st != CC_COLL_OK ? st : residual_and_store<W>(e, mhat, count, alpha, dtype, dst);
+    }
     template <typename W>
     const W *lr_stored_q(LowRankState &state, const lowrank::Shape &s);
     template <typename W>

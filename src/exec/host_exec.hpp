@@ -300,6 +300,31 @@ public:
         lowrank::reconstruct<W>(p, q, s, W(1), out);
         return CC_COLL_OK;
     }
+    // M^ = P Q^T, then residual_and_store of its first `count` elements
+    // (e may be null), fused: the rows in blocks of about kRowBlockBytes,
+    // split among the threads; each block's product lands in a thread's
+    // scratch and is stored and subtracted while still in the cache. The
+    // same values as lr_reconstruct then residual_and_store.
+    template <typename W>
+    cc_coll_status_t lr_reconstruct_store(const W *p, const W *q, const lowrank::Shape &s, W *e, std::size_t count,
+                                          W alpha, cc_coll_dtype_t dtype, void *dst)
+    {
+        const std::size_t cols = s.cols, es = dtype_size(dtype);
+        const std::size_t block = std::max<std::size_t>(1, kRowBlockBytes / (cols * sizeof(W)));
+        each(s.rows, block, [&](std::size_t r0, std::size_t r1) {
+            thread_local std::vector<W> scratch;
+            for (std::size_t b = r0; b < r1; b += block) {
+                const std::size_t be = std::min(r1, b + block), lo = b * cols;
+                if (lo >= count) break;
+                const std::size_t hi = std::min(be * cols, count);
+                scratch.resize((be - b) * cols);
+                lowrank::reconstruct_rows<W>(p, q, s, b, be - b, W(1), scratch.data());
+                host::residual_and_store<W>(e != nullptr ? e + lo : nullptr, scratch.data(), hi - lo, alpha, dtype,
+                                            at(dst, lo * es));
+            }
+        });
+        return CC_COLL_OK;
+    }
     // The stored Q of `state` for the warm start when it fits `s` in work
     // type W and this backend's memory, else nullptr.
     template <typename W>
@@ -325,6 +350,8 @@ private:
     static constexpr std::size_t kScatterGrain = std::size_t{1} << 20;
     // Pairs per range of the residual's update at k scattered positions.
     static constexpr std::size_t kPairGrain = std::size_t{1} << 14;
+    // Bytes of M^ per block of lr_reconstruct_store (a quarter of a 1 MiB L2).
+    static constexpr std::size_t kRowBlockBytes = std::size_t{1} << 18;
     static void *at(void *p, std::size_t bytes) { return static_cast<unsigned char *>(p) + bytes; }
     static const void *at(const void *p, std::size_t bytes) { return static_cast<const unsigned char *>(p) + bytes; }
     // f(begin, end) over the ranges of [0, n) on this communicator's threads.

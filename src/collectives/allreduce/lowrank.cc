@@ -160,12 +160,9 @@ cc_coll_status_t lowrank_batch(X &x, const std::vector<GroupTensor> &tensors, co
         const AllreduceArgs &a = it.t->args;
         const W *p = pbuf + it.p_off;
         const W *q = qbuf + it.q_off;
-        W *mhat = nullptr;
-        CC_COLL_TRY(x.template buffer<W>(Buf::Mhat, s.elements(), &mhat));
-        CC_COLL_TRY(x.template lr_reconstruct<W>(p, q, s, mhat));
         const W alpha = a.op == CC_COLL_SUM ? static_cast<W>(comm.size()) : W(1);
-        CC_COLL_TRY(x.template residual_and_store<W>(it.res != nullptr ? static_cast<W *>(it.g) : nullptr, mhat,
-                                                     a.count, alpha, a.dtype, a.recv));
+        CC_COLL_TRY(x.template lr_reconstruct_store<W>(p, q, s, it.res != nullptr ? static_cast<W *>(it.g) : nullptr,
+                                                       a.count, alpha, a.dtype, a.recv));
         CC_COLL_TRY(x.template lr_keep_factors<W>(*it.state, s, p, q));
         // Each tensor's M^ buffer is reused by the next: finish this one first.
         CC_COLL_TRY(x.sync());

@@ -246,6 +246,13 @@ void reconstruct(const W *p, const W *q, const Shape &s, W alpha, W *out)
 }
 
 template <typename W>
+void reconstruct_rows(const W *p, const W *q, const Shape &s, std::size_t row, std::size_t rows, W alpha, W *out)
+{
+    gemm(CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(s.cols), s.rank, alpha,
+         p + row * static_cast<std::size_t>(s.rank), s.rank, q, s.rank, out, static_cast<int>(s.cols));
+}
+
+template <typename W>
 void scale(W *x, std::size_t n, W alpha)
 {
     for (std::size_t i = 0; i < n; ++i) x[i] *= alpha;
@@ -258,6 +265,7 @@ void scale(W *x, std::size_t n, W alpha)
     template void multiply_mq<W>(const W *, const Shape &, const W *, W *);              \
     template void multiply_mtp<W>(const W *, const Shape &, const W *, W *);             \
     template void reconstruct<W>(const W *, const W *, const Shape &, W, W *);           \
+    template void reconstruct_rows<W>(const W *, const W *, const Shape &, std::size_t, std::size_t, W, W *); \
     template void scale<W>(W *, std::size_t, W);
 
 CC_COLL_LOWRANK_INSTANTIATE(float)

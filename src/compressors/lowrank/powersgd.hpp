@@ -80,6 +80,10 @@ void multiply_mtp(const W *m, const Shape &s, const W *p, W *q);
 // out = alpha P Q^T (rows x cols).
 template <typename W>
 void reconstruct(const W *p, const W *q, const Shape &s, W alpha, W *out);
+// Rows [row, row + rows) of it: out (rows x cols) = alpha P[row..] Q^T, the
+// same values reconstruct writes there.
+template <typename W>
+void reconstruct_rows(const W *p, const W *q, const Shape &s, std::size_t row, std::size_t rows, W alpha, W *out);
 
 // Scales n values by alpha (Q's division by the communicator size).
 template <typename W>
