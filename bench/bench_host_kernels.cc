@@ -16,13 +16,19 @@
 //   scatter_add       zero the output, add 2 payloads of k pairs (4n written)
 //   residual_store    LOWRANK's e -= mhat, out = mhat   (8n read, 8n written)
 //   round_store       the dense path's out = g, e = g - out
+//   lowrank_unfused   LOWRANK's decompression of a 4096 x 4096 rank-4 M^ as
+//                     two steps: M^ = P Q^T (one gemm), then e -= M^, out = M^
+//   lowrank_fused     the same in blocks of rows on the threads (HostExec's
+//                     lr_reconstruct_store): each block stays in the cache
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "bench_common.hpp"
+#include "compressors/lowrank/powersgd.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
@@ -162,6 +168,60 @@ void BM_round_store(benchmark::State &state)
     set_input_bytes(state, n, sizeof(float));
 }
 
+cc_coll::detail::lowrank::Shape square_rank4()
+{
+    cc_coll::detail::lowrank::Shape s;
+    s.rows = 4096;
+    s.cols = 4096;
+    s.rank = 4;
+    return s;
+}
+
+void BM_lowrank_unfused(benchmark::State &state)
+{
+    namespace lr = cc_coll::detail::lowrank;
+    const lr::Shape s = square_rank4();
+    const std::size_t n = s.rows * s.cols;
+    const int t = threads_of(state);
+    std::vector<float> p(normal_data<float>(s.rows * 4, 8)), q(normal_data<float>(s.cols * 4, 9));
+    std::vector<float> e(normal_data<float>(n, 3)), mhat(n), out(n);
+    for (auto _ : state) {
+        lr::reconstruct<float>(p.data(), q.data(), s, 1.0f, mhat.data());
+        parallel_for(n, t, kElementwiseGrain, [&](std::size_t b, std::size_t end) {
+            cc_coll::detail::host::residual_and_store<float>(e.data() + b, mhat.data() + b, end - b, 2.0f,
+                                                             CC_COLL_F32, out.data() + b);
+        });
+        benchmark::ClobberMemory();
+    }
+    set_input_bytes(state, n, sizeof(float));
+}
+
+void BM_lowrank_fused(benchmark::State &state)
+{
+    namespace lr = cc_coll::detail::lowrank;
+    const lr::Shape s = square_rank4();
+    const std::size_t n = s.rows * s.cols;
+    const int t = threads_of(state);
+    std::vector<float> p(normal_data<float>(s.rows * 4, 8)), q(normal_data<float>(s.cols * 4, 9));
+    std::vector<float> e(normal_data<float>(n, 3)), out(n);
+    const std::size_t block = (std::size_t{1} << 18) / (s.cols * sizeof(float));
+    for (auto _ : state) {
+        parallel_for(s.rows, t, block, [&](std::size_t r0, std::size_t r1) {
+            thread_local std::vector<float> scratch;
+            for (std::size_t b = r0; b < r1; b += block) {
+                const std::size_t be = std::min(r1, b + block);
+                scratch.resize((be - b) * s.cols);
+                lr::reconstruct_rows<float>(p.data(), q.data(), s, b, be - b, 1.0f, scratch.data());
+                cc_coll::detail::host::residual_and_store<float>(e.data() + b * s.cols, scratch.data(),
+                                                                 (be - b) * s.cols, 2.0f, CC_COLL_F32,
+                                                                 out.data() + b * s.cols);
+            }
+        });
+        benchmark::ClobberMemory();
+    }
+    set_input_bytes(state, n, sizeof(float));
+}
+
 // n = 16Mi (64 MiB of fp32), threads 1 .. the machine's CPUs.
 void args(benchmark::internal::Benchmark *b)
 {
@@ -181,5 +241,7 @@ BENCHMARK(BM_topk_compress)->Apply(args);
 BENCHMARK(BM_scatter_add)->Apply(args);
 BENCHMARK(BM_residual_store)->Apply(args);
 BENCHMARK(BM_round_store)->Apply(args);
+BENCHMARK(BM_lowrank_unfused)->Apply(args);
+BENCHMARK(BM_lowrank_fused)->Apply(args);
 
 BENCHMARK_MAIN();
