@@ -7,6 +7,11 @@
  *   cc_coll_info --markdown the settings as a Markdown table (variable, default,
  *                           description): the table of docs/api.md, rewritten by
  *                           scripts/docs/settings_table.cmake
+ *   mpirun ... cc_coll_info --auto
+ *                           CC_COLL_METHOD=auto's cost model on MPI_COMM_WORLD
+ *                           (measured by every rank, docs/algorithms.md section
+ *                           8): per size from 4 KiB to 256 MiB of f32, what
+ *                           AUTO would run and both predicted times
  *
  * --markdown prints the built-in defaults, not the values in effect, so its
  * output does not depend on the environment; it runs without MPI (no
@@ -159,17 +164,61 @@ static void print_build(void)
     printf("#   CUDA devices        : %d\n", cc_coll_cuda_device_count());
 }
 
+/* What CC_COLL_METHOD=auto would run on MPI_COMM_WORLD, size by size, with
+ * the communicator's own settings (CC_COLL_AUTO_METHOD, CC_COLL_LINK,
+ * CC_COLL_DENSITY, ...); rank 0 prints. LOWRANK views each size near-square. */
+static int print_auto(void)
+{
+    cc_coll_comm_h comm = NULL;
+    cc_coll_status_t st = cc_coll_comm_create(MPI_COMM_WORLD, &comm);
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (st != CC_COLL_OK) {
+        fprintf(stderr, "cc_coll_info: cc_coll_comm_create: %s (%s)\n", cc_coll_status_string(st),
+                cc_coll_last_error());
+        return 1;
+    }
+    cc_coll_params_t p;
+    memset(&p, 0, sizeof p);
+    p.mask = CC_COLL_PARAMS_FIELD_SHAPE; /* rows = cols = 0: near-square, for LOWRANK */
+    int rc = 0;
+    for (size_t bytes = 4096; bytes <= ((size_t)256 << 20) && rc == 0; bytes *= 4) {
+        cc_coll_method_t chosen = CC_COLL_METHOD_NONE;
+        double t_none = 0, t_lossy = 0;
+        st = cc_coll_auto_predict(comm, bytes / 4, CC_COLL_F32, &p, &chosen, &t_none, &t_lossy);
+        if (st != CC_COLL_OK) {
+            fprintf(stderr, "cc_coll_info: cc_coll_auto_predict: %s (%s)\n", cc_coll_status_string(st),
+                    cc_coll_last_error());
+            rc = 1;
+            break;
+        }
+        if (rank != 0) continue;
+        if (bytes == 4096)
+            printf("CC_COLL_METHOD=auto on MPI_COMM_WORLD (%d ranks): predicted seconds per allreduce of f32\n"
+                   "%14s  %-8s  %14s  %14s\n",
+                   size, "bytes", "auto runs", "none", "lossy");
+        printf("%14zu  %-8s  %14.6g  %14.6g\n", bytes, cc_coll_method_name(chosen), t_none, t_lossy);
+    }
+    cc_coll_comm_destroy(comm);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    int want_version = 0, want_settings = 0, want_markdown = 0;
+    int want_version = 0, want_settings = 0, want_markdown = 0, want_auto = 0;
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "-v") == 0) want_version = 1;
         else if (strcmp(argv[i], "-s") == 0) want_settings = 1;
         else if (strcmp(argv[i], "--markdown") == 0) want_markdown = 1;
+        else if (strcmp(argv[i], "--auto") == 0) want_auto = 1;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: %s [-v] [-s] | --markdown\n  -v          version only\n  -s          settings only\n"
+            printf("usage: %s [-v] [-s] | --markdown | --auto\n  -v          version only\n  -s          settings only\n"
                    "  --markdown  the settings as a Markdown table (variable, built-in default,\n"
                    "              description), without MPI\n"
+                   "  --auto      under mpirun: what CC_COLL_METHOD=auto would run on\n"
+                   "              MPI_COMM_WORLD for 4 KiB .. 256 MiB of f32, with both\n"
+                   "              predicted times (its cost model, measured by every rank)\n"
                    "With no option: version, build options (methods included) and settings.\n",
                    argv[0]);
             return 0;
@@ -185,6 +234,16 @@ int main(int argc, char **argv)
         }
         print_settings_markdown();
         return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+    }
+    if (want_auto && (want_version || want_settings)) {
+        fprintf(stderr, "%s: --auto takes no other option\n", argv[0]);
+        return 2;
+    }
+    if (want_auto) {
+        MPI_Init(&argc, &argv);
+        const int rc = print_auto();
+        MPI_Finalize();
+        return rc;
     }
     if (!want_version && !want_settings) want_version = want_settings = 2;
     MPI_Init(&argc, &argv);
