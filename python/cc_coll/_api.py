@@ -737,12 +737,15 @@ class Comm:
 
     def _call_params(self, params, fields, buf, lowrank=False):
         """The Params of a call: `params` with the keyword fields over it and,
-        for LOWRANK (the call's method, the communicator's, or `lowrank`) on
-        an array of two or more dimensions without a shape, the matrix view
-        (shape[0], product of the rest), like torch's tensor.view(shape[0], -1)."""
+        for LOWRANK or AUTO (the call's method, the communicator's, or
+        `lowrank`) on an array of two or more dimensions without a shape, the
+        matrix view (shape[0], product of the rest), like torch's
+        tensor.view(shape[0], -1): AUTO may choose LOWRANK (the other methods
+        ignore the shape)."""
         p = _merge(params, fields)
         method = p.method if p.method is not None else self._config_method
-        if (p.shape is None and (lowrank or method == Method.LOWRANK) and buf.ndim >= 2 and buf.size > 0):
+        matrix = lowrank or method in (Method.LOWRANK, getattr(Method, "AUTO", None))
+        if (p.shape is None and matrix and buf.ndim >= 2 and buf.size > 0):
             p = p.replace(shape=(buf.shape[0], buf.size // buf.shape[0]))
         return p
 
