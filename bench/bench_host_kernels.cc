@@ -18,8 +18,8 @@
 //   round_store       the dense path's out = g, e = g - out
 //   lowrank_unfused   LOWRANK's decompression of a 4096 x 4096 rank-4 M^ as
 //                     two steps: M^ = P Q^T (one gemm), then e -= M^, out = M^
-//   lowrank_fused     the same in blocks of rows on the threads (HostExec's
-//                     lr_reconstruct_store): each block stays in the cache
+//   lowrank_fused     the same in blocks of rows on the threads
+//                     (host::reconstruct_store, what HostExec runs)
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -204,19 +204,9 @@ void BM_lowrank_fused(benchmark::State &state)
     const int t = threads_of(state);
     std::vector<float> p(normal_data<float>(s.rows * 4, 8)), q(normal_data<float>(s.cols * 4, 9));
     std::vector<float> e(normal_data<float>(n, 3)), out(n);
-    const std::size_t block = (std::size_t{1} << 18) / (s.cols * sizeof(float));
     for (auto _ : state) {
-        parallel_for(s.rows, t, block, [&](std::size_t r0, std::size_t r1) {
-            thread_local std::vector<float> scratch;
-            for (std::size_t b = r0; b < r1; b += block) {
-                const std::size_t be = std::min(r1, b + block);
-                scratch.resize((be - b) * s.cols);
-                lr::reconstruct_rows<float>(p.data(), q.data(), s, b, be - b, 1.0f, scratch.data());
-                cc_coll::detail::host::residual_and_store<float>(e.data() + b * s.cols, scratch.data(),
-                                                                 (be - b) * s.cols, 2.0f, CC_COLL_F32,
-                                                                 out.data() + b * s.cols);
-            }
-        });
+        cc_coll::detail::host::reconstruct_store<float>(p.data(), q.data(), s, e.data(), n, 2.0f, CC_COLL_F32,
+                                                        out.data(), t, std::size_t{1} << 18);
         benchmark::ClobberMemory();
     }
     set_input_bytes(state, n, sizeof(float));

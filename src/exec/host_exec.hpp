@@ -301,28 +301,14 @@ public:
         return CC_COLL_OK;
     }
     // M^ = P Q^T, then residual_and_store of its first `count` elements
-    // (e may be null), fused: the rows in blocks of about kRowBlockBytes,
-    // split among the threads; each block's product lands in a thread's
-    // scratch and is stored and subtracted while still in the cache. The
-    // same values as lr_reconstruct then residual_and_store.
+    // (e may be null), fused in blocks of rows of kRowBlockBytes on the
+    // threads (host::reconstruct_store): the same values as lr_reconstruct
+    // then residual_and_store.
     template <typename W>
     cc_coll_status_t lr_reconstruct_store(const W *p, const W *q, const lowrank::Shape &s, W *e, std::size_t count,
                                           W alpha, cc_coll_dtype_t dtype, void *dst)
     {
-        const std::size_t cols = s.cols, es = dtype_size(dtype);
-        const std::size_t block = std::max<std::size_t>(1, kRowBlockBytes / (cols * sizeof(W)));
-        each(s.rows, block, [&](std::size_t r0, std::size_t r1) {
-            thread_local std::vector<W> scratch;
-            for (std::size_t b = r0; b < r1; b += block) {
-                const std::size_t be = std::min(r1, b + block), lo = b * cols;
-                if (lo >= count) break;
-                const std::size_t hi = std::min(be * cols, count);
-                scratch.resize((be - b) * cols);
-                lowrank::reconstruct_rows<W>(p, q, s, b, be - b, W(1), scratch.data());
-                host::residual_and_store<W>(e != nullptr ? e + lo : nullptr, scratch.data(), hi - lo, alpha, dtype,
-                                            at(dst, lo * es));
-            }
-        });
+        host::reconstruct_store<W>(p, q, s, e, count, alpha, dtype, dst, threads_, kRowBlockBytes);
         return CC_COLL_OK;
     }
     // The stored Q of `state` for the warm start when it fits `s` in work

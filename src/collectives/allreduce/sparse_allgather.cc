@@ -81,15 +81,11 @@ cc_coll_status_t sparse_allgather_pipelined(HostExec &x, const AllreduceArgs &a,
         return fail(CC_COLL_ERR_COUNT_OVERFLOW, "cc_coll_allreduce (topk, pipelined): %zu gathered bytes exceed INT_MAX",
                     at_b[chunks] * P);
 
-    // The residual (created by this call when absent), or the work buffer.
+    // The residual (created by this call when absent), or the work buffer;
+    // each chunk loads its part below.
     Residual *res = nullptr;
-    if (p.ef) {
-        const EfKey key = EfKey::from(p.has_ef_key, p.ef_key, a.recv, n, a.dtype);
-        CC_COLL_TRY(x.residual(key, n, a.dtype, true, &res));
-    }
     W *g = nullptr;
-    if (res != nullptr) g = res->template data<W>();
-    else CC_COLL_TRY(x.template buffer<W>(Buf::Work, n, &g));
+    CC_COLL_TRY((acquire_input<HostExec, W>(x, p, a.recv, n, a.dtype, true, &g, &res)));
     std::uint32_t *idx = nullptr;
     W *sent = nullptr;
     unsigned char *payload = nullptr, *gathered = nullptr;

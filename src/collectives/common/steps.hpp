@@ -18,16 +18,14 @@
 
 namespace cc_coll::detail {
 
-// g' = g + e for the n elements of `send`, in the residual itself when EF is
-// on (the residual named by key_buf / n / dtype or params' ef_key), else in
-// the backend's work buffer. With create == false an absent residual is not
-// created (for calls that transmit everything). *res is nullptr without a
-// residual. With select_k > 0 the top select_k of g' are selected in the
-// same pass (X::load_select) into idx (ascending).
+// Where g' = g + e of a call's n elements goes, loaded by nothing yet: the
+// residual itself when EF is on (the residual named by key_buf / n / dtype
+// or params' ef_key), else the backend's work buffer. With create == false
+// an absent residual is not created (for calls that transmit everything).
+// *res is nullptr without a residual.
 template <typename X, typename W>
-cc_coll_status_t load_input(X &x, const CallParams &p, const void *send, const void *key_buf, std::size_t n,
-                            cc_coll_dtype_t dtype, bool create, W **g, Residual **res, std::size_t select_k = 0,
-                            std::uint32_t *idx = nullptr)
+cc_coll_status_t acquire_input(X &x, const CallParams &p, const void *key_buf, std::size_t n, cc_coll_dtype_t dtype,
+                               bool create, W **g, Residual **res)
 {
     *res = nullptr;
     if (p.ef) {
@@ -37,10 +35,21 @@ cc_coll_status_t load_input(X &x, const CallParams &p, const void *send, const v
     }
     if (*res != nullptr) {
         *g = (*res)->template data<W>();
-    } else {
-        const cc_coll_status_t st = x.template buffer<W>(Buf::Work, n, g);
-        if (st != CC_COLL_OK) return st;
+        return CC_COLL_OK;
     }
+    return x.template buffer<W>(Buf::Work, n, g);
+}
+
+// acquire_input, then g' = g + e for the n elements of `send`. With
+// select_k > 0 the top select_k of g' are selected in the same pass
+// (X::load_select) into idx (ascending).
+template <typename X, typename W>
+cc_coll_status_t load_input(X &x, const CallParams &p, const void *send, const void *key_buf, std::size_t n,
+                            cc_coll_dtype_t dtype, bool create, W **g, Residual **res, std::size_t select_k = 0,
+                            std::uint32_t *idx = nullptr)
+{
+    const cc_coll_status_t st = acquire_input<X, W>(x, p, key_buf, n, dtype, create, g, res);
+    if (st != CC_COLL_OK) return st;
     if (select_k > 0) return x.template load_select<W>(send, dtype, n, *g, *res != nullptr, select_k, idx);
     return x.template load_input<W>(send, dtype, n, *g, *res != nullptr);
 }
