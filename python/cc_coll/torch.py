@@ -21,8 +21,12 @@ communicates. The gradients travel through numpy views of CPU buckets, and
 through cc_coll.DeviceArray views of CUDA buckets (the library's device
 path, no host copy). See docs/pytorch.md.
 
-This is the only module of the package that imports PyTorch; `import
-cc_coll` works without it.
+Optimizers that communicate themselves live beside the hooks:
+LocalStepsOptimizer (compressed local steps, cc_coll/_local_steps.py) with
+optimizer_hook for DDP.
+
+This module and the modules it imports are the only ones of the package that
+import PyTorch; `import cc_coll` works without it.
 """
 
 import collections
@@ -39,9 +43,10 @@ except ImportError as _exc:  # pragma: no cover - depends on the installation
                       % _exc) from _exc
 
 from ._api import Comm, DeviceArray, Dtype, Error, Method, Params, Status, _enum_arg
+from ._local_steps import LOCAL_KEY_BASE, LocalStepsOptimizer, optimizer_hook
 
 __all__ = ["CompressionState", "LayerPolicy", "BucketEntry", "compression_hook", "allreduce_hook",
-           "reduce_scatter_hook", "DEFAULT_KEY_BASE"]
+           "reduce_scatter_hook", "DEFAULT_KEY_BASE", "LocalStepsOptimizer", "optimizer_hook", "LOCAL_KEY_BASE"]
 
 #: The ef_keys of a CompressionState start here (the high bytes are "cc"), so
 #: that they stay clear of small keys an application picks itself. Give two
@@ -58,6 +63,7 @@ _PARAM_GEN = (1 << _GEN_BITS) - 1
 _SHARD_GEN = _PARAM_GEN - 1
 
 _STATE_FORMAT = "cc_coll.torch.CompressionState/1"
+_HOOK_METHODS = ("NONE", "TOPK", "SKETCH", "LOWRANK", "AUTO")
 
 #: One tensor of a bucket as the hook last sent it (CompressionState.layout):
 #: its ef_key (None when it is sent densely: no residual), its offset and
@@ -79,7 +85,9 @@ class LayerPolicy:
     compress_1d is True, two or more dimensions (biases and norm weights go
     densely: small, and what compressing them saves is not worth their
     error). Called as policy(grad, param) -> bool, like any policy a
-    CompressionState takes.
+    CompressionState takes. LayerPolicy.for_model(model, budget) adds the
+    model's embeddings, norms and output layer, kept exact within a byte
+    budget.
     """
 
     def __init__(self, min_elements=4096, compress_1d=False):
@@ -87,12 +95,64 @@ class LayerPolicy:
             raise ValueError("min_elements must be an int >= 0, not %r" % (min_elements,))
         self.min_elements = int(min_elements)
         self.compress_1d = bool(compress_1d)
+        self.exact_params = None    # for_model: the ids of the parameters kept exact
+        self.exact_fraction = 0.0
 
     def __call__(self, grad, param=None):
+        if self.exact_params is not None and param is not None and id(param) in self.exact_params:
+            return False
         return grad.numel() >= self.min_elements and (self.compress_1d or grad.dim() > 1)
 
     def __repr__(self):
+        if self.exact_params is not None:
+            return "LayerPolicy(min_elements=%d, compress_1d=%s, %d parameters exact: %.2f%% of the elements)" % (
+                self.min_elements, self.compress_1d, len(self.exact_params), 100 * self.exact_fraction)
         return "LayerPolicy(min_elements=%d, compress_1d=%s)" % (self.min_elements, self.compress_1d)
+
+    #: LayerPolicy.for_model's kinds of parameters, in the order it keeps them exact
+    EXACT_KINDS = ("bias", "norm", "embedding", "output")
+
+    @classmethod
+    def for_model(cls, model, budget=0.02, exact=EXACT_KINDS, min_elements=4096, compress_1d=False):
+        """A LayerPolicy that also keeps the model's sensitive parameters
+        exact (sent densely) within a byte budget: the kinds named in
+        `exact`, taken in the order of LayerPolicy.EXACT_KINDS --
+        "bias" (every 1-D parameter: biases, norm weights), "norm" (the
+        parameters of LayerNorm, GroupNorm and BatchNorm modules),
+        "embedding" (nn.Embedding weights), "output" (the weight of the
+        model's last nn.Linear, the output layer of a language model) --
+        each parameter kept exact while the exact parameters hold at most
+        `budget` (a fraction in [0, 1]) of the model's elements; a
+        parameter that would pass the budget is compressed instead.
+        exact_params (ids) and exact_fraction (the elements kept exact,
+        over the model's) say what it chose; every rank must build it from
+        the same model."""
+        if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or not 0 <= budget <= 1:
+            raise ValueError("budget must be a fraction in [0, 1], not %r" % (budget,))
+        unknown = [k for k in exact if k not in cls.EXACT_KINDS]
+        if isinstance(exact, str) or unknown:
+            raise ValueError("exact must be a sequence of %s, not %r" % (", ".join(cls.EXACT_KINDS), exact))
+        policy = cls(min_elements=min_elements, compress_1d=compress_1d)
+        params = list(model.parameters())
+        total = sum(p.numel() for p in params)
+        norms = (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.modules.batchnorm._NormBase)
+        kinds = {"bias": [p for p in params if p.dim() <= 1],
+                 "norm": [p for m in model.modules() if isinstance(m, norms) for p in m.parameters(recurse=False)],
+                 "embedding": [m.weight for m in model.modules() if isinstance(m, torch.nn.Embedding)],
+                 "output": [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)][-1:]}
+        chosen, used = set(), 0
+        for kind in cls.EXACT_KINDS:
+            if kind not in exact:
+                continue
+            for p in kinds[kind]:
+                if id(p) in chosen:
+                    continue
+                if used + p.numel() <= budget * total:
+                    chosen.add(id(p))
+                    used += p.numel()
+        policy.exact_params = frozenset(chosen)
+        policy.exact_fraction = used / total if total else 0.0
+        return policy
 
 
 class CompressionState:
@@ -103,7 +163,10 @@ class CompressionState:
                  state creates a Comm of its own; close() closes it). It must
                  span the ranks of DDP's process group, in the same order
     method    -- Method or its name: "none" (a plain average), "topk",
-                 "sketch" or "lowrank" (PowerSGD)
+                 "sketch", "lowrank" (PowerSGD) or "auto" (per gradient,
+                 NONE or the communicator's lossy method, whichever the
+                 library's cost model predicts faster; gradients of two or
+                 more dimensions get their matrix view, as for LOWRANK)
     density   -- TOPK and SKETCH: the kept fraction, (0, 1]
     rank      -- LOWRANK: the target rank r
     start_iter -- the hook's first start_iter steps average every bucket
@@ -127,6 +190,11 @@ class CompressionState:
                  Q) parameters; None leaves them to the communicator's
                  configuration (the CC_COLL_* environment)
     key_base  -- where this state's ef_keys start (DEFAULT_KEY_BASE)
+    ramp_steps, ramp_density, ramp_rank -- a warm-up ramp instead of a
+                 switch: over the ramp_steps steps after start_iter the
+                 density goes geometrically from ramp_density (default
+                 min(1, 8 density)) to density and LOWRANK's rank from
+                 ramp_rank (default 4 rank) to rank; 0 (the default): no ramp
     model     -- None, or the module DDP wraps (or the DDP module): names
                  the residuals by parameter instead of by bucket position,
                  so that they survive DDP's rebuilding of its buckets and a
@@ -144,12 +212,25 @@ class CompressionState:
 
     def __init__(self, comm, method="topk", density=0.01, rank=1, start_iter=2, min_compression_rate=2.0,
                  warm_start=True, ef=True, policy=None, sparsifier=None, load_factor=None, seed=None,
-                 key_base=DEFAULT_KEY_BASE, model=None):
+                 key_base=DEFAULT_KEY_BASE, model=None, ramp_steps=0, ramp_density=None, ramp_rank=None):
         self._own_comm = not isinstance(comm, Comm)
         self.comm = Comm(comm) if self._own_comm else comm
         self.method = _enum_arg(Method, method, "method")
-        if not isinstance(self.method, Method) or self.method.name not in ("NONE", "TOPK", "SKETCH", "LOWRANK"):
-            raise ValueError("method = %r: the hook supports none, topk, sketch and lowrank" % (method,))
+        if not isinstance(self.method, Method) or self.method.name not in _HOOK_METHODS:
+            raise ValueError("method = %r: the hook supports %s" % (method, ", ".join(m.lower() for m in _HOOK_METHODS)))
+        if isinstance(ramp_steps, bool) or not isinstance(ramp_steps, numbers.Integral) or ramp_steps < 0:
+            raise ValueError("ramp_steps must be an int >= 0, not %r" % (ramp_steps,))
+        for name, value in (("density", density), ("ramp_density", ramp_density)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                                      or not 0 < value <= 1):
+                raise ValueError("%s must be a number in (0, 1], not %r" % (name, value))
+        for name, value in (("rank", rank), ("ramp_rank", ramp_rank)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+                                      or value < 1):
+                raise ValueError("%s must be an int >= 1, not %r" % (name, value))
+        self.ramp_steps = int(ramp_steps)
+        self.ramp_density = min(1.0, 8 * density) if ramp_density is None else float(ramp_density)
+        self.ramp_rank = 4 * rank if ramp_rank is None else int(ramp_rank)
         if policy is not None and not callable(policy):
             raise TypeError("policy must be None or a callable policy(grad, param) -> bool, not %r" % (policy,))
         if isinstance(start_iter, bool) or not isinstance(start_iter, numbers.Integral) or start_iter < 0:
@@ -187,10 +268,44 @@ class CompressionState:
 
     # -- parameters ---------------------------------------------------------
 
+    def _ramp(self, step, start, end):
+        """The ramp's value at step `step`: geometric from `start` (at
+        start_iter) to `end` (ramp_steps later)."""
+        done = (step - self.start_iter) / self.ramp_steps if self.ramp_steps else 1.0
+        if done >= 1.0:
+            return end
+        done = max(0.0, done)
+        return start ** (1.0 - done) * end ** done
+
+    def density_at(self, step):
+        """TOPK's, SKETCH's and AUTO's density at step `step` (counted as
+        iter counts them, from 0): the ramp's value."""
+        return min(1.0, self._ramp(step, self.ramp_density, self.density))
+
+    def rank_at(self, step):
+        """LOWRANK's (and AUTO's) rank at step `step`: the ramp's value."""
+        return max(1, int(round(self._ramp(step, self.ramp_rank, self.rank))))
+
+    def _params_at(self, step, **fields):
+        """The compressed call's Params at step `step`: the ramp's density
+        or rank, and `fields`."""
+        if self.ramp_steps:
+            if self.method in (Method.TOPK, Method.SKETCH, Method.AUTO):
+                fields.setdefault("density", self.density_at(step))
+            if self.method in (Method.LOWRANK, Method.AUTO):
+                fields.setdefault("rank", self.rank_at(step))
+        return self._method_params.replace(**fields)
+
     def _compressed_params(self):
         m = self.method
         if m == Method.NONE:
             return Params(method="none")
+        if m == Method.AUTO:
+            # NONE or the communicator's lossy method, per call (docs/api.md,
+            # "AUTO"); every method's fields, for whichever it picks
+            return Params(method="auto", density=self.density, rank=self.rank, start_iter=0,
+                          min_compression_rate=self.min_compression_rate, warm_start=self.warm_start, ef=self.ef,
+                          sparsifier=self.sparsifier, load_factor=self.load_factor, seed=self.seed)
         if m == Method.LOWRANK:
             # start_iter is the hook's (it counts steps, as powerSGD_hook
             # does); the library compresses from the tensor's first call.
@@ -433,7 +548,8 @@ def compression_hook(state, bucket):
     flat = array.reshape(-1)
     index = bucket.index()
     state._drop_stale()
-    method = state.method if state.iter >= state.start_iter else Method.NONE
+    step = state.iter
+    method = state.method if step >= state.start_iter else Method.NONE
     if bucket.is_last():
         state.iter += 1
     comm = state.comm
@@ -462,7 +578,7 @@ def compression_hook(state, bucket):
                 order = None  # the buffer is in the model's order already
         b = state._track(index, signature)
         key = state.ef_key(index)
-        params = state._method_params.replace(ef_key=key)
+        params = state._params_at(step, ef_key=key)
         if order is None:
             b[2] = [BucketEntry(key, 0, flat.size, None, method, ((0, flat.size),))]
             return state._post(lambda: comm.iallreduce(array, op="avg", dtype=dtype, params=params), buffer)
@@ -493,9 +609,9 @@ def compression_hook(state, bucket):
         if compress:
             key = state.ef_key(index, pos) if pindex is None else state.param_key(pindex[pos])
             fields = dict(ef_key=key)
-            if method == Method.LOWRANK:
+            if method == Method.LOWRANK or (method == Method.AUTO and g.dim() > 1 and n > 0):
                 fields["shape"] = (g.shape[0], n // g.shape[0])
-            plist.append(state._method_params.replace(**fields))
+            plist.append(state._params_at(step, **fields))
             entries.append(BucketEntry(key, off, n, tuple(g.shape), method, ((off, n),)))
         else:
             plist.append(Params(method="none"))
@@ -556,7 +672,7 @@ def reduce_scatter_hook(state, grad, output=None, key=0):
     if method == Method.NONE:
         params = Params(method="none")
     else:
-        params = state._method_params.replace(ef_key=ef_key)
+        params = state._params_at(state.iter, ef_key=ef_key)
     state._drop_stale()
     return state._post(lambda: state.comm.ireduce_scatter(array, out_array, op="avg", dtype=dtype, params=params),
                        result)

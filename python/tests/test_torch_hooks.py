@@ -241,7 +241,7 @@ class Hooks(unittest.TestCase):
                         sent = x + prev - new
                         residuals[e.ef_key] = new
                         if e.method == cc_coll.Method.TOPK:
-                            k = math.ceil(config["density"] * e.count)
+                            k = math.ceil(state.density_at(step) * e.count)
                             kept = new != 0
                             self.assertGreaterEqual(int(kept.sum()), e.count - k, "bucket %d %s" % (index, e))
                             np.testing.assert_allclose(new[kept], (x + prev)[kept], rtol=1e-6, atol=1e-7)
@@ -288,6 +288,78 @@ class Hooks(unittest.TestCase):
 
     def test_sketch(self):
         self.check_ef(method="sketch", density=0.2)
+
+    # -- a ramp instead of a switch, AUTO, a budgeted policy ----------------------
+
+    def test_topk_ramp(self):
+        # the density goes 0.2 -> 0.025 over 3 steps after the dense ones
+        # (below TOPK's dense fallback); check_ef checks each step's kept
+        # count against density_at(step)
+        state = self.check_ef(method="topk", density=0.025, ramp_steps=3, ramp_density=0.2,
+                              policy=cct.LayerPolicy(min_elements=200))
+        self.assertAlmostEqual(state.density_at(START_ITER), 0.2)
+        self.assertAlmostEqual(state.density_at(START_ITER + 1), 0.1)
+        self.assertAlmostEqual(state.density_at(START_ITER + 3), 0.025)
+        self.assertAlmostEqual(state.density_at(START_ITER + 100), 0.025)
+        lowrank = cct.CompressionState(self.comm(), method="lowrank", rank=2, start_iter=2, ramp_steps=4)
+        self.assertEqual([lowrank.rank_at(s) for s in range(2, 8)], [8, 6, 4, 3, 2, 2])
+
+    def test_ramp_bytes_fall(self):
+        comm = self.comm()
+        run = Run(comm, cct.compression_hook, dict(method="topk", density=0.02, start_iter=1, ramp_steps=4,
+                                                  ramp_density=0.32, policy=cct.LayerPolicy(min_elements=200)))
+        run.start()
+        wire = []
+        for s in range(6):
+            run.step(s)
+            wire.append(comm.stats()["bytes_wire"])
+        per_step = np.diff([0] + wire)
+        if SIZE > 1:
+            ramp = list(per_step[1:6])
+            self.assertEqual(ramp, sorted(ramp, reverse=True), per_step)
+            self.assertGreater(ramp[0], ramp[-1])
+        self.assertTrue(same_on_all_ranks(flat_params(run.net)))
+
+    def test_auto(self):
+        comm = self.comm()
+        run = Run(comm, cct.compression_hook, dict(method="auto", density=0.1, rank=2, start_iter=1)).start()
+        for s in range(4):
+            run.step(s)
+        stats = comm.stats()
+        self.assertGreater(stats["auto_calls"], 0)
+        self.assertTrue(same_on_all_ranks(flat_params(run.net)))
+        self.assertEqual(run.state.method, cc_coll.Method.AUTO)
+        self.assertTrue(all(np.isfinite(flat_params(run.net))))
+
+    def test_layer_policy_for_model(self):
+        class LM(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = torch.nn.Embedding(50, 16)        # 800
+                self.ln = torch.nn.LayerNorm(16)             # 32
+                self.body = torch.nn.Linear(16, 64)          # 1024 + 64
+                self.head = torch.nn.Linear(64, 50, bias=False)   # 3200
+
+        m = LM()
+        total = sum(p.numel() for p in m.parameters())
+        every = cct.LayerPolicy.for_model(m, budget=1.0, min_elements=0)
+        self.assertEqual(every.exact_params, frozenset({id(m.emb.weight), id(m.ln.weight), id(m.ln.bias),
+                                                        id(m.body.bias), id(m.head.weight)}))
+        self.assertFalse(every(m.head.weight, m.head.weight))
+        self.assertTrue(every(m.body.weight, m.body.weight))
+        # 2%: the 1-D parameters (96 elements of 5120) fit, the embedding does not
+        small = cct.LayerPolicy.for_model(m, budget=0.02, min_elements=0)
+        self.assertEqual(small.exact_params, frozenset({id(m.ln.weight), id(m.ln.bias), id(m.body.bias)}))
+        self.assertAlmostEqual(small.exact_fraction, 96 / total)
+        self.assertTrue(small(m.emb.weight, m.emb.weight))
+        # the output layer alone
+        head = cct.LayerPolicy.for_model(m, budget=1.0, exact=("output",), min_elements=0)
+        self.assertEqual(head.exact_params, frozenset({id(m.head.weight)}))
+        none = cct.LayerPolicy.for_model(m, budget=0.0)
+        self.assertEqual(none.exact_params, frozenset())
+        self.assertRaises(ValueError, cct.LayerPolicy.for_model, m, budget=1.5)
+        self.assertRaises(ValueError, cct.LayerPolicy.for_model, m, exact=("bias", "nope"))
+        self.assertRaises(ValueError, cct.LayerPolicy.for_model, m, exact="bias")
 
     def test_lowrank(self):
         state = self.check_ef(method="lowrank", rank=2, min_compression_rate=2.0)
@@ -502,7 +574,10 @@ class Hooks(unittest.TestCase):
         self.assertRaises(ValueError, cct.CompressionState, comm, method="nope")
         self.assertRaises(TypeError, cct.CompressionState, comm, policy=3)
         self.assertRaises(ValueError, cct.CompressionState, comm, start_iter=-1)
-        self.assertRaises(TypeError, cct.CompressionState, comm, density="0.1")
+        self.assertRaises(ValueError, cct.CompressionState, comm, density="0.1")
+        self.assertRaises(ValueError, cct.CompressionState, comm, ramp_steps=-1)
+        self.assertRaises(ValueError, cct.CompressionState, comm, ramp_density=0)
+        self.assertRaises(ValueError, cct.CompressionState, comm, ramp_rank=0)
         p = cct.LayerPolicy(min_elements=100)
         self.assertTrue(p(torch.zeros(10, 10)))
         self.assertFalse(p(torch.zeros(99, 1)))

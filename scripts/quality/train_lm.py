@@ -12,6 +12,13 @@ gradients averaged by the row's communication hook:
   topk, sketch, lowrank          cc_coll.torch with that method, error feedback on
   topk-noef, sketch-noef, lowrank-noef    the same without error feedback
   powersgd       PyTorch's powerSGD_hook over gloo (error feedback, warm start)
+  local, local-noef   compressed local steps (cc_coll.torch.LocalStepsOptimizer):
+                 --local-steps inner steps per rank, then the parameters'
+                 change averaged through --local-method with (without) error
+                 feedback and applied by the outer step
+  postlocal      PyTorch's PostLocalSGDOptimizer + PeriodicModelAverager:
+                 local steps, parameters averaged exactly (gloo) every
+                 --local-steps steps
 
 Every rank builds the model from the same seed; DDP broadcasts it once more.
 The text is split into a training part (the first 90%) and a validation part;
@@ -46,7 +53,9 @@ from gloo_mpi import finish, init_gloo
 # fails: on a GPU machine the runs see none.
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-ROWS = ("ddp", "none", "topk", "topk-noef", "sketch", "sketch-noef", "lowrank", "lowrank-noef", "powersgd")
+ROWS = ("ddp", "none", "topk", "topk-noef", "sketch", "sketch-noef", "lowrank", "lowrank-noef", "powersgd",
+        "local", "local-noef", "postlocal")
+LOCAL_ROWS = ("local", "local-noef", "postlocal")
 
 
 def parse_args(argv):
@@ -66,8 +75,9 @@ def parse_args(argv):
     ap.add_argument("--dmodel", type=int, default=128)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--optim", choices=("adamw", "sgd"), default="adamw",
-                    help="adamw (betas 0.9, 0.99, weight decay 0.01) or sgd (Nesterov momentum 0.9)")
+                    help="adamw (betas 0.9, --beta2, weight decay 0.01) or sgd (Nesterov momentum 0.9)")
     ap.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
+    ap.add_argument("--beta2", type=float, default=0.99, help="adamw: its second beta")
     ap.add_argument("--warmup", type=int, default=20, help="learning-rate warm-up steps (linear), then cosine to lr/10")
     ap.add_argument("--density", type=float, default=0.01, help="topk, sketch: kept fraction")
     ap.add_argument("--rank", type=int, default=1, help="lowrank, powersgd: the approximation rank")
@@ -76,6 +86,17 @@ def parse_args(argv):
     ap.add_argument("--min-elements", type=int, default=4096,
                     help="topk, lowrank: LayerPolicy(min_elements): smaller gradients, and 1-D ones, go dense "
                          "(sketch compresses the whole bucket)")
+    ap.add_argument("--local-steps", type=int, default=4,
+                    help="local, postlocal: inner steps between synchronisations (H)")
+    ap.add_argument("--local-method", choices=("none", "topk", "sketch", "lowrank"), default="topk",
+                    help="local: how the parameters' change is averaged (with --density or --rank)")
+    ap.add_argument("--outer-lr", type=float, default=1.0, help="local: the outer step's learning rate")
+    ap.add_argument("--outer-momentum", type=float, default=0.0,
+                    help="local: the outer step's Nesterov momentum (0: plain averaging)")
+    ap.add_argument("--ramp-steps", type=int, default=0,
+                    help="local: steps after the warm-up over which H and the density are ramped")
+    ap.add_argument("--overlap", action="store_true",
+                    help="local: the average travels during the next inner step")
     ap.add_argument("--buckets", choices=("one", "ddp"), default="one",
                     help="one: all gradients in one DDP bucket; ddp: DDP's default bucket sizes")
     ap.add_argument("--eval-every", type=int, default=100)
@@ -83,6 +104,8 @@ def parse_args(argv):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     a = ap.parse_args(argv)
+    if a.local_steps < 1 or a.ramp_steps < 0:
+        ap.error("need --local-steps >= 1 and --ramp-steps >= 0")
     if a.steps < 1 or a.batch < 1 or a.ctx < 2 or a.layers < 1 or a.dmodel % a.heads:
         ap.error("need steps >= 1, batch >= 1, ctx >= 2, layers >= 1 and dmodel a multiple of heads")
     return a
@@ -223,6 +246,16 @@ def main(argv):
                     continue
             elements += p.numel()
         analytic_bytes = 4 * elements
+    elif a.row == "postlocal":
+        from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as plh
+        # gradients averaged by DDP during the warm-up, local afterwards
+        plstate = plh.PostLocalSGDState(process_group=None, subgroup=None, start_localSGD_iter=a.start_iter,
+                                        post_local_gradient_allreduce=False)
+        model.register_comm_hook(plstate, plh.post_localSGD_hook)
+    elif a.row in ("local", "local-noef"):
+        import cc_coll
+        import cc_coll.torch as cct
+        comm = cc_coll.Comm(world)
     else:
         import cc_coll
         import cc_coll.torch as cct
@@ -242,9 +275,35 @@ def main(argv):
         model.register_comm_hook(state, cct.compression_hook)
 
     if a.optim == "adamw":
-        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=0.01)
+        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, a.beta2), weight_decay=0.01)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, nesterov=True)
+    finish_sync = None   # the local rows' last synchronisation, before the final evaluation
+    if a.row == "postlocal":
+        from torch.distributed.algorithms.model_averaging import averagers
+        from torch.distributed.algorithms.model_averaging import utils as avg_utils
+        from torch.distributed.optim import PostLocalSGDOptimizer
+        opt = PostLocalSGDOptimizer(opt, averagers.PeriodicModelAverager(period=a.local_steps,
+                                                                         warmup_steps=a.start_iter))
+        # PeriodicModelAverager averages after the steps s >= warm-up with
+        # (s - warm-up) % H == 0: the warm-up's steps average the gradients
+        # (DDP), the others send nothing
+        analytic = [dense_bytes if s < a.start_iter or (s - a.start_iter) % a.local_steps == 0 else 0
+                    for s in range(a.steps)]
+
+        def finish_sync():
+            if (a.steps - 1 - a.start_iter) % a.local_steps != 0:   # the last step did not average
+                avg_utils.average_parameters(iter(net.parameters()), dist.group.WORLD)
+                analytic[-1] += dense_bytes
+    elif a.row in ("local", "local-noef"):
+        opt = cct.LocalStepsOptimizer(opt, comm, model=net, local_steps=a.local_steps, method=a.local_method,
+                                      density=a.density, rank=a.rank, ef=a.row == "local",
+                                      policy=cct.LayerPolicy(min_elements=a.min_elements),
+                                      warmup_steps=a.start_iter, ramp_steps=a.ramp_steps,
+                                      outer_lr=a.outer_lr, outer_momentum=a.outer_momentum, overlap=a.overlap,
+                                      seed=a.seed)
+        model.register_comm_hook(opt, cct.optimizer_hook)
+        finish_sync = opt.synchronize
 
     def lr_at(step):
         if step < a.warmup:
@@ -289,6 +348,10 @@ def main(argv):
         train_loss.append(loss.item())
         if comm is not None:
             wire.append(comm.stats()["bytes_wire"])
+    if finish_sync is not None:
+        finish_sync()
+        if comm is not None:
+            wire[-1] = comm.stats()["bytes_wire"]
     val_curve.append((a.steps, evaluate()))
     wall = time.perf_counter() - t_run
     load_after = os.getloadavg()
@@ -303,6 +366,8 @@ def main(argv):
 
     if comm is not None:
         per_step = [wire[0]] + [wire[i] - wire[i - 1] for i in range(1, len(wire))]
+    elif a.row == "postlocal":
+        per_step = analytic
     else:
         per_step = [dense_bytes if i < a.start_iter or a.row == "ddp" else analytic_bytes
                     for i in range(a.steps)]
