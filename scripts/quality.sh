@@ -49,6 +49,10 @@
 #   CC_Q_CLUSTER_REPEATS  rounds of the rows, in turn     [3]
 #   CC_Q_DIR            results folder                    [docs/quality]
 #   CC_Q_DOC            Markdown page                     [docs/quality.md]
+#   CC_Q_FRONTIER       1: the loss-gap-against-ratio frontier of every route
+#                       (scripts/quality/frontier.sh, its own settings), 0: skip  [1]
+#   CC_Q_TTT            1: time to target loss on the emulated cluster
+#                       (scripts/quality/time_to_target.sh) when CC_Q_CLUSTER=1, 0: skip  [1]
 #   CC_Q_SKIP_BUILD=1   use the existing build
 #   CC_COLL_BUILD_DIR, CC_COLL_JOBS, CC_COLL_SKIP_APT   as for every script
 # Exit status: 0 when every run finished and the page was written; 1 when a
@@ -229,4 +233,13 @@ if [ "$cluster" = 1 ]; then
         "command=scripts/cluster/cc_cluster.sh $copts -- sh -c '\$CC_CLUSTER_MPIRUN [$ring_mca] ... train_lm.py --row <row> $cargs'" ||
         exit 1
 fi
-"$python" "$report" --dir "$out_dir" --doc "$doc"
+"$python" "$report" --dir "$out_dir" --doc "$doc" || exit 1
+
+# 6. The frontier (every route, three seeds for the headline runs, a second
+# model) and time to target on the emulated cluster: their own scripts.
+if [ "${CC_Q_FRONTIER:-1}" = 1 ]; then
+    CC_COLL_SKIP_APT=1 CC_Q_DIR=$out_dir CC_Q_DOC=$doc "$CC_COLL_ROOT/scripts/quality/frontier.sh" || exit 1
+fi
+if [ "$cluster" = 1 ] && [ "${CC_Q_TTT:-1}" = 1 ]; then
+    CC_COLL_SKIP_APT=1 CC_Q_DIR=$out_dir CC_Q_DOC=$doc "$CC_COLL_ROOT/scripts/quality/time_to_target.sh" || exit 1
+fi

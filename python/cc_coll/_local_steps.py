@@ -11,7 +11,6 @@ import collections.abc
 import math
 import numbers
 
-import numpy as np
 import torch
 
 from ._api import Comm, Error, Method, Params, Status, _enum_arg
@@ -45,6 +44,22 @@ def _real_in(value, low, high, what, low_open=False):
 def _flat_view(t):
     """A 1-D numpy view of a contiguous CPU float32/float64 tensor."""
     return t.detach().view(-1).numpy()
+
+
+def average_gradients(comm, params):
+    """The parameters' gradients averaged exactly (method NONE, op AVG) in
+    one Comm.allreduce_group, in place (a missing gradient counts as zeros):
+    the dense steps of the optimizers that communicate themselves, without
+    DDP."""
+    grads = []
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        elif not p.grad.is_contiguous():
+            p.grad = p.grad.contiguous()
+        grads.append(_flat_view(p.grad))
+    if grads:
+        comm.allreduce_group(grads, op="avg", params=[Params(method="none") for _ in grads])
 
 
 class LocalStepsOptimizer(torch.optim.Optimizer):
@@ -226,7 +241,7 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
             self._finish_pending()
         if self.averaging_gradients():
             if not self._ddp_hooked:
-                self._average_gradients()
+                average_gradients(self.comm, self.params)
             self.optim.step()
         else:
             if self.anchor is None:   # the first local step: the replicas are equal now
@@ -246,19 +261,6 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
         self.anchor = [p.detach().clone() for p in self.params]
         if self.outer_momentum > 0 and self.outer_buf is None:
             self.outer_buf = [torch.zeros_like(p) for p in self.params]
-
-    def _average_gradients(self):
-        grads, dense = [], []
-        for p in self.params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            elif not p.grad.is_contiguous():
-                p.grad = p.grad.contiguous()
-            grads.append(_flat_view(p.grad))
-        for g in grads:
-            dense.append(Params(method="none"))
-        if grads:
-            self.comm.allreduce_group(grads, op="avg", params=dense)
 
     def _post_sync(self, step, keep_local):
         density = self.density_at(step)

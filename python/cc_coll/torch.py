@@ -21,9 +21,12 @@ communicates. The gradients travel through numpy views of CPU buckets, and
 through cc_coll.DeviceArray views of CUDA buckets (the library's device
 path, no host copy). See docs/pytorch.md.
 
-Optimizers that communicate themselves live beside the hooks:
-LocalStepsOptimizer (compressed local steps, cc_coll/_local_steps.py) with
-optimizer_hook for DDP.
+Optimizers that communicate themselves live beside the hooks, with
+optimizer_hook for DDP: LocalStepsOptimizer (compressed local steps,
+cc_coll/_local_steps.py), CompressedAdam (1-bit / 0/1 Adam's frozen
+variance with compressed momentum, or an EF21 estimate) and DGCSGD (Deep
+Gradient Compression's corrections for momentum SGD), both in
+cc_coll/_compressed_adam.py.
 
 This module and the modules it imports are the only ones of the package that
 import PyTorch; `import cc_coll` works without it.
@@ -44,9 +47,11 @@ except ImportError as _exc:  # pragma: no cover - depends on the installation
 
 from ._api import Comm, DeviceArray, Dtype, Error, Method, Params, Status, _enum_arg
 from ._local_steps import LOCAL_KEY_BASE, LocalStepsOptimizer, optimizer_hook
+from ._compressed_adam import ADAM_KEY_BASE, DGC_KEY_BASE, DGCSGD, CompressedAdam
 
 __all__ = ["CompressionState", "LayerPolicy", "BucketEntry", "compression_hook", "allreduce_hook",
-           "reduce_scatter_hook", "DEFAULT_KEY_BASE", "LocalStepsOptimizer", "optimizer_hook", "LOCAL_KEY_BASE"]
+           "reduce_scatter_hook", "DEFAULT_KEY_BASE", "LocalStepsOptimizer", "optimizer_hook", "LOCAL_KEY_BASE",
+           "CompressedAdam", "DGCSGD", "ADAM_KEY_BASE", "DGC_KEY_BASE"]
 
 #: The ef_keys of a CompressionState start here (the high bytes are "cc"), so
 #: that they stay clear of small keys an application picks itself. Give two

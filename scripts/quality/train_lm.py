@@ -16,6 +16,10 @@ gradients averaged by the row's communication hook:
                  --local-steps inner steps per rank, then the parameters'
                  change averaged through --local-method with (without) error
                  feedback and applied by the outer step
+  cadam, cadam-noef   per-step compressed Adam (cc_coll.torch.CompressedAdam):
+                 exact AdamW for --freeze-step steps, then the second moment
+                 frozen and the momentum averaged through --adam-method with
+                 (without) error feedback, or an EF21 estimate (--adam-estimate)
   postlocal      PyTorch's PostLocalSGDOptimizer + PeriodicModelAverager:
                  local steps, parameters averaged exactly (gloo) every
                  --local-steps steps
@@ -54,7 +58,7 @@ from gloo_mpi import finish, init_gloo
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 ROWS = ("ddp", "none", "topk", "topk-noef", "sketch", "sketch-noef", "lowrank", "lowrank-noef", "powersgd",
-        "local", "local-noef", "postlocal")
+        "local", "local-noef", "postlocal", "cadam", "cadam-noef")
 LOCAL_ROWS = ("local", "local-noef", "postlocal")
 
 
@@ -97,6 +101,19 @@ def parse_args(argv):
                     help="local: steps after the warm-up over which H and the density are ramped")
     ap.add_argument("--overlap", action="store_true",
                     help="local: the average travels during the next inner step")
+    ap.add_argument("--exact-budget", type=float, default=None,
+                    help="local, cadam: LayerPolicy.for_model(budget): biases, norms, embeddings and the output "
+                         "layer exact within this fraction of the parameters (default: LayerPolicy)")
+    ap.add_argument("--freeze-step", type=int, default=100,
+                    help="cadam: exact AdamW steps before the second moment is frozen")
+    ap.add_argument("--adam-method", choices=("none", "topk", "sketch", "lowrank"), default="topk",
+                    help="cadam: how the momentum is averaged (with --density or --rank)")
+    ap.add_argument("--adam-estimate", choices=("momentum", "ef21"), default="momentum",
+                    help="cadam: error feedback on the momentum, or an EF21 estimate")
+    ap.add_argument("--refresh", choices=("none", "exponential"), default="none",
+                    help="cadam: exponential: the second moment refreshed exactly at freeze-step * 2^k (0/1 Adam)")
+    ap.add_argument("--mask-zero-rows", action="store_true",
+                    help="cadam: momentum masks for gradient rows that were zero through the warm-up")
     ap.add_argument("--buckets", choices=("one", "ddp"), default="one",
                     help="one: all gradients in one DDP bucket; ddp: DDP's default bucket sizes")
     ap.add_argument("--eval-every", type=int, default=100)
@@ -252,7 +269,7 @@ def main(argv):
         plstate = plh.PostLocalSGDState(process_group=None, subgroup=None, start_localSGD_iter=a.start_iter,
                                         post_local_gradient_allreduce=False)
         model.register_comm_hook(plstate, plh.post_localSGD_hook)
-    elif a.row in ("local", "local-noef"):
+    elif a.row in ("local", "local-noef", "cadam", "cadam-noef"):
         import cc_coll
         import cc_coll.torch as cct
         comm = cc_coll.Comm(world)
@@ -279,6 +296,9 @@ def main(argv):
     else:
         opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, nesterov=True)
     finish_sync = None   # the local rows' last synchronisation, before the final evaluation
+    if a.row in ("local", "local-noef", "cadam", "cadam-noef"):
+        policy = (cct.LayerPolicy(min_elements=a.min_elements) if a.exact_budget is None
+                  else cct.LayerPolicy.for_model(net, budget=a.exact_budget, min_elements=a.min_elements))
     if a.row == "postlocal":
         from torch.distributed.algorithms.model_averaging import averagers
         from torch.distributed.algorithms.model_averaging import utils as avg_utils
@@ -298,12 +318,19 @@ def main(argv):
     elif a.row in ("local", "local-noef"):
         opt = cct.LocalStepsOptimizer(opt, comm, model=net, local_steps=a.local_steps, method=a.local_method,
                                       density=a.density, rank=a.rank, ef=a.row == "local",
-                                      policy=cct.LayerPolicy(min_elements=a.min_elements),
-                                      warmup_steps=a.start_iter, ramp_steps=a.ramp_steps,
+                                      policy=policy, warmup_steps=a.start_iter, ramp_steps=a.ramp_steps,
                                       outer_lr=a.outer_lr, outer_momentum=a.outer_momentum, overlap=a.overlap,
                                       seed=a.seed)
         model.register_comm_hook(opt, cct.optimizer_hook)
         finish_sync = opt.synchronize
+    elif a.row in ("cadam", "cadam-noef"):
+        if a.optim != "adamw":
+            raise SystemExit("train_lm.py: --row %s is Adam: --optim adamw" % a.row)
+        opt = cct.CompressedAdam(model.parameters(), comm, lr=a.lr, betas=(0.9, a.beta2), weight_decay=0.01,
+                                 freeze_step=a.freeze_step, method=a.adam_method, density=a.density, rank=a.rank,
+                                 ef=a.row == "cadam", refresh=a.refresh, estimate=a.adam_estimate,
+                                 mask_zero_rows=a.mask_zero_rows, policy=policy, seed=a.seed)
+        model.register_comm_hook(opt, cct.optimizer_hook)
 
     def lr_at(step):
         if step < a.warmup:
@@ -371,12 +398,19 @@ def main(argv):
     else:
         per_step = [dense_bytes if i < a.start_iter or a.row == "ddp" else analytic_bytes
                     for i in range(a.steps)]
-    steady = per_step[a.start_iter:] if a.row != "ddp" and a.steps > a.start_iter else per_step
+    # the steady state: after the dense warm-up (cadam's: its freeze step)
+    dense_steps = a.freeze_step if a.row.startswith("cadam") else a.start_iter
+    steady = per_step[dense_steps:] if a.row != "ddp" and a.steps > dense_steps else per_step
     if rank == 0:
         mean_loss = [sum(v) / size for v in zip(*all_losses)]
         # a step's time: the slowest rank's
         slowest = [max(v) for v in zip(*times)]
-        timed = sorted(slowest[min(a.start_iter + 2, len(slowest) - 1):])
+        timed = sorted(slowest[min(dense_steps + 2, len(slowest) - 1):])
+        # training seconds (the slowest rank's steps, evaluations left out)
+        # before each evaluation: the x axis of loss against time
+        elapsed = [0.0]
+        for t in slowest:
+            elapsed.append(elapsed[-1] + t)
         tail = max(1, min(20, a.steps // 10))
         rec = {
             "row": a.row, "label": a.label or a.row, "ranks": size,
@@ -385,6 +419,7 @@ def main(argv):
                        "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
                        "train_chars": n_train, "val_chars": len(val)},
             "params": n_params, "train_loss": mean_loss, "val_loss": val_curve,
+            "val_time": [elapsed[min(step, len(slowest))] for step, _ in val_curve],
             "final_train": sum(mean_loss[-tail:]) / tail, "final_val": val_curve[-1][1],
             "bytes_per_step": per_step, "dense_bytes_per_step": dense_bytes,
             "steady_bytes_per_step": sum(steady) / len(steady),
