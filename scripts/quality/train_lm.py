@@ -346,12 +346,26 @@ def main(argv):
     val_y = torch.stack([val[s + 1:s + 1 + a.ctx] for s in mine.tolist()]) if len(mine) else None
 
     def evaluate():
+        # the local rows between synchronisations: the last synchronised
+        # model (LocalStepsOptimizer's anchor, the same on every rank), not
+        # each rank's own replica
+        anchor = getattr(opt, "anchor", None)
+        saved = None
+        if anchor is not None and not opt._exact:
+            saved = [p.detach().clone() for p in net.parameters()]
+            with torch.no_grad():
+                for p, q in zip(net.parameters(), anchor):
+                    p.copy_(q)
         total = 0.0
         if val_x is not None:
             with torch.no_grad():
                 logits = net(val_x)
                 total = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), val_y.reshape(-1),
                                         reduction="sum").item()
+        if saved is not None:
+            with torch.no_grad():
+                for p, q in zip(net.parameters(), saved):
+                    p.copy_(q)
         return world.allreduce(total) / (a.eval_windows * a.ctx)
 
     load_before = os.getloadavg()
