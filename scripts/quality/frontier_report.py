@@ -58,7 +58,9 @@ COLORS = ("#7f7f7f", "#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd",
           "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 # train_lm.py's defaults of the options the settings column spells out
 DEFAULTS = {"local_steps": 4, "local_method": "topk", "density": 0.01, "rank": 1, "outer_lr": 1.0,
-            "outer_momentum": 0.0, "ramp_steps": 0, "overlap": False}
+            "outer_momentum": 0.0, "ramp_steps": 0, "overlap": False, "exact_budget": None,
+            "freeze_step": 100, "adam_method": "topk", "adam_estimate": "momentum", "refresh": "none",
+            "mask_zero_rows": False}
 # settings that never define a run (they differ per seed, or only say where the record goes)
 NOT_SETTINGS = ("row", "seed", "label", "out")
 
@@ -223,6 +225,22 @@ def settings_of(run, base_settings):
             parts.append("outer lr %s momentum %s" % (fmt_num(g("outer_lr")), fmt_num(g("outer_momentum"))))
         if g("overlap"):
             parts.append("overlap")
+        if g("exact_budget") is not None:
+            parts.append("LayerPolicy.for_model, budget %s" % fmt_num(g("exact_budget")))
+        described.update(DEFAULTS)
+    elif row in ("cadam", "cadam-noef"):
+        m = g("adam_method")
+        what = ("%s %s" % (m, fmt_num(g("density"))) if m in ("topk", "sketch")
+                else "lowrank rank %d" % g("rank") if m == "lowrank" else "dense average")
+        parts = ["freeze %d, momentum through %s, %s" % (
+            g("freeze_step"), what, "EF21 estimate" if g("adam_estimate") == "ef21"
+            else "no EF" if row == "cadam-noef" else "EF")]
+        if g("refresh") != "none":
+            parts.append("%s refresh of the variance" % g("refresh"))
+        if g("mask_zero_rows"):
+            parts.append("momentum masks")
+        if g("exact_budget") is not None:
+            parts.append("LayerPolicy.for_model, budget %s" % fmt_num(g("exact_budget")))
         described.update(DEFAULTS)
     else:
         parts = ["density %s" % fmt_num(g("density"))] if "density" in s else []
@@ -235,7 +253,7 @@ def settings_of(run, base_settings):
                 continue
             if k in base_settings and base_settings[k] == s[k]:
                 continue
-            if k not in base_settings and s[k] in (None, False):
+            if k not in base_settings and (s[k] in (None, False) or (k in DEFAULTS and s[k] == DEFAULTS[k])):
                 continue
             v = s[k]
             parts.append("--%s" % k.replace("_", "-") if v is True else
