@@ -9,8 +9,8 @@
 #
 #   CC_COLL_SKIP_APT=1 CC_Q_SKIP_BUILD=1 scripts/quality/frontier.sh
 #
-# after a build (it uses ${CC_COLL_BUILD_DIR:-build}/libcc_coll.so). About 60
-# minutes on an idle 2-core machine.
+# after a build (it uses ${CC_COLL_BUILD_DIR:-build}/libcc_coll.so). About 110
+# minutes on an idle 2-core machine (docs/quality.md).
 # Settings (environment):
 #   CC_Q_FRONTIER_RUNS   the run list                  [scripts/quality/frontier_runs.txt]
 #   CC_Q_FRONTIER_ONLY   run only the lines whose id matches this extended regex []

@@ -19,7 +19,7 @@
 #   CC_Q_TTT_RATES  link rates                      ["1gbit 10gbit"]
 #   CC_Q_TTT_RUNS   runs: <id>:<row>[,<option>[=<value>]...] each
 #                   ["ddp:ddp powersgd-r4:powersgd,--rank=4 postlocal4:postlocal,--local-steps=4
-#                     local4-topk2-nest:local,--local-steps=4,--density=0.02,--outer-lr=0.8,--outer-momentum=0.5"]
+#                     local8-topk5-nest:local,--local-steps=8,--density=0.05,--outer-lr=0.8,--outer-momentum=0.5"]
 #   CC_Q_TTT_EVAL   evaluation period in steps      [50]
 #   CC_Q_TTT_ARGS   more train_lm.py options for every run (the smoke test's tiny model) []
 #   CC_Q_DIR, CC_Q_DOC   results folder and page   [docs/quality, docs/quality.md]
@@ -33,7 +33,7 @@ me=time_to_target.sh
 cc_coll_help "${1:-}"
 [ "$#" -eq 0 ] || die "no arguments expected (settings come from the environment; see --help)"
 rates=${CC_Q_TTT_RATES:-1gbit 10gbit}
-runs=${CC_Q_TTT_RUNS:-ddp:ddp powersgd-r4:powersgd,--rank=4 postlocal4:postlocal,--local-steps=4 local4-topk2-nest:local,--local-steps=4,--density=0.02,--outer-lr=0.8,--outer-momentum=0.5}
+runs=${CC_Q_TTT_RUNS:-ddp:ddp powersgd-r4:powersgd,--rank=4 postlocal4:postlocal,--local-steps=4 local8-topk5-nest:local,--local-steps=8,--density=0.05,--outer-lr=0.8,--outer-momentum=0.5}
 eval_every=${CC_Q_TTT_EVAL:-50}
 args=${CC_Q_TTT_ARGS:-}
 out_dir=${CC_Q_DIR:-$CC_COLL_ROOT/docs/quality}
