@@ -52,29 +52,19 @@ A failure on any rank aborts the whole job.
 import hashlib
 import io
 import math
-import os
-import shutil
-import sys
-import tempfile
 import unittest
 
 import numpy as np
 from mpi4py import MPI
+
+import torch_mpi  # noqa: E402 (python/tests)
 
 import cc_coll
 
 WORLD = MPI.COMM_WORLD
 RANK, SIZE = WORLD.rank, WORLD.size
 
-try:
-    import torch
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-except ImportError as exc:
-    if RANK == 0:
-        print("python_compressed_adam: skipped: PyTorch with torch.distributed cannot be imported under %s: %s"
-              % (sys.executable, exc))
-    sys.exit(0)
+torch, dist, DDP = torch_mpi.import_torch("python_compressed_adam")
 
 from cc_coll._compressed_adam import (ADAM_KEY_BASE, DGC_KEY_BASE, CompressedAdam,  # noqa: E402
                                       DGCSGD)
@@ -624,39 +614,7 @@ class DGC(Base):
         self.assertTrue(agree(ok), "the resumed run differs")
 
 
-def main():
-    torch.set_num_threads(1)
-    path = tempfile.mkdtemp(prefix="cc_coll_compressed_adam_") if RANK == 0 else None
-    path = WORLD.bcast(path, root=0)
-    dist.init_process_group("gloo", init_method="file://" + os.path.join(path, "rendezvous"),
-                            rank=RANK, world_size=SIZE)
-    runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2 if RANK == 0 else 1)
-    result = unittest.main(module=__name__, testRunner=runner, exit=False).result
-    ok = result.wasSuccessful()
-    if not ok:
-        if RANK == 0:
-            shutil.rmtree(path, ignore_errors=True)
-        sys.stderr.write("rank %d of %d: FAILED\n" % (RANK, SIZE))
-        sys.stderr.flush()
-        WORLD.Abort(1)
-    if not all(WORLD.allgather(ok)):
-        if RANK == 0:
-            shutil.rmtree(path, ignore_errors=True)
-        WORLD.Abort(1)
-    dist.barrier()
-    WORLD.Barrier()
-    if RANK == 0:
-        shutil.rmtree(path, ignore_errors=True)
-        print("CompressedAdam and DGCSGD passed on %d ranks (torch %s, libcc_coll %s)"
-              % (SIZE, torch.__version__, cc_coll.version()))
-    # As test_torch_hooks.py: the gloo groups are not destroyed (PyTorch 1.13
-    # can drop their last reference on a gloo worker thread and abort);
-    # finalise MPI and leave without running destructors.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    MPI.Finalize()
-    os._exit(0)
-
 
 if __name__ == "__main__":
-    sys.exit(main())
+    torch_mpi.main(__name__, "CompressedAdam and DGCSGD passed on %d ranks (torch %s, libcc_coll %s)"
+                   % (SIZE, torch.__version__, cc_coll.version()))

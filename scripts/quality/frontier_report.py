@@ -32,13 +32,14 @@ and seed, or, where that seed has no ddp run, against the mean of the model's
 and rank count's ddp runs; a run id's numbers are means over its seeds.
 """
 
-import argparse
 import glob
 import json
 import math
 import os
 import statistics
 import sys
+
+import report_page
 
 BEGIN = "<!-- BEGIN quality-frontier -->"
 END = "<!-- END quality-frontier -->"
@@ -473,59 +474,20 @@ def plot(groups, folder):
     return names
 
 
-# -- main -----------------------------------------------------------------------
-
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dir", default="docs/quality")
-    ap.add_argument("--doc", default="docs/quality.md")
-    ap.add_argument("--collect", metavar="FOLDER")
-    ap.add_argument("--out")
-    ap.add_argument("--meta", nargs="*", default=[])
-    ap.add_argument("--check", action="store_true")
-    a = ap.parse_args(argv)
-    if a.collect:
-        if not a.out:
-            ap.error("--collect needs --out")
-        n = collect(a.collect, a.out, a.meta)
-        print("frontier_report.py: wrote %s (%d records)" % (a.out, n))
-        return 0
-    path = os.path.join(a.dir, "frontier.json")
-    if not os.path.exists(path):
-        print("frontier_report.py: %s does not exist (scripts/quality/frontier.sh writes it)" % path)
-        return 1
-    with open(path) as fh:
-        data = json.load(fh)
-    if not data.get("runs"):
-        print("frontier_report.py: %s holds no run" % path)
-        return 1
-    rel = os.path.relpath(os.path.abspath(a.dir), os.path.dirname(os.path.abspath(a.doc)))
-    text = section(data, rel)
-    old = open(a.doc).read() if os.path.exists(a.doc) else ""
-    if a.check:
-        if BEGIN not in old or END not in old:
-            print("frontier_report.py: %s has no %s ... %s section" % (a.doc, BEGIN, END))
-            return 1
-        current = BEGIN + old.split(BEGIN, 1)[1].split(END, 1)[0] + END + "\n"
-        if current != text:
-            print("frontier_report.py: the frontier section of %s is not what %s gives; regenerate it with "
-                  "scripts/quality/frontier_report.py" % (a.doc, path))
-            return 1
-        print("frontier_report.py: %s matches %s" % (a.doc, path))
-        return 0
-    pngs = plot(build(data["runs"]), a.dir)
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        new = head + text.rstrip("\n") + tail
-    else:
-        if old and not old.endswith("\n"):
-            old += "\n"
-        new = old + ("\n" if old else "") + HEADING + "\n\n" + text
-    with open(a.doc, "w") as fh:
-        fh.write(new)
-    print("frontier_report.py: wrote %s and %s" % (a.doc, ", ".join(os.path.join(a.dir, p) for p in pngs)))
-    return 0
+    def load(folder):
+        with open(os.path.join(folder, "frontier.json")) as fh:
+            data = json.load(fh)
+        return data if data.get("runs") else None
+
+    def collect_folder(inputs, out, meta):
+        if len(inputs) != 1:
+            raise SystemExit("frontier_report.py: --collect takes one folder")
+        return "wrote %s (%d records)" % (out, collect(inputs[0], out, meta))
+
+    return report_page.run(argv, __doc__.split("\n\n")[0], "frontier_report.py", "frontier.json", BEGIN, END,
+                           load, section, lambda data, folder: plot(build(data["runs"]), folder), collect_folder,
+                           heading=HEADING)
 
 
 if __name__ == "__main__":

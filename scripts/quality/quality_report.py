@@ -22,10 +22,11 @@ draws nothing and changes nothing: exit status 1 when the page's section is
 not, byte for byte, what the committed JSON gives (CTest: docs_quality).
 """
 
-import argparse
 import json
 import os
 import sys
+
+import report_page
 
 BEGIN = "<!-- BEGIN quality-results -->"
 END = "<!-- END quality-results -->"
@@ -236,51 +237,22 @@ def section(data, cluster, folder_rel):
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dir", default="docs/quality")
-    ap.add_argument("--doc", default="docs/quality.md")
-    ap.add_argument("--collect", nargs="+")
-    ap.add_argument("--out")
-    ap.add_argument("--meta", nargs="*", default=[])
-    ap.add_argument("--check", action="store_true")
-    a = ap.parse_args(argv)
-    if a.collect:
-        if not a.out:
-            ap.error("--collect needs --out")
-        collect(a.collect, a.out, a.meta)
-        return 0
-    with open(os.path.join(a.dir, "runs.json")) as fh:
-        data = json.load(fh)
-    cluster = None
-    cpath = os.path.join(a.dir, "cluster.json")
-    if os.path.exists(cpath):
-        with open(cpath) as fh:
-            cluster = json.load(fh)
-    rel = os.path.relpath(os.path.abspath(a.dir), os.path.dirname(os.path.abspath(a.doc)))
-    text = section(data, cluster, rel)
-    old = open(a.doc).read() if os.path.exists(a.doc) else ""
-    if a.check:
-        if BEGIN not in old or END not in old:
-            print("quality_report.py: %s has no %s ... %s section" % (a.doc, BEGIN, END))
-            return 1
-        current = BEGIN + old.split(BEGIN, 1)[1].split(END, 1)[0] + END + "\n"
-        if current != text:
-            print("quality_report.py: the results section of %s is not what %s gives; regenerate it with "
-                  "scripts/quality/quality_report.py" % (a.doc, os.path.join(a.dir, "runs.json")))
-            return 1
-        print("quality_report.py: %s matches %s" % (a.doc, os.path.join(a.dir, "runs.json")))
-        return 0
-    pngs = plot(by_ranks(data["runs"]), a.dir)
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        new = head + text.rstrip("\n") + tail
-    else:
-        new = old + ("\n" if old and not old.endswith("\n") else "") + text
-    with open(a.doc, "w") as fh:
-        fh.write(new)
-    print("quality_report.py: wrote %s and %s" % (a.doc, ", ".join(os.path.join(a.dir, p) for p in pngs)))
-    return 0
+    def load(folder):
+        with open(os.path.join(folder, "runs.json")) as fh:
+            data = json.load(fh)
+        cpath = os.path.join(folder, "cluster.json")
+        if os.path.exists(cpath):
+            with open(cpath) as fh:
+                data["cluster"] = json.load(fh)
+        return data
+
+    def collect_paths(paths, out, meta):
+        collect(paths, out, meta)
+        return "wrote %s (%d records)" % (out, len(paths))
+
+    return report_page.run(argv, __doc__.split("\n\n")[0], "quality_report.py", "runs.json", BEGIN, END, load,
+                           lambda data, rel: section(data, data.get("cluster"), rel),
+                           lambda data, folder: plot(by_ranks(data["runs"]), folder), collect_paths)
 
 
 if __name__ == "__main__":

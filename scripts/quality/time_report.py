@@ -26,10 +26,11 @@ target at the first evaluation at or below it, the time interpolated
 linearly from the evaluation before.
 """
 
-import argparse
 import json
 import os
 import sys
+
+import report_page
 
 BEGIN = "<!-- BEGIN quality-time -->"
 END = "<!-- END quality-time -->"
@@ -153,6 +154,7 @@ def plot(data, folder):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    names = []
     for rate, runs in groups(data).items():
         fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=100)
         ddp = [r for r in runs if r["run"] == "ddp"]
@@ -171,52 +173,21 @@ def plot(data, folder):
         fig.tight_layout()
         fig.savefig(os.path.join(folder, "time_%s.png" % rate), metadata={"Software": None})
         plt.close(fig)
-
-
-def rewrite(doc, text):
-    page = open(doc).read() if os.path.exists(doc) else ""
-    if BEGIN in page and END in page:
-        a, b = page.index(BEGIN), page.index(END) + len(END) + 1
-        return page[:a] + text + page[b:]
-    return page + ("" if page.endswith("\n") or not page else "\n") + "\n## Time to target: results\n\n" + text
+        names.append("time_%s.png" % rate)
+    return names
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--collect", nargs="+")
-    ap.add_argument("--out")
-    ap.add_argument("--meta", nargs="*", default=[])
-    ap.add_argument("--dir", default="docs/quality")
-    ap.add_argument("--doc", default="docs/quality.md")
-    ap.add_argument("--check", action="store_true")
-    a = ap.parse_args(argv)
-    if a.collect:
-        if not a.out:
-            ap.error("--collect needs --out")
-        collect(a.collect, a.out, a.meta)
-        return 0
-    path = os.path.join(a.dir, "time_to_target.json")
-    if not os.path.exists(path):
-        print("time_report.py: %s does not exist (scripts/quality/time_to_target.sh writes it)" % path)
-        return 1
-    data = json.load(open(path))
-    rel = os.path.relpath(a.dir, os.path.dirname(os.path.abspath(a.doc)))
-    text = section(data, rel)
-    page = open(a.doc).read() if os.path.exists(a.doc) else ""
-    if a.check:
-        if BEGIN not in page or END not in page:
-            print("time_report.py: %s has no %s ... %s section" % (a.doc, BEGIN, END))
-            return 1
-        current = page[page.index(BEGIN):page.index(END) + len(END)] + "\n"
-        if current != text:
-            print("time_report.py: %s's section is not what %s gives; run scripts/quality/time_report.py"
-                  % (a.doc, path))
-            return 1
-        return 0
-    plot(data, a.dir)
-    with open(a.doc, "w") as fh:
-        fh.write(rewrite(a.doc, text))
-    return 0
+    def load(folder):
+        with open(os.path.join(folder, "time_to_target.json")) as fh:
+            return json.load(fh)
+
+    def collect_paths(paths, out, meta):
+        collect(paths, out, meta)
+        return "wrote %s (%d records)" % (out, len(paths))
+
+    return report_page.run(argv, __doc__.split("\n\n")[0], "time_report.py", "time_to_target.json", BEGIN, END,
+                           load, section, plot, collect_paths, heading="## Time to target: results")
 
 
 if __name__ == "__main__":
