@@ -85,7 +85,10 @@ def describe(r):
     if row.startswith("local"):
         what = ("%s density %g" % (s["local_method"], s["density"]) if s["local_method"] in ("topk", "sketch")
                 else "%s rank %d" % (s["local_method"], s["rank"]) if s["local_method"] == "lowrank" else "exact")
-        return "H=%d, %s, %s" % (s["local_steps"], what, "EF" if row == "local" else "no EF")
+        text = "H=%d, %s, %s" % (s["local_steps"], what, "EF" if row == "local" else "no EF")
+        if s.get("outer_lr", 1.0) != 1.0 or s.get("outer_momentum", 0.0):
+            text += ", outer lr %g momentum %g" % (s.get("outer_lr", 1.0), s.get("outer_momentum", 0.0))
+        return text
     return "dense"
 
 
