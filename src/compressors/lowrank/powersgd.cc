@@ -238,18 +238,41 @@ void multiply_mtp(const W *m, const Shape &s, const W *p, W *q)
          static_cast<int>(s.cols), p, s.rank, q, s.rank);
 }
 
-template <typename W>
-void reconstruct(const W *p, const W *q, const Shape &s, W alpha, W *out)
-{
-    gemm(CblasNoTrans, CblasTrans, static_cast<int>(s.rows), static_cast<int>(s.cols), s.rank, alpha, p, s.rank, q,
-         s.rank, out, static_cast<int>(s.cols));
-}
-
+// M^ = alpha P Q^T, row by row: out[i][j] = p[i][0] q[j][0] + ... + p[i][r-1]
+// q[j][r-1], added in k order, then scaled. Every element goes through the
+// same operations whichever block of rows holds it, so a block of rows is
+// bit-identical to those rows of the whole product and the result does not
+// depend on how the thread pool cuts the rows (a BLAS gemm's edge tiles add
+// in other orders on some CPUs). Q is transposed once per call so that the
+// inner loop runs over contiguous columns.
 template <typename W>
 void reconstruct_rows(const W *p, const W *q, const Shape &s, std::size_t row, std::size_t rows, W alpha, W *out)
 {
-    gemm(CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(s.cols), s.rank, alpha,
-         p + row * static_cast<std::size_t>(s.rank), s.rank, q, s.rank, out, static_cast<int>(s.cols));
+    const std::size_t cols = s.cols, r = static_cast<std::size_t>(s.rank);
+    thread_local std::vector<W> qt_storage;
+    qt_storage.resize(cols * r);
+    W *qt = qt_storage.data();
+    for (std::size_t j = 0; j < cols; ++j)
+        for (std::size_t k = 0; k < r; ++k) qt[k * cols + j] = q[j * r + k];
+    for (std::size_t i = 0; i < rows; ++i) {
+        const W *pi = p + (row + i) * r;
+        W *o = out + i * cols;
+        const W p0 = pi[0];
+        for (std::size_t j = 0; j < cols; ++j) o[j] = p0 * qt[j];
+        for (std::size_t k = 1; k < r; ++k) {
+            const W pk = pi[k];
+            const W *qk = qt + k * cols;
+            for (std::size_t j = 0; j < cols; ++j) o[j] += pk * qk[j];
+        }
+        if (alpha != W(1))
+            for (std::size_t j = 0; j < cols; ++j) o[j] *= alpha;
+    }
+}
+
+template <typename W>
+void reconstruct(const W *p, const W *q, const Shape &s, W alpha, W *out)
+{
+    reconstruct_rows(p, q, s, 0, s.rows, alpha, out);
 }
 
 template <typename W>
