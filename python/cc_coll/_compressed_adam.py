@@ -121,6 +121,26 @@ class _SelfCommunicating(torch.optim.Optimizer):
                 if k not in ("params", "n_params"):
                     g[k] = v
 
+    @torch.no_grad()
+    def step(self, closure=None):
+        """One optimizer step: the subclass's exact step on the steps that
+        average the gradients exactly (averaging_gradients(); without DDP's
+        optimizer_hook the gradients are averaged here first), its
+        compressed step otherwise."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        if self.averaging_gradients():
+            if not self._ddp_hooked:
+                average_gradients(self.comm, self.params)
+            self._exact_step(self.steps)
+        else:
+            self._compressed_step(self.steps)
+        self._ddp_hooked = False
+        self.steps += 1
+        return loss
+
     def close(self):
         """Close the Comm the optimizer created (one it was given stays open)."""
         if self._own_comm:
@@ -313,24 +333,6 @@ class CompressedAdam(_SelfCommunicating):
             t.view(t.shape[0], -1).masked_fill_(mask.unsqueeze(1), 0)
 
     # -- the step ------------------------------------------------------------
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        """One optimizer step: exact AdamW in the warm-up and on refresh
-        steps, the compressed momentum step otherwise."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        if self.averaging_gradients():
-            if not self._ddp_hooked:
-                average_gradients(self.comm, self.params)
-            self._exact_step(self.steps)
-        else:
-            self._compressed_step(self.steps)
-        self._ddp_hooked = False
-        self.steps += 1
-        return loss
 
     def _update(self, p, m, v, group, step):
         """AdamW's parameter update (torch 1.13's _single_tensor_adamw)
@@ -595,24 +597,6 @@ class DGCSGD(_SelfCommunicating):
         coef = max_norm / (float(total) + 1e-6)
         return coef if coef < 1.0 else 1.0
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        """One step: exact momentum SGD in the warm-up, DGC's compressed
-        step after it."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        if self.averaging_gradients():
-            if not self._ddp_hooked:
-                average_gradients(self.comm, self.params)
-            self._exact_step()
-        else:
-            self._compressed_step(self.steps)
-        self._ddp_hooked = False
-        self.steps += 1
-        return loss
-
     def _direction(self, i, p, g, coef):
         """u_i updated in place from the (clipped) gradient; returns what
         enters the average (u_i, or Nesterov's g + momentum u_i) in the
@@ -633,7 +617,7 @@ class DGCSGD(_SelfCommunicating):
             d.copy_(u)
         return d
 
-    def _exact_step(self):
+    def _exact_step(self, s):
         grads = [self._grad(p) for p in self.params]
         coef = self._clip_coef(grads, self.clip_norm)
         for i, (p, g) in enumerate(zip(self.params, grads)):
