@@ -18,9 +18,9 @@
  *   sketch_padding    allreduce SKETCH, a bit past count in the OR-ed bitmap
  *   sketch_rs_tail    reduce-scatter SKETCH, only rank 0's OR-ed shard
  *                     support gets flag byte 2: rank 0 rejects it, and every
- *                     other rank learns of it through the rows value
- *   sketch_rs_rows    reduce-scatter SKETCH, the MPI_MAX of the rows per
- *                     table gives 2^32 + 1
+ *                     other rank learns of it through the outcome exchange
+ *   sketch_rs_rows    reduce-scatter SKETCH, the outcome exchange's
+ *                     maximum of the rows per table gives 2^32 + 1
  * each: CC_COLL_ERR_MISMATCH on every rank with a message naming the
  * field (and the sending rank for TOPK), recvbuf untouched, and then a
  * well-formed call of the same kind succeeds on every rank (no rank is left
@@ -120,9 +120,11 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
             b[count - 2] |= 0x80; /* the bitmap's last byte: count % 8 != 0 here */
             ++g_edits;
         }
-    } else if (op == MPI_MAX && datatype == MPI_UINT64_T && count == 1 && g_forge == kSketchRsRows && g_seen_rs_bor) {
+    } else if (op == MPI_MAX && datatype == MPI_UINT64_T && count == 4 && g_forge == kSketchRsRows && g_seen_rs_bor) {
+        /* The outcome exchange after the supports: two fault words, then the
+         * rows, then the non-finite flag (docs/wire.md, "Fault containment"). */
         const uint64_t m = (1ull << 32) + 1;
-        memcpy(recvbuf, &m, 8);
+        memcpy((unsigned char *)recvbuf + 16, &m, 8);
         ++g_edits;
     }
     return rc;
@@ -224,7 +226,7 @@ static void test_sketch_rs_tail(cc_coll_comm_h h)
 {
     const cc_coll_params_t p = sketch_params(0.01, 1, 0.75);
     forged_case(h, kSketchRsTail, 1, &p, "flag byte 0x02, not 0 or 1",
-                "found the support message of its shard malformed");
+                "rank 0 found a malformed SKETCH support in the bytes it received");
 }
 
 static void test_sketch_rs_rows(cc_coll_comm_h h)

@@ -303,6 +303,10 @@ static void set_same_q(Group *a, Group *b, cc_coll_comm_h ha, cc_coll_comm_h hb,
 /* The agreement exchange every collective starts with: one MPI_Allreduce on
  * two or more ranks, none on one. */
 static long agreement_calls(void) { return g_size > 1 ? 1 : 0; }
+/* The outcome exchange that ends each compressed LOWRANK batch (one per work
+ * type; docs/wire.md, "Fault containment"): one MPI_Allreduce on two or more
+ * ranks, none on one. */
+static long outcome_calls(void) { return g_size > 1 ? 1 : 0; }
 
 /* The MPI_Allreduce calls a group makes when every LOWRANK tensor with
  * count > 0 and a shape is compressed (or, with `dense_lowrank`, none is);
@@ -315,17 +319,19 @@ static long expected_group_calls(const Spec *spec, size_t nt, int dense_lowrank)
         if (spec[i].method == CC_COLL_METHOD_NONE || dense_lowrank || spec[i].rows == ONE_D) dense[spec[i].d] = 1;
         else work[spec[i].d == CC_COLL_F64] = 1;
     }
-    return agreement_calls() + dense[0] + dense[1] + dense[2] + dense[3] + 2 * (work[0] + work[1]);
+    return agreement_calls() + dense[0] + dense[1] + dense[2] + dense[3] + (2 + outcome_calls()) * (work[0] + work[1]);
 }
 
 static long expected_single_calls(const Spec *spec, size_t nt)
 {
     long c = 0;
-    /* Every call: the agreement, then (count > 0) one allreduce, or P and Q
-     * for a compressed LOWRANK tensor. */
+    /* Every call: the agreement, then (count > 0) one allreduce, or P, Q and
+     * the outcome for a compressed LOWRANK tensor. */
     for (size_t i = 0; i < nt; ++i)
         c += agreement_calls() + (spec[i].n == 0 ? 0
-                                  : spec[i].method != CC_COLL_METHOD_LOWRANK || spec[i].rows == ONE_D ? 1 : 2);
+                                  : spec[i].method != CC_COLL_METHOD_LOWRANK || spec[i].rows == ONE_D
+                                      ? 1
+                                      : 2 + outcome_calls());
     return c;
 }
 
@@ -499,8 +505,8 @@ static void test_group_vs_singles(cc_coll_comm_h h)
 
 /* The call counts on their own, for the record: the group of 3 compressed
  * LOWRANK f32 tensors + 2 small f32 tensors is exactly 3 MPI_Allreduce calls
- * after the agreement,
- * and the mixed f32 + f64 group one P/Q pair per work type. */
+ * after the agreement, and the outcome exchange,
+ * and the mixed f32 + f64 group one P/Q pair and outcome per work type. */
 static void test_group_calls(cc_coll_comm_h h)
 {
     Group g;
@@ -508,10 +514,10 @@ static void test_group_calls(cc_coll_comm_h h)
     group_inputs(&g, 0, 0);
     for (int t = 0; t < 3; ++t) {
         const long c = run_group(&g, CC_COLL_AVG, h, 0u, 0, "3 LOWRANK + 2 NONE f32");
-        if (c != agreement_calls() + 3) {
+        if (c != agreement_calls() + 3 + outcome_calls()) {
             fprintf(stderr, "[rank %d] step %d: %ld MPI_Allreduce calls, expected %ld\n", g_rank, t + 1, c,
-                    agreement_calls() + 3);
-            die("%s", "3 LOWRANK f32 + 2 NONE f32 must be the agreement + 1 dense + 1 P + 1 Q", 0);
+                    agreement_calls() + 3 + outcome_calls());
+            die("%s", "3 LOWRANK f32 + 2 NONE f32 must be the agreement + 1 dense + 1 P + 1 Q + the outcome", 0);
         }
     }
     group_free(&g);
@@ -524,9 +530,10 @@ static void test_group_calls(cc_coll_comm_h h)
     group_init(&g, two_types, NT(two_types), 0x7100);
     group_inputs(&g, 0, 0);
     const long c = run_group(&g, CC_COLL_AVG, h, 0u, 0, "f32 + f64 LOWRANK");
-    if (c != agreement_calls() + 4) {
-        fprintf(stderr, "[rank %d] %ld MPI_Allreduce calls, expected %ld\n", g_rank, c, agreement_calls() + 4);
-        die("%s", "2 f32 + 2 f64 LOWRANK must be the agreement + one P/Q pair per work type", 0);
+    if (c != agreement_calls() + 4 + 2 * outcome_calls()) {
+        fprintf(stderr, "[rank %d] %ld MPI_Allreduce calls, expected %ld\n", g_rank, c,
+                agreement_calls() + 4 + 2 * outcome_calls());
+        die("%s", "2 f32 + 2 f64 LOWRANK must be the agreement + one P/Q pair and outcome per work type", 0);
     }
     group_free(&g);
     /* ntensors == 0 moves no data: the agreement only. */
@@ -569,7 +576,7 @@ static void test_group_dense_routes(cc_coll_comm_h h)
         }
         const uint64_t efb = ef_bytes(hc);
         const long c = run_group(&g, CC_COLL_AVG, hc, 0u, 0, desc);
-        const long want = agreement_calls() + (t < 2 ? 1 : 3);
+        const long want = agreement_calls() + (t < 2 ? 1 : 3 + outcome_calls());
         if (c != want) {
             fprintf(stderr, "[rank %d] %s: %ld MPI_Allreduce calls, expected %ld\n", g_rank, desc, c, want);
             die("%s: MPI_Allreduce calls", desc, 0);
@@ -666,10 +673,10 @@ static void test_group_torch_rule(cc_coll_comm_h h)
         const uint64_t w0 = get_stats(hc).bytes_wire;
         const long c = run_group(&g, op, hc, 0x5u, 0, desc);
         const uint64_t wire = get_stats(hc).bytes_wire - w0;
-        if (c != agreement_calls() + 3) {
+        if (c != agreement_calls() + 3 + outcome_calls()) {
             fprintf(stderr, "[rank %d] %s: %ld MPI_Allreduce calls, expected %ld\n", g_rank, desc, c,
-                    agreement_calls() + 3);
-            die("%s: the agreement + 1 dense + 1 P + 1 Q", desc, 0);
+                    agreement_calls() + 3 + outcome_calls());
+            die("%s: the agreement + 1 dense + 1 P + 1 Q + the outcome", desc, 0);
         }
         if (wire != want_wire) {
             fprintf(stderr, "[rank %d] %s: bytes_wire %llu, expected %llu\n", g_rank, desc, (unsigned long long)wire,

@@ -17,9 +17,14 @@
 // A tensor whose summed P holds NaN or Inf (some rank's input was not
 // finite) is allreduced densely instead, so non-finite values propagate as
 // MPI_SUM would; every rank sees the same summed P and takes the same branch.
+// The outcome exchange after the sum of Q checks that (digests of the summed
+// P and Q) and what each rank found: a fault on any rank is an error on
+// every rank, with recvbuf, the residuals and the warm-start state as before
+// the call.
 #include <vector>
 
 #include "collectives/allreduce/allreduce.hpp"
+#include "collectives/common/outcome.hpp"
 #include "collectives/common/powersgd_step.hpp"
 #include "collectives/common/steps.hpp"
 #include "compressors/lowrank/powersgd.hpp"
@@ -121,6 +126,14 @@ cc_coll_status_t lowrank_batch(X &x, const std::vector<GroupTensor> &tensors, co
     const double t2 = now_seconds();
     stats->time_communicate += t2 - t1;
 
+    // From here on no rank leaves or changes its next MPI call on what it
+    // found alone: a failing step is recorded in the outcome and the rank
+    // carries on with zeros (collectives/common/outcome.hpp). Every rank
+    // holds the same summed P: its digest goes into the outcome exchange.
+    Outcome out(comm, "cc_coll_allreduce (lowrank)");
+    std::uint64_t p_digest = 0, q_digest = 0;
+    out.check(digest_of(x, pbuf, p_total * sizeof(W), &p_digest));
+
     // 3. Non-finite P -> dense; else orthogonalise P and Q = M^T P.
     std::vector<const W *> ps(items.size());
     std::vector<std::size_t> pn(items.size());
@@ -129,20 +142,18 @@ cc_coll_status_t lowrank_batch(X &x, const std::vector<GroupTensor> &tensors, co
         pn[j] = items[j].shape.rows * static_cast<std::size_t>(items[j].shape.rank);
     }
     std::vector<std::uint8_t> flags;
-    CC_COLL_TRY(x.template nonfinite<W>(ps, pn, &flags));
+    if (!out.check(x.template nonfinite<W>(ps, pn, &flags))) flags.assign(items.size(), 0);
     for (std::size_t j = 0; j < items.size(); ++j) {
         Item &it = items[j];
         const lowrank::Shape &s = it.shape;
         W *p = pbuf + it.p_off;
         W *q = qbuf + it.q_off;
-        if (flags[j] != 0) {
-            it.dense = true;
-            CC_COLL_TRY(x.zero(q, s.cols * static_cast<std::size_t>(s.rank) * sizeof(W)));
-            continue;
-        }
-        CC_COLL_TRY((powersgd_q<X, W>(x, static_cast<const W *>(it.m), s, is_half(it.t->args.dtype), p, q)));
+        it.dense = flags[j] != 0;
+        if (it.dense || !out.ok() ||
+            !out.check(powersgd_q<X, W>(x, static_cast<const W *>(it.m), s, is_half(it.t->args.dtype), p, q)))
+            out.check(x.zero(q, s.cols * static_cast<std::size_t>(s.rank) * sizeof(W)));
     }
-    CC_COLL_TRY(x.sync());
+    out.check(x.sync());
     const double t3 = now_seconds();
     stats->time_compress += t3 - t2;
 
@@ -150,6 +161,13 @@ cc_coll_status_t lowrank_batch(X &x, const std::vector<GroupTensor> &tensors, co
     const double t4 = now_seconds();
     stats->time_communicate += t4 - t3;
     stats->bytes_wire += (p_total + q_total) * sizeof(W);
+    // The outcome: what each rank found, and the digests of the summed
+    // factors (which decide the dense tensors too), before anything is
+    // written.
+    out.check(digest_of(x, qbuf, q_total * sizeof(W), &q_digest));
+    out.same(p_digest, "summed LOWRANK P factors");
+    out.same(q_digest, "summed LOWRANK Q factors");
+    CC_COLL_TRY(out.exchange());
     guard.release();
     CC_COLL_TRY(x.template lr_scale<W>(qbuf, q_total, W(1) / static_cast<W>(comm.size())));
 

@@ -5,20 +5,24 @@
 //  2. Global support: the support message (wire/sketch_support.hpp: a bitmap,
 //     1 bit per element, plus one flag byte "this rank has NaN/Inf")
 //     combined with MPI_Allreduce(MPI_BOR, MPI_UINT8_T); its tail checked
-//     (sketch_support::check_tail: no bit past n, a flag of 0 or 1), else
-//     CC_COLL_ERR_MISMATCH on every rank.
+//     (sketch_support::check_tail: no bit past n, a flag of 0 or 1), and the
+//     ranks compare what they found, a digest of the message, the rows and
+//     the flag in the outcome exchange (collectives/common/outcome.hpp): a
+//     fault on any rank is CC_COLL_ERR_MISMATCH on every rank.
 //  3. Sketch rows sized from the global support so that its fullest column
 //     stays under the load factor; every rank computes the same layout.
 //  4. Each rank sketches its kept values; one MPI_Allreduce(MPI_SUM) of the
 //     sketch in the work type (binary64 for F64, binary32 otherwise).
-//  5. Peeling decode over the global support (identical on every rank), then
-//     median-of-3 estimates for anything that did not peel.
+//  5. A second outcome exchange compares the digests of the summed sketch;
+//     then the peeling decode over the global support (identical on every
+//     rank), and median-of-3 estimates for anything that did not peel.
 //  6. Residual: zero at the kept elements (sent exactly in the work type).
 //
 // Dense fallback, from values every rank shares after step 2: when a rank
 // has NaN/Inf (a sketch cell cannot carry them without poisoning its
 // neighbours), or when the sketch plus bitmap would outweigh the buffer.
 #include "collectives/allreduce/allreduce.hpp"
+#include "collectives/common/outcome.hpp"
 #include "collectives/common/steps.hpp"
 #include "compressors/sketch/count_sketch.hpp"
 #include "core/dtype.hpp"
@@ -61,22 +65,37 @@ cc_coll_status_t sketch_allreduce(X &x, const AllreduceArgs &a, const CallParams
     if (st != CC_COLL_OK) return st;
 
     // The OR-ed message is the same on every rank, so every rank reaches the
-    // same verdict on its tail (bits past n, the flag byte); a device
-    // receiver checks a host copy of those two bytes.
-    const unsigned char *tail = nullptr;
-    std::size_t tail_stride = 0;
-    CC_COLL_TRY(x.read_records(support + sketch_support::tail_offset(n), 1, sketch_support::kTailBytes,
-                               sketch_support::kTailBytes, &tail, &tail_stride));
-    sketch_support::Fault fault;
-    if (!sketch_support::check_tail(tail, n, &fault))
-        return fail(CC_COLL_ERR_MISMATCH, "cc_coll_allreduce (sketch): %s", sketch_support::describe(fault).c_str());
-
-    // 3. Layout from the global support; dense when it does not pay.
+    // same verdict on its tail (bits past n, the flag byte) and the same
+    // layout; the outcome exchange checks that (a digest of the message) and
+    // carries what each rank found, so that a corrupted copy on one rank is
+    // an error on every rank and no rank sums a sketch of another size. A
+    // device receiver checks a host copy.
+    Outcome outcome(comm, "cc_coll_allreduce (sketch)");
     sketch::Layout layout;
     layout.n = n;
     layout.seed = p.seed;
     bool nonfinite = false;
-    CC_COLL_TRY(x.sketch_rows(support, n, p.load_factor, &layout.m, &nonfinite));
+    std::uint64_t digest = 0;
+    const unsigned char *tail = nullptr;
+    std::size_t tail_stride = 0;
+    if (outcome.check(x.read_records(support + sketch_support::tail_offset(n), 1, sketch_support::kTailBytes,
+                                 sketch_support::kTailBytes, &tail, &tail_stride))) {
+        sketch_support::Fault fault;
+        if (!sketch_support::check_tail(tail, n, &fault))
+            outcome.fault(fail(CC_COLL_ERR_MISMATCH, "%s: %s", outcome.name(), sketch_support::describe(fault).c_str()),
+                      FaultKind::Support);
+        else
+            outcome.check(x.sketch_rows(support, n, p.load_factor, &layout.m, &nonfinite));
+    }
+    if (outcome.ok()) outcome.check(digest_of(x, support, msg_bytes, &digest));
+    outcome.same(digest, "OR-ed SKETCH supports");
+    const int rows = outcome.max(layout.m);
+    const int flagged = outcome.max(nonfinite ? 1 : 0);
+    CC_COLL_TRY(outcome.exchange());
+    layout.m = static_cast<std::uint32_t>(outcome.max_of(rows));
+    nonfinite = outcome.max_of(flagged) != 0;
+
+    // 3. Dense when the sketch does not pay.
     if (nonfinite || layout.cells() * sizeof(W) + msg_bytes > n * es) {
         guard.release();
         return dense_allreduce<X, W>(x, a, g, res != nullptr, stats);
@@ -95,6 +114,12 @@ cc_coll_status_t sketch_allreduce(X &x, const AllreduceArgs &a, const CallParams
     const double t4 = now_seconds();
     stats->time_communicate += t4 - t3;
     stats->bytes_wire += layout.cells() * sizeof(W);
+    // Every rank holds the same summed sketch: its digest goes through a
+    // second outcome exchange before anything is written.
+    std::uint64_t cells_digest = 0;
+    outcome.check(digest_of(x, cells, layout.cells() * sizeof(W), &cells_digest));
+    outcome.same(cells_digest, "summed SKETCH sketches");
+    CC_COLL_TRY(outcome.exchange());
     // 6. The kept values went exactly: the residual is zero there. Only now,
     //    so that a failed sum leaves the residual as it was.
     guard.release();

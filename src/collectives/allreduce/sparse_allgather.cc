@@ -6,15 +6,19 @@
 //     (index, value) pairs in the call's dtype (wire/topk_payload.hpp).
 //  3. One MPI_Allgather of the fixed-size payloads (O(k P) bytes per rank).
 //  4. Every rank checks every payload's header and indices against its own
-//     call (topk::check_payloads: a malformed payload is
-//     CC_COLL_ERR_MISMATCH on every rank, recvbuf and the residual
-//     untouched), then zeroes recvbuf and scatter-adds the P payloads in
-//     rank order, so all ranks get bit-identical results; AVG divides by P.
+//     call (topk::check_payloads), and the ranks compare what they found
+//     and a digest of the payloads in the outcome exchange
+//     (collectives/common/outcome.hpp): a malformed payload on any rank, or
+//     payloads that differ between ranks, is CC_COLL_ERR_MISMATCH on every
+//     rank, recvbuf and the residual untouched. Then every rank zeroes
+//     recvbuf and scatter-adds the P payloads in rank order, so all ranks
+//     get bit-identical results; AVG divides by P.
 //  5. e = g' - transmitted at the kept indices, g' elsewhere.
 //
 // Dense fallback, decided from values identical on every rank: when
 // P x payload > n x element size (the pairs would outweigh the buffer), or
-// when any rank's header says its non-finite elements did not fit in k, the
+// when any rank's header says its non-finite elements did not fit in k (the
+// outcome exchange's maximum of that verdict), the
 // call allreduces g' densely and the residual keeps only the rounding to the
 // dtype. Non-finite elements rank above all finite ones in the selection, so
 // otherwise they are all sent and propagate as MPI_SUM would; they are never
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "collectives/allreduce/allreduce.hpp"
+#include "collectives/common/outcome.hpp"
 #include "collectives/common/steps.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
@@ -51,6 +56,30 @@ std::size_t pipeline_chunks(std::size_t n, cc_coll_dtype_t dtype, const CallPara
         if (topk_allreduce_dense(hi - lo, dtype, p.density, ranks)) return 0;
     }
     return chunks;
+}
+
+// Checks P gathered payloads of `bytes` bytes each (topk::check_payloads)
+// and records what this rank found in `out`: a rejected payload as its
+// fault, and the digest of the checked bytes as a value every rank must
+// hold alike. Every rank adds the same words to `out`, whatever it found.
+template <typename X>
+topk::Verdict check_gathered(X &x, Outcome &out, const unsigned char *gathered, std::size_t P, std::size_t bytes,
+                             std::size_t n, std::size_t k, const char *count_name)
+{
+    const unsigned char *records = nullptr;
+    std::size_t stride = 0;
+    topk::Verdict verdict = topk::Verdict::Reject;
+    std::uint64_t digest = 0;
+    if (out.check(x.read_records(gathered, P, bytes, topk::checked_bytes(k), &records, &stride))) {
+        topk::Fault fault;
+        verdict = topk::check_payloads(records, P, stride, n, k, &fault);
+        if (verdict == topk::Verdict::Reject)
+            out.fault(fail(CC_COLL_ERR_MISMATCH, "%s: %s", out.name(), topk::describe(fault, count_name).c_str()),
+                      FaultKind::Payload, static_cast<std::uint32_t>(1 + fault.sender));
+        digest = digest_bytes(records, P * stride);
+    }
+    out.same(digest, "gathered TOPK payloads");
+    return verdict;
 }
 
 // The allgather algorithm in chunks (docs/algorithms.md 2.7): chunk c gets
@@ -124,19 +153,27 @@ cc_coll_status_t sparse_allgather_pipelined(HostExec &x, const AllreduceArgs &a,
     const double t2 = now_seconds();
     stats->time_communicate += t2 - t1;
 
-    // Every chunk's payloads checked before anything is written.
-    bool dense = false;
+    // Every chunk's payloads checked before anything is written, one digest
+    // and one outcome exchange for the call.
+    Outcome outcome(comm, "cc_coll_allreduce (topk, pipelined)");
+    bool any_dense = false;
+    std::uint64_t digest = 0;
     for (std::size_t c = 0; c < chunks; ++c) {
         topk::Fault fault;
         const topk::Verdict v =
             topk::check_payloads(gathered + at_b[c] * P, P, bytes[c], lo[c + 1] - lo[c], k[c], &fault);
         if (v == topk::Verdict::Reject)
-            return fail(CC_COLL_ERR_MISMATCH, "cc_coll_allreduce (topk, pipelined chunk %zu of %zu): %s", c, chunks,
-                        topk::describe(fault, "count").c_str());
-        dense = dense || v == topk::Verdict::Dense;
+            outcome.fault(fail(CC_COLL_ERR_MISMATCH, "%s: chunk %zu of %zu: %s", outcome.name(), c, chunks,
+                           topk::describe(fault, "count").c_str()),
+                      FaultKind::Payload, static_cast<std::uint32_t>(1 + fault.sender));
+        any_dense = any_dense || v == topk::Verdict::Dense;
     }
+    digest = digest_bytes(gathered, at_b[chunks] * P);
+    outcome.same(digest, "gathered TOPK payloads");
+    const int dense = outcome.max(any_dense ? 1 : 0);
+    CC_COLL_TRY(outcome.exchange());
     guard.release();
-    if (dense) {  // a rank had more non-finite values than a chunk's k: as unchunked, all of it densely
+    if (outcome.max_of(dense) != 0) {  // a rank had more non-finite values than a chunk's k: as unchunked, all of it densely
         stats->bytes_wire += at_b[chunks];
         return dense_allreduce<HostExec, W>(x, a, g, res != nullptr, stats);
     }
@@ -211,17 +248,16 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     // Every field the decode uses is checked before it writes (a peer's
     // payload is untrusted input): every header (n, k, flags), then, unless
     // a sender flagged overflow, every payload's indices. A device receiver
-    // checks a host copy of the headers and indices. Every rank holds the
-    // same gathered payloads, so every rank reaches the same verdict.
-    const unsigned char *records = nullptr;
-    std::size_t stride = 0;
-    CC_COLL_TRY(x.read_records(gathered, P, bytes, topk::checked_bytes(k), &records, &stride));
-    topk::Fault fault;
-    const topk::Verdict verdict = topk::check_payloads(records, P, stride, n, k, &fault);
-    if (verdict == topk::Verdict::Reject)
-        return fail(CC_COLL_ERR_MISMATCH, "cc_coll_allreduce (topk): %s", topk::describe(fault, "count").c_str());
+    // checks a host copy of the headers and indices. What this rank found,
+    // the digest of the payloads (every rank gathered the same bytes) and
+    // the dense fallback go through the outcome exchange, so that every rank
+    // takes the same branch and returns the same status.
+    Outcome out(comm, "cc_coll_allreduce (topk)");
+    const topk::Verdict verdict = check_gathered(x, out, gathered, P, bytes, n, k, "count");
+    const int dense = out.max(verdict == topk::Verdict::Dense ? 1 : 0);
+    CC_COLL_TRY(out.exchange());
     guard.release();
-    if (verdict == topk::Verdict::Dense) {
+    if (out.max_of(dense) != 0) {
         stats->bytes_wire += bytes;
         return dense_allreduce<X, W>(x, a, g, res != nullptr, stats);
     }

@@ -14,15 +14,22 @@
 //  3. The owner checks them, adds them in sender order into its region (in
 //     the work type), keeps the k_r = ceil(density m_r) largest sums of the
 //     indices it received, and puts what it drops into its own residual.
-//  4. One MPI_Allgather of the kept counts and a fault flag, then one
+//  4. One MPI_Allgather of the kept counts, a fault, the overflow flag and
+//     whether the exchange of the pairs failed: every rank learns every
+//     rank's, and all fail, or fall back to dense, together. Then one
 //     MPI_Allgatherv of the regions' pairs.
-//  5. Every rank writes every region into recvbuf; AVG divides by P.
+//  5. Every rank checks every region's indices; the outcome exchange
+//     (collectives/common/outcome.hpp) compares what the ranks found and a
+//     digest of the regions; then the owner updates its residual and every
+//     rank writes every region into recvbuf; AVG divides by P.
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "collectives/allreduce/allreduce.hpp"
+#include "collectives/common/outcome.hpp"
 #include "collectives/common/steps.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
@@ -53,7 +60,9 @@ struct Announce {
 // After the reduction: what each owner keeps, and whether it found a fault.
 struct Kept {
     std::uint32_t count;
-    std::uint32_t fault;  // 0, or 1 + the sending rank whose pairs were malformed
+    std::uint32_t fault;     // 0, or 1 + the sending rank whose pairs were malformed
+    std::uint32_t overflow;  // 1: a sender flagged more non-finite values than k
+    std::uint32_t failed;    // 1: this rank's exchange of the pairs failed
 };
 
 template <typename W>
@@ -125,19 +134,17 @@ cc_coll_status_t sparse_split(HostExec &x, const AllreduceArgs &a, const CallPar
         rvd[s] = static_cast<int>(total * es);
         total += c;
     }
-    // Every rank saw every rank's flags: all fall back together, as the
-    // allgather algorithm does. (Otherwise a fault found here is reported
-    // to every rank in step 4.)
-    if (overflow) {
-        guard.release();
-        stats->time_communicate += now_seconds() - t1;
-        return dense_allreduce<HostExec, W>(x, a, g, res != nullptr, stats);
-    }
+    // Every rank goes on to the exchange of the pairs whatever it found (a
+    // fault, a sender's overflow flag): the next decision is taken in step 4
+    // from what every rank tells every other, so that no rank changes its
+    // next MPI call on what it alone received.
     unsigned char *recvd = nullptr;
     CC_COLL_TRY(x.buffer<unsigned char>(Buf::RecvBytes, std::max<std::size_t>(total * (4 + es), 1), &recvd));
     unsigned char *rvals = recvd + total * sizeof(std::uint32_t);
-    CC_COLL_TRY(alltoallv_bytes(own_idx, sc.data(), sd.data(), recvd, rc.data(), rd.data(), mpi));
-    CC_COLL_TRY(alltoallv_bytes(own_val, sv.data(), svd.data(), rvals, rv.data(), rvd.data(), mpi));
+    std::uint32_t failed = 0;
+    if (alltoallv_bytes(own_idx, sc.data(), sd.data(), recvd, rc.data(), rd.data(), mpi) != CC_COLL_OK) failed = 1;
+    if (alltoallv_bytes(own_val, sv.data(), svd.data(), rvals, rv.data(), rvd.data(), mpi) != CC_COLL_OK) failed = 1;
+    std::string failed_why = failed != 0 ? std::string(last_error()) : std::string();
     const double t2 = now_seconds();
     stats->time_communicate += t2 - t1;
 
@@ -148,7 +155,7 @@ cc_coll_status_t sparse_split(HostExec &x, const AllreduceArgs &a, const CallPar
     CC_COLL_TRY(x.buffer<unsigned char>(Buf::Q, std::max<std::size_t>(mine.n, 1), &mark));
     std::fill(acc, acc + mine.n, W(0));
     std::memset(mark, 0, mine.n);
-    for (std::size_t s = 0, at = 0; s < P && fault == 0; ++s) {
+    for (std::size_t s = 0, at = 0; s < P && fault == 0 && failed == 0 && !overflow; ++s) {
         std::uint64_t before = 0;
         for (std::size_t j = 0; j < static_cast<std::size_t>(rc[s]) / sizeof(std::uint32_t); ++j, ++at) {
             std::uint32_t i;
@@ -170,9 +177,9 @@ cc_coll_status_t sparse_split(HostExec &x, const AllreduceArgs &a, const CallPar
     std::size_t u = 0;
     for (std::size_t i = 0; i < mine.n; ++i)
         if (mark[i]) support[u++] = static_cast<std::uint32_t>(i);
-    const std::size_t keep = fault != 0 ? 0 : std::min(u, kr);
+    const std::size_t keep = fault != 0 || failed != 0 || overflow ? 0 : std::min(u, kr);
     std::vector<std::uint32_t> chosen;  // positions in `support`, ascending
-    if (fault == 0 && keep < u) {
+    if (keep > 0 && keep < u) {
         CC_COLL_TRY(x.buffer<W>(Buf::Other, u, &mag));
         for (std::size_t j = 0; j < u; ++j) mag[j] = acc[support[j]];
         chosen.resize(keep);
@@ -181,17 +188,31 @@ cc_coll_status_t sparse_split(HostExec &x, const AllreduceArgs &a, const CallPar
     const double t3 = now_seconds();
     stats->time_decompress += t3 - t2;
 
-    // 4. Kept counts and faults, then the regions.
+    // 4. Kept counts, faults and overflow flags (every rank learns every
+    //    rank's), then the regions.
     std::vector<Kept> kept(P);
-    const Kept own{static_cast<std::uint32_t>(keep), fault};
+    const Kept own{static_cast<std::uint32_t>(keep), fault, overflow ? 1u : 0u, failed};
     CC_COLL_TRY(allgather_bytes(&own, sizeof own, kept.data(), mpi));
-    for (std::size_t r = 0; r < P; ++r)
+    for (std::size_t r = 0; r < P; ++r) {
+        if (kept[r].failed != 0)
+            return fail(r == me ? CC_COLL_ERR_MPI : CC_COLL_ERR_MISMATCH,
+                        "cc_coll_allreduce (topk, split): rank %zu could not exchange the pairs of the regions%s%s", r,
+                        r == me ? ": " : " (its own error says why)", r == me ? failed_why.c_str() : "");
         if (kept[r].fault != 0)
             return fail(CC_COLL_ERR_MISMATCH,
                         "cc_coll_allreduce (topk, split): rank %zu received malformed pairs from rank %u for its "
                         "region (a count above %zu, unknown flag bits, or an index outside the region or out of "
                         "order)",
                         r, kept[r].fault - 1, std::min(k, region_of(n, P, r).n));
+    }
+    // Every rank saw every rank's flags: all fall back together, as the
+    // allgather algorithm does.
+    bool any_overflow = false;
+    for (std::size_t r = 0; r < P; ++r) any_overflow = any_overflow || kept[r].overflow != 0;
+    if (any_overflow) {
+        guard.release();
+        return dense_allreduce<HostExec, W>(x, a, g, res != nullptr, stats);
+    }
     std::vector<int> gc(P), gd(P);
     std::size_t gtotal = 0;
     for (std::size_t r = 0; r < P; ++r) {
@@ -205,58 +226,76 @@ cc_coll_status_t sparse_split(HostExec &x, const AllreduceArgs &a, const CallPar
         gd[r] = static_cast<int>(gtotal);
         gtotal += b;
     }
-    guard.release();
 
-    // This region's block, written at its place in the gathered buffer, and
-    // the owner's residual: its own unsent part, then what it dropped.
+    // This region's block, written at its place in the gathered buffer.
     unsigned char *gathered = recvd;  // the pairs are consumed
     CC_COLL_TRY(x.buffer<unsigned char>(Buf::RecvBytes, std::max<std::size_t>(gtotal, 1), &gathered));
-    if (res != nullptr) CC_COLL_TRY(x.keep_unsent<W>(g, idx, sent, k));
     unsigned char *block = gathered + gd[me];
-    auto feed_back = [&](std::size_t i, W v) {
-        if (res == nullptr) return;
-        const W r = g[mine.lo + i] + v;
-        g[mine.lo + i] = host::finite(r) ? r : W(0);
-    };
-    {
-        unsigned char *bidx = block, *bval = block + keep * sizeof(std::uint32_t);
+    unsigned char *bidx = block, *bval = block + keep * sizeof(std::uint32_t);
+    // Calls f(i, c) for every support position i of this region, c: its
+    // place in the block, or kDropped.
+    constexpr std::size_t kDropped = ~std::size_t{0};
+    auto each_support = [&](auto &&f) {
         std::size_t c = 0;
         for (std::size_t j = 0, q = 0; j < u; ++j) {
-            const std::uint32_t i = support[j];
             const bool take = keep == u || (q < chosen.size() && chosen[q] == j);
-            if (!take) {
-                feed_back(i, acc[i]);  // dropped: back into this rank's residual
-                continue;
-            }
-            if (keep != u) ++q;
-            const std::uint32_t global = static_cast<std::uint32_t>(mine.lo + i);
-            std::memcpy(bidx + c * sizeof global, &global, sizeof global);
-            store_element_unaligned<W>(bval, c, a.dtype, acc[i]);
-            feed_back(i, acc[i] - load_element_unaligned<W>(bval, c, a.dtype));
-            ++c;
+            if (take && keep != u) ++q;
+            f(support[j], take ? c++ : kDropped);
         }
-    }
+    };
+    each_support([&](std::uint32_t i, std::size_t c) {
+        if (c == kDropped) return;
+        const std::uint32_t global = static_cast<std::uint32_t>(mine.lo + i);
+        std::memcpy(bidx + c * sizeof global, &global, sizeof global);
+        store_element_unaligned<W>(bval, c, a.dtype, acc[i]);
+    });
     const double t4 = now_seconds();
     stats->time_decompress += t4 - t3;
     CC_COLL_TRY(allgatherv_bytes_in_place(gathered, gc.data(), gd.data(), mpi));
     const double t5 = now_seconds();
     stats->time_communicate += t5 - t4;
 
-    // 5. Every region into recvbuf.
+    // 5. Every region's indices checked, and the ranks compare what they
+    //    found and a digest of the regions (every rank gathered the same
+    //    bytes) in the outcome exchange, before anything is written.
+    Outcome outcome(comm, "cc_coll_allreduce (topk, split)");
+    for (std::size_t r = 0; r < P && outcome.ok(); ++r) {
+        const Region reg = region_of(n, P, r);
+        const unsigned char *b = gathered + gd[r];
+        for (std::size_t j = 0; j < kept[r].count; ++j) {
+            std::uint32_t i;
+            std::memcpy(&i, b + j * sizeof i, sizeof i);
+            if (i < reg.lo || i >= reg.lo + reg.n) {
+                outcome.fault(fail(CC_COLL_ERR_MISMATCH, "%s: rank %zu sent index %u outside its region [%zu, %zu)",
+                               outcome.name(), r, i, reg.lo, reg.lo + reg.n),
+                          FaultKind::Payload, static_cast<std::uint32_t>(1 + r));
+                break;
+            }
+        }
+    }
+    outcome.same(digest_bytes(gathered, gtotal), "gathered TOPK regions");
+    CC_COLL_TRY(outcome.exchange());
+    guard.release();
+
+    // The owner's residual: its own unsent part, then what it dropped and
+    // the rounding of what it kept.
+    if (res != nullptr) {
+        CC_COLL_TRY(x.keep_unsent<W>(g, idx, sent, k));
+        each_support([&](std::uint32_t i, std::size_t c) {
+            const W v = c == kDropped ? acc[i] : acc[i] - load_element_unaligned<W>(bval, c, a.dtype);
+            const W r = g[mine.lo + i] + v;
+            g[mine.lo + i] = host::finite(r) ? r : W(0);
+        });
+    }
     std::memset(a.recv, 0, n * es);
     unsigned char *out_bytes = static_cast<unsigned char *>(a.recv);
     for (std::size_t r = 0; r < P; ++r) {
-        const Region reg = region_of(n, P, r);
         const unsigned char *b = gathered + gd[r];
         const std::size_t c = kept[r].count;
         const unsigned char *vals = b + c * sizeof(std::uint32_t);
         for (std::size_t j = 0; j < c; ++j) {
             std::uint32_t i;
             std::memcpy(&i, b + j * sizeof i, sizeof i);
-            if (i < reg.lo || i >= reg.lo + reg.n)
-                return fail(CC_COLL_ERR_MISMATCH,
-                            "cc_coll_allreduce (topk, split): rank %zu sent index %u outside its region [%zu, %zu)", r,
-                            i, reg.lo, reg.lo + reg.n);
             std::memcpy(out_bytes + static_cast<std::size_t>(i) * es, vals + j * es, es);
         }
     }

@@ -66,7 +66,8 @@ struct CallSignature {
                     std::uint64_t route, const std::uint64_t *layout, std::size_t layout_words);
 };
 
-constexpr std::uint64_t kAgreementVersion = 1;
+// 2: the lossy algorithms end with the outcome exchange (outcome.hpp).
+constexpr std::uint64_t kAgreementVersion = 2;
 
 // One 64-bit mixing step for signature hashes.
 std::uint64_t signature_mix(std::uint64_t h, std::uint64_t v);

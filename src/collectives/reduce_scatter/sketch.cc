@@ -5,23 +5,27 @@
 //  2. Per-shard bitmaps (plus a flag byte "this rank has NaN/Inf" in every
 //     shard) laid out shard by shard: one MPI_Reduce_scatter_block(MPI_BOR)
 //     gives each rank the union support of its own shard.
-//  3. One MPI_Allreduce(MAX) of the rows each shard needs: every shard's
-//     sketch gets the same layout, as the block form requires. The received
-//     support's tail (sketch_support::check_tail) and the rows
-//     (check_rows) are checked: a rank whose support fails sends an
-//     out-of-range m, so every rank returns CC_COLL_ERR_MISMATCH.
+//  3. The outcome exchange (collectives/common/outcome.hpp, one
+//     MPI_Allreduce(MAX)) of the rows each shard needs, so that every
+//     shard's sketch gets the same layout, as the block form requires, of
+//     the non-finite flags, and of what each rank found when it checked its
+//     received support's tail (sketch_support::check_tail) and its rows
+//     (check_rows): a fault on any rank is CC_COLL_ERR_MISMATCH on every
+//     rank.
 //  4. Per-shard sketches laid out shard by shard: one
 //     MPI_Reduce_scatter_block(MPI_SUM) gives each rank its shard's sketch.
 //  5. Each rank peels its shard.
 //
 // Shards of any length (not a multiple of 1024) are fine: a shard's last
 // block is short, and its bitmap is padded to whole bytes. Dense fallback
-// (MPI_Reduce_scatter_block of g') from values identical on every rank: a
-// NaN/Inf anywhere, or a sketch plus bitmap larger than a dense shard.
+// (MPI_Reduce_scatter_block of g') from values identical on every rank
+// after step 3: a NaN/Inf anywhere, or a sketch plus bitmap larger than a
+// dense shard.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "collectives/common/outcome.hpp"
 #include "collectives/common/steps.hpp"
 #include "collectives/common/workspace.hpp"
 #include "collectives/reduce_scatter/common.hpp"
@@ -77,36 +81,47 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
     stats->time_compress += t1 - t0;
     ws.recv_bytes.assign(bb, 0);
     st = reduce_scatter_bor(ws.send_bytes.data(), ws.recv_bytes.data(), bb, comm.mpi());
-    std::uint64_t m = 0;
-    sketch_support::Fault tail_fault;
-    bool tail_ok = true;
-    if (st == CC_COLL_OK) {
-        // 3. The same layout for every shard: the most rows any shard needs.
-        //    A rank whose shard's OR-ed support fails its check still takes
-        //    part, with m = kRowsMalformed, so that every rank fails
-        //    check_rows below instead of waiting for the sketches.
-        tail_ok = sketch_support::check_tail(ws.recv_bytes.data() + sketch_support::tail_offset(rc), rc, &tail_fault);
-        m = tail_ok ? sketch::rows_per_table(ws.recv_bytes.data(), rc, p.load_factor) : sketch_support::kRowsMalformed;
-        st = allreduce_max_u64(&m, comm.mpi());
+    if (st != CC_COLL_OK) {
+        stats->time_communicate += now_seconds() - t1;
+        if (res != nullptr) host::undo_input<W>(g, a.send, n, a.dtype);
+        return st;
     }
+    // 3. The same layout for every shard: the most rows any shard needs, and
+    //    the dense fallback if any rank's shard carries the non-finite flag,
+    //    both reduced by the outcome exchange (collectives/common/outcome.hpp),
+    //    which also carries a fault found in a received support: then every
+    //    rank fails.
+    Outcome out(comm, "cc_coll_reduce_scatter (sketch)");
+    const std::uint8_t *support = ws.recv_bytes.data();
+    sketch_support::Fault fault;
+    std::uint64_t m = 0;
+    if (!sketch_support::check_tail(support + sketch_support::tail_offset(rc), rc, &fault))
+        out.fault(fail(CC_COLL_ERR_MISMATCH, "%s: %s", out.name(), sketch_support::describe(fault).c_str()),
+                  FaultKind::Support);
+    else
+        m = sketch::rows_per_table(support, rc, p.load_factor);
+    if (out.ok() && !sketch_support::check_rows(m, &fault))
+        out.fault(fail(CC_COLL_ERR_MISMATCH, "%s: %s", out.name(), sketch_support::describe(fault).c_str()),
+                  FaultKind::Rows);
+    const int rows = out.max(out.ok() ? m : 0);
+    const int flagged = out.max(support[sketch_support::flag_offset(rc)] != 0 ? 1 : 0);
+    st = out.exchange();
     stats->time_communicate += now_seconds() - t1;
     stats->bytes_wire += bb * P + sizeof m;
     if (st != CC_COLL_OK) {
         if (res != nullptr) host::undo_input<W>(g, a.send, n, a.dtype);
         return st;
     }
-    sketch_support::Fault rows_fault;
-    if (!tail_ok || !sketch_support::check_rows(m, &rows_fault)) {
+    // The agreed maximum is the same on every rank: so is this verdict.
+    if (!sketch_support::check_rows(out.max_of(rows), &fault)) {
         if (res != nullptr) host::undo_input<W>(g, a.send, n, a.dtype);
-        return fail(CC_COLL_ERR_MISMATCH, "cc_coll_reduce_scatter (sketch): %s",
-                    sketch_support::describe(tail_ok ? rows_fault : tail_fault).c_str());
+        return fail(CC_COLL_ERR_MISMATCH, "%s: %s", out.name(), sketch_support::describe(fault).c_str());
     }
-    const std::uint8_t *support = ws.recv_bytes.data();
     sketch::Layout layout;
     layout.n = rc;
-    layout.m = static_cast<std::uint32_t>(m);
+    layout.m = static_cast<std::uint32_t>(out.max_of(rows));
     layout.seed = p.seed;
-    if (support[sketch_support::flag_offset(rc)] != 0 || layout.cells() * sizeof(W) + bb > rc * es)
+    if (out.max_of(flagged) != 0 || layout.cells() * sizeof(W) + bb > rc * es)
         return dense_reduce_scatter<W>(comm, a, g, res != nullptr, stats);
 
     // 4. Per-shard sketches, shard by shard, summed and scattered at once.
@@ -133,8 +148,8 @@ cc_coll_status_t sketch_reduce_scatter(Comm &comm, const ReduceScatterArgs &a, c
         for (std::uint32_t i : idx) g[i] = W(0);
 
     // 5. Decode this rank's shard.
-    std::vector<W> out(rc);
-    decode_sketch_into<W>(layout, support, mine, out.data(), a.recv, a.dtype, a.op, comm.size(), &ws.decode, stats);
+    std::vector<W> decoded(rc);
+    decode_sketch_into<W>(layout, support, mine, decoded.data(), a.recv, a.dtype, a.op, comm.size(), &ws.decode, stats);
     stats->time_decompress += now_seconds() - t4;
     return CC_COLL_OK;
 }

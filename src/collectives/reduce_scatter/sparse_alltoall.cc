@@ -10,15 +10,16 @@
 // carries its sender's flag, so every rank sees every sender's).
 //
 // Each rank checks the P payloads it received field by field before its
-// scatter-add (topk::check_payloads, as the allreduce): a malformed one is
-// CC_COLL_ERR_MISMATCH. Unlike the allreduce's, the payloads differ from
-// rank to rank, so the verdicts agree only as far as each sender puts the
-// same header (n, k, flags) into all of its payloads, as the library does
-// (docs/wire.md, "What a TOPK receiver checks").
+// scatter-add (topk::check_payloads, as the allreduce). The payloads differ
+// from rank to rank, so the ranks compare their verdicts in the outcome
+// exchange (collectives/common/outcome.hpp): a malformed payload on any rank
+// is CC_COLL_ERR_MISMATCH on every rank, and a dense verdict on any rank
+// sends every rank to the dense fallback.
 #include <climits>
 #include <cstring>
 #include <vector>
 
+#include "collectives/common/outcome.hpp"
 #include "collectives/common/steps.hpp"
 #include "collectives/common/workspace.hpp"
 #include "collectives/reduce_scatter/common.hpp"
@@ -87,15 +88,23 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
 
     // The P payloads this rank received, checked field by field before the
     // scatter-add (topk::check_payloads): every header, then, unless a
-    // sender flagged overflow, every payload's indices.
+    // sender flagged overflow, every payload's indices. What each rank found
+    // and the dense fallback go through the outcome exchange
+    // (collectives/common/outcome.hpp): a fault on any rank is an error on
+    // every rank, and all fall back together.
+    Outcome out(comm, "cc_coll_reduce_scatter (topk)");
     topk::Fault fault;
     const topk::Verdict verdict = topk::check_payloads(ws.recv_bytes.data(), P, bytes, rc, k, &fault);
-    if (verdict == topk::Verdict::Reject) {
+    if (verdict == topk::Verdict::Reject)
+        out.fault(fail(CC_COLL_ERR_MISMATCH, "%s: %s", out.name(), topk::describe(fault, "recvcount").c_str()),
+                  FaultKind::Payload, static_cast<std::uint32_t>(1 + fault.sender));
+    const int dense = out.max(verdict == topk::Verdict::Dense ? 1 : 0);
+    st = out.exchange();
+    if (st != CC_COLL_OK) {
         if (res != nullptr) host::undo_input<W>(g, a.send, n, a.dtype);
-        return fail(CC_COLL_ERR_MISMATCH, "cc_coll_reduce_scatter (topk): %s",
-                    topk::describe(fault, "recvcount").c_str());
+        return st;
     }
-    if (verdict == topk::Verdict::Dense) return dense_reduce_scatter<W>(comm, a, g, res != nullptr, stats);
+    if (out.max_of(dense) != 0) return dense_reduce_scatter<W>(comm, a, g, res != nullptr, stats);
 
     std::memset(a.recv, 0, rc * es);
     for (std::size_t r = 0; r < P; ++r) topk::scatter_add(ws.recv_bytes.data() + r * bytes, a.dtype, a.recv);
