@@ -96,6 +96,7 @@ static const char *g_kinds = NULL;
 /* The call now running, for the signal handlers. */
 static char g_now[400];
 static volatile sig_atomic_t g_in_library = 0;
+static const char *volatile g_now_desc = NULL; /* the running call's description, as far as drawn */
 
 static void *xmalloc(size_t bytes)
 {
@@ -305,6 +306,10 @@ static void lowrank_shape(size_t n, uint64_t *rows, uint64_t *cols)
     *cols = 0;
 }
 
+/* Key slots: 0 single tensors, 1..5 a group's tensors, these for the rest
+ * (a reduce-scatter's residual covers recvcount x P elements). */
+enum { kSlotReduceScatter = 20, kSlotP2p = 21 };
+
 /* Params of method m for a tensor of n elements of d on communicator `comm`
  * (slot: a group's position). The residual's key and LOWRANK's settings
  * follow from (comm, method, n, d, slot, shaped), so a key always meets
@@ -317,8 +322,9 @@ static cc_coll_params_t draw_params(cc_coll_method_t m, size_t n, cc_coll_dtype_
     p.mask = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_EF | CC_COLL_PARAMS_FIELD_EF_KEY;
     p.method = m;
     p.ef = rng_below(r, 4) != 0;
-    p.ef_key = mix64(((uint64_t)comm << 56) ^ ((uint64_t)m << 48) ^ ((uint64_t)d << 44) ^ ((uint64_t)slot << 40) ^
-                     ((uint64_t)shaped << 39) ^ (uint64_t)n);
+    const uint64_t fields[] = {(uint64_t)comm, (uint64_t)m, (uint64_t)d, (uint64_t)slot, (uint64_t)shaped, (uint64_t)n};
+    p.ef_key = 0x243f6a8885a308d3ull;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i) p.ef_key = mix64(p.ef_key ^ fields[i]);
     static const double densities[] = {0.001, 0.005, 0.01, 0.05, 0.1};
     switch (m) {
     case CC_COLL_METHOD_TOPK:
@@ -378,7 +384,7 @@ typedef struct {
 } One;
 
 /* A single tensor for communicator `comm` with method m (n: 0 to draw). */
-static One draw_one(int comm, cc_coll_method_t m, size_t n, uint64_t *r)
+static One draw_one(int comm, cc_coll_method_t m, size_t n, int slot, uint64_t *r)
 {
     One o;
     o.comm = comm;
@@ -387,7 +393,7 @@ static One draw_one(int comm, cc_coll_method_t m, size_t n, uint64_t *r)
     o.n = n ? n : size_at(rng_below(r, kNumSizes));
     o.in_place = (int)rng_below(r, 2);
     o.special = rng_below(r, 50) == 0 ? 1 + (int)rng_below(r, 2) : 0;
-    o.p = draw_params(m, o.n, o.d, comm, 0, m == CC_COLL_METHOD_LOWRANK ? rng_below(r, 5) != 0 : 0, r);
+    o.p = draw_params(m, o.n, o.d, comm, slot, m == CC_COLL_METHOD_LOWRANK ? rng_below(r, 5) != 0 : 0, r);
     o.data_seed = rng_next(r);
     return o;
 }
@@ -527,13 +533,13 @@ static void run_nonblocking(Call *c, uint64_t *r)
             const int comm = comms[rng_below(r, 4)];
             const cc_coll_method_t m =
                 (comm == C_SPLIT || comm == C_PIPE) ? CC_COLL_METHOD_TOPK : draw_method4(r);
-            one[i] = draw_one(comm, m, comm == C_PIPE ? size_at(kNumSizes - 1) : 0, r);
+            one[i] = draw_one(comm, m, comm == C_PIPE ? size_at(kNumSizes - 1) : 0, 0, r);
             add_desc(c, "iallreduce ");
             one_desc(c, &one[i]);
         } else if (type[i] == 3) {
             static const cc_coll_method_t ms[] = {CC_COLL_METHOD_NONE, CC_COLL_METHOD_TOPK, CC_COLL_METHOD_SKETCH};
             const size_t n = size_at(rng_below(r, kNumSizes)) / (size_t)g_size;
-            one[i] = draw_one(C_FLAT, ms[rng_below(r, 3)], n ? n : 1, r);
+            one[i] = draw_one(C_FLAT, ms[rng_below(r, 3)], n ? n : 1, kSlotReduceScatter, r);
             add_desc(c, "ireduce_scatter ");
             one_desc(c, &one[i]);
         } else {
@@ -615,10 +621,12 @@ static void run_p2p(Call *c, uint64_t *r)
     const cc_coll_dtype_t d = rng_below(r, 2) ? CC_COLL_F64 : CC_COLL_F32;
     const cc_coll_method_t m =
         which == 0 ? CC_COLL_METHOD_NONE : (which == 1 ? CC_COLL_METHOD_TOPK : CC_COLL_METHOD_LOWRANK);
-    cc_coll_params_t p = draw_params(m, n, d, C_FLAT, 9, 0, r);
-    if (m == CC_COLL_METHOD_LOWRANK) p.mask &= ~(uint64_t)CC_COLL_PARAMS_FIELD_EF_KEY; /* channels by tag */
+    /* A channel's residual keeps one count and dtype: the key says which.
+     * (An argument error on the sender would leave the receiver waiting, as
+     * with MPI.) */
+    const cc_coll_params_t p = draw_params(m, n, d, C_FLAT, kSlotP2p, 0, r);
     const int compress = m != CC_COLL_METHOD_NONE && rng_below(r, 4) != 0;
-    const int tag = 5 + (int)si;
+    const int tag = 5 + (int)which;
     const uint64_t data_seed = rng_next(r);
     add_desc(c, "ring, compress=%d tag=%d: ", compress, tag);
     method_desc(c, &p, n, d);
@@ -673,7 +681,7 @@ static void run_call(Call *c, Kind k, uint64_t *r)
         if (k == K_LOWRANK) m = CC_COLL_METHOD_LOWRANK;
         if (k == K_AUTO) m = CC_COLL_METHOD_AUTO, comm = C_AUTO;
         if (k == K_HIER) m = draw_method4(r), comm = C_HIER;
-        One o = draw_one(comm, m, n, r);
+        One o = draw_one(comm, m, n, 0, r);
         if (k == K_TOPK_DENSE) {
             static const double dense[] = {0.6, 0.9, 1.0};
             o.p.density = dense[rng_below(r, 3)];
@@ -695,7 +703,7 @@ static void run_call(Call *c, Kind k, uint64_t *r)
                                               CC_COLL_METHOD_AUTO};
         const cc_coll_method_t m = ms[rng_below(r, 4)];
         size_t n = size_at(rng_below(r, kNumSizes)) / (size_t)g_size;
-        One o = draw_one(m == CC_COLL_METHOD_AUTO ? C_AUTO : C_FLAT, m, n ? n : 1, r);
+        One o = draw_one(m == CC_COLL_METHOD_AUTO ? C_AUTO : C_FLAT, m, n ? n : 1, kSlotReduceScatter, r);
         add_desc(c, "reduce_scatter ");
         one_desc(c, &o);
         run_reduce_scatter(c, &o);
@@ -803,7 +811,9 @@ static struct sigaction g_old[32];
 static void write_line(const char *head)
 {
     char line[600];
-    const int n = snprintf(line, sizeof line, "[rank %d] fault_driver: %s %s\n", g_rank, head, g_now);
+    const char *desc = g_now_desc;
+    const int n = snprintf(line, sizeof line, "[rank %d] fault_driver: %s %s%s%.300s\n", g_rank, head, g_now,
+                           desc ? ": " : "", desc ? desc : "");
     if (n > 0) {
         ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
         (void)w;
@@ -971,13 +981,14 @@ int main(int argc, char **argv)
         Call *c = (Call *)calloc(1, sizeof *c);
         if (c == NULL) MPI_Abort(MPI_COMM_WORLD, 3);
         snprintf(g_now, sizeof g_now, "call %ld (%s)", idx, kKindName[k]);
+        g_now_desc = c->desc;
         if (g_call_timeout > 0) alarm((unsigned)g_call_timeout);
         fault_enable(1);
         run_call(c, (Kind)k, &cr);
         fault_enable(0);
-        snprintf(g_now, sizeof g_now, "call %ld (%s: %.300s)", idx, kKindName[k], c->desc);
         const int differ = check_call(idx, (Kind)k, c);
         alarm(0);
+        g_now_desc = NULL;
         free(c);
         if (differ && g_strict) break;
     }
