@@ -24,10 +24,13 @@ cc_coll_status_t send_bytes(const void *buf, std::size_t bytes, int dest, int ta
     return check_mpi(MPI_Send(buf, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm), "MPI_Send");
 }
 
-cc_coll_status_t recv_message(int source, int tag, MPI_Comm comm, std::vector<unsigned char> *out)
+cc_coll_status_t recv_message(int source, int tag, MPI_Comm comm, std::size_t max_bytes,
+                              std::vector<unsigned char> *out, std::size_t *size)
 {
     MPI_Message message = MPI_MESSAGE_NULL;
     MPI_Status status;
+    *size = 0;
+    out->clear();
     cc_coll_status_t st = check_mpi(MPI_Mprobe(source, tag, comm, &message, &status), "MPI_Mprobe");
     if (st != CC_COLL_OK) return st;
     int bytes = 0;
@@ -36,7 +39,13 @@ cc_coll_status_t recv_message(int source, int tag, MPI_Comm comm, std::vector<un
         return st;
     }
     if (bytes == MPI_UNDEFINED || bytes < 0) bytes = 0;
-    out->resize(static_cast<std::size_t>(bytes));
+    *size = static_cast<std::size_t>(bytes);
+    if (*size > max_bytes) {
+        unsigned char none = 0;
+        MPI_Mrecv(&none, 0, MPI_BYTE, &message, MPI_STATUS_IGNORE);  // MPI_ERR_TRUNCATE: dropped
+        return CC_COLL_OK;
+    }
+    out->resize(*size);
     return check_mpi(MPI_Mrecv(out->data(), bytes, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
 }
 

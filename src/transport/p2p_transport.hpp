@@ -21,9 +21,13 @@ int mpi_tag_ub(MPI_Comm comm);
 // fit an int.
 cc_coll_status_t send_bytes(const void *buf, std::size_t bytes, int dest, int tag, MPI_Comm comm);
 
-// Receives the next message from `source` with `tag`, whatever its size,
-// into *out (resized to the message's size): MPI_Mprobe, MPI_Get_count on
-// MPI_BYTE, MPI_Mrecv.
-cc_coll_status_t recv_message(int source, int tag, MPI_Comm comm, std::vector<unsigned char> *out);
+// Receives the next message from `source` with `tag` into *out (resized to
+// the message's size): MPI_Mprobe, MPI_Get_count on MPI_BYTE, MPI_Mrecv.
+// *bytes is the message's size. A message longer than max_bytes (the most
+// the receiver's own call can take) is received into nothing and dropped
+// (MPI reports the truncation, which is ignored): *out is left empty, so
+// that no buffer is ever sized from a peer's count; the caller rejects it.
+cc_coll_status_t recv_message(int source, int tag, MPI_Comm comm, std::size_t max_bytes,
+                              std::vector<unsigned char> *out, std::size_t *bytes);
 
 }  // namespace cc_coll::detail

@@ -29,7 +29,6 @@ const char *kind_text(FaultKind kind)
     case FaultKind::Support: return "found a malformed SKETCH support in the bytes it received";
     case FaultKind::Rows: return "found a SKETCH row count out of range";
     case FaultKind::Local: return "failed after the data exchange began";
-    case FaultKind::Shard: return "could not finish the allreduce of its shard between the nodes";
     default: return "found a fault";
     }
 }

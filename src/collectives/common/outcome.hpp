@@ -44,7 +44,6 @@ enum class FaultKind : std::uint16_t {
     Support = 2,  // a malformed SKETCH support (bits past n, a bad flag)
     Rows = 3,     // a SKETCH row count out of range
     Local = 4,    // a failure of this rank's own after the exchange began
-    Shard = 5,    // hierarchical: the rail allreduce of this rank's shard failed
 };
 
 // A 64-bit digest of `bytes` bytes (host memory): equal bytes give equal

@@ -162,8 +162,14 @@ bool lowrank_factors(Comm &comm, Workspace &ws, const W *m, const lowrank::Shape
 // The receiver's answer: CC_COLL_OK when it took the message.
 cc_coll_status_t await_ack(Comm &comm, Workspace &ws, const SendArgs &a, const CallParams &p, const WireHeader &h)
 {
-    cc_coll_status_t st = recv_message(a.dest, 2 * a.tag + 1, comm.mpi(), &ws.recv_bytes);
+    std::size_t got = 0;
+    cc_coll_status_t st = recv_message(a.dest, 2 * a.tag + 1, comm.mpi(), sizeof(WireAck), &ws.recv_bytes, &got);
     if (st != CC_COLL_OK) return st;
+    if (got > sizeof(WireAck))
+        return fail(CC_COLL_ERR_MISMATCH,
+                    "cc_coll_send (%s): malformed answer: %zu bytes, not an acknowledgement of %zu; the message may "
+                    "or may not have been delivered and this channel's residual is as before the call",
+                    channel_name("dest", a.dest, a.tag, p).c_str(), got, sizeof(WireAck));
     std::string why;
     switch (p2p_read_ack(ws.recv_bytes.data(), ws.recv_bytes.size(), &why)) {
     case AckVerdict::Accepted: return CC_COLL_OK;
@@ -699,13 +705,21 @@ cc_coll_status_t recv_host(Comm &comm, const RecvArgs &a, const CallParams &p)
     Workspace &ws = *lease;
     StatsSnapshot stats;
     const double t0 = now_seconds();
-    cc_coll_status_t st = recv_message(a.source, 2 * a.tag, comm.mpi(), &ws.recv_bytes);
+    // The most this receive can take: a header and the uncompressed payload
+    // (a sender never sends a compressed form larger than that).
+    const std::size_t max_bytes = sizeof(WireHeader) + a.count * dtype_size(a.dtype);
+    std::size_t got = 0;
+    cc_coll_status_t st = recv_message(a.source, 2 * a.tag, comm.mpi(), max_bytes, &ws.recv_bytes, &got);
     if (st != CC_COLL_OK) return st;
     const double t1 = now_seconds();
     stats.time_communicate += t1 - t0;
 
     WireAck ack;
-    const bool ok = p2p_receive_message(ws, ws.recv_bytes.data(), ws.recv_bytes.size(), a, p, &ack);
+    const bool ok = got > max_bytes
+                        ? reject(&ack, "a message of %zu bytes, more than the %zu this receive of %zu %s elements "
+                                       "can take (the header and the uncompressed payload)",
+                                 got, max_bytes, a.count, dtype_name(a.dtype))
+                        : p2p_receive_message(ws, ws.recv_bytes.data(), ws.recv_bytes.size(), a, p, &ack);
     const double t2 = now_seconds();
     stats.time_decompress += t2 - t1;
     st = send_bytes(&ack, sizeof ack, a.source, 2 * a.tag + 1, comm.mpi());
