@@ -15,6 +15,9 @@
  *   topk_short      TOPK with payload_bytes 8, below the payload header
  *   topk_range      TOPK with an index equal to count
  *   topk_order      TOPK with indices out of order
+ *   oversized       a 48 + 1000-byte message to a receive of 4 f32 elements
+ *                   (at most 48 + 16 bytes): dropped unread, never received
+ *                   into a buffer of the sender's size, and rejected
  * each malformed one: CC_COLL_ERR_MISMATCH naming the field on the receiver,
  * the buffer untouched, and the forger gets a 256-byte answer with status 1
  * and the same reason (so a sender would not hang).
@@ -97,7 +100,7 @@ static Header header(int kind, cc_coll_dtype_t dtype, uint64_t count)
 static void forge(int tag, const Header *h, const void *payload, size_t payload_len, int expect_status,
                   const char *expect_reason)
 {
-    unsigned char msg[1024];
+    unsigned char msg[2048];
     CHECK(sizeof *h + payload_len <= sizeof msg, "forged message too long");
     memcpy(msg, h, sizeof *h);
     if (payload_len > 0) memcpy(msg + sizeof *h, payload, payload_len);
@@ -207,6 +210,20 @@ static void test_topk_short(cc_coll_comm_h h) { topk_case(h, 13, 0, "TOPK payloa
 static void test_topk_range(cc_coll_comm_h h) { topk_case(h, 14, 1, "TOPK index 100 at position 4 is not below count 100"); }
 static void test_topk_order(cc_coll_comm_h h) { topk_case(h, 15, 2, "TOPK index 2 at position 4 does not follow 33"); }
 
+static void test_oversized(cc_coll_comm_h h)
+{
+    const int tag = 16;
+    const char *why = "a message of 1048 bytes, more than the 64 this receive of 4 f32 elements can take";
+    if (g_rank == 0) {
+        static unsigned char payload[1000];
+        Header m = header(kRaw, CC_COLL_F32, 250);
+        m.payload_bytes = sizeof payload;
+        forge(tag, &m, payload, sizeof payload, 1, why);
+    } else if (g_rank == 1) {
+        receive(h, tag, 4, CC_COLL_F32, NULL, CC_COLL_ERR_MISMATCH, why, NULL);
+    }
+}
+
 /* Rank 0 sends with cc_coll_send; rank 1 answers with forged bytes. */
 static void test_bad_ack(cc_coll_comm_h h)
 {
@@ -246,6 +263,7 @@ static const NamedTest kTests[] = {
     {"topk_short", test_topk_short},
     {"topk_range", test_topk_range},
     {"topk_order", test_topk_order},
+    {"oversized", test_oversized},
     {"bad_ack", test_bad_ack},
 };
 

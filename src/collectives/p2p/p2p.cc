@@ -714,7 +714,8 @@ cc_coll_status_t recv_host(Comm &comm, const RecvArgs &a, const CallParams &p)
     const double t1 = now_seconds();
     stats.time_communicate += t1 - t0;
 
-    WireAck ack;
+    WireAck ack{};
+    ack.magic = kAckMagic;
     const bool ok = got > max_bytes
                         ? reject(&ack, "a message of %zu bytes, more than the %zu this receive of %zu %s elements "
                                        "can take (the header and the uncompressed payload)",
