@@ -934,6 +934,7 @@ int main(int argc, char **argv)
     int provided = 0;
     for (int i = 1; i + 1 < argc; ++i)
         if (!strcmp(argv[i], "--progress") && !strcmp(argv[i + 1], "thread")) g_thread = 1;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* what was printed survives a crash */
     MPI_Init_thread(&argc, &argv, g_thread ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
@@ -950,11 +951,15 @@ int main(int argc, char **argv)
     if (g_corrupt_rank < 0) g_corrupt_rank = 1 % g_size;
     if (g_corrupt_rank >= g_size) usage_exit("--corrupt-rank is not a rank");
     if (!g_fault_seed_set) g_fault_seed = g_seed;
-    /* nodes for the hierarchical communicator: 2, 2 + 1, 2 + 2 or 3 + 1, ... */
-    if (g_size == 3) snprintf(g_nodes, sizeof g_nodes, "2,1");
-    else if (g_size == 4 && g_seed % 2) snprintf(g_nodes, sizeof g_nodes, "3,1");
-    else if (g_size % 2) snprintf(g_nodes, sizeof g_nodes, "2,%d", g_size - 2);
-    else snprintf(g_nodes, sizeof g_nodes, "2");
+    /* Nodes for the hierarchical communicator, by seed: where a node is
+     * alone, or a rank has no peer of its local rank on another node, its
+     * rail is one rank and it receives compressed data from no one, so the
+     * layouts vary. 2 ranks: one node of 2; 3: 2 + 1 or 1 + 2; 4: 2 + 2,
+     * 3 + 1 or 1 + 3; more: nodes of 2, or 2 + (P - 2) and 1 + (P - 1). */
+    if (g_size == 2) snprintf(g_nodes, sizeof g_nodes, "2");
+    else if (g_size == 4 && g_seed % 3 != 0) snprintf(g_nodes, sizeof g_nodes, g_seed % 3 == 1 ? "3,1" : "1,3");
+    else if (g_size % 2 == 0) snprintf(g_nodes, sizeof g_nodes, "2");
+    else snprintf(g_nodes, sizeof g_nodes, g_seed % 2 ? "1,%d" : "2,%d", g_seed % 2 ? g_size - 1 : g_size - 2);
 
     install_handlers();
     fault_setup(g_fault_seed, g_probability, g_corrupt_rank);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The long fault-injection campaign: runs mpi_fault_driver (mpi_tests/fault/)
 # with 2, 3 and 4 ranks, seed after seed, in each build folder given, until
-# the runs have corrupted at least CC_FAULT_CALLS MPI calls in all, then
+# the runs have corrupted at least CC_FAULT_CALLS MPI calls in all (the
+# corrupting rank and the progress mode change from run to run), then
 # prints a table by build and rank count: seeds, runs, library calls,
 # corrupted MPI calls, calls that returned an error, calls whose statuses
 # differed between ranks, crashes, hangs and sanitizer reports. Exit status
@@ -135,12 +136,17 @@ while [ "$total" -lt "$TARGET" ]; do
                 break 3
             fi
             seed=$((SEED + run))
+            # This cell's runs so far: the progress mode alternates, and
+            # the corrupting rank moves on every second run (first rank 1).
+            cell=$(awk -v b="$b" -v n="$n" '$1 == b && $2 == n { print $5 }' "$STATE")
+            corrupt=$(((cell / 2 + 1) % n))
             mode=$PROGRESS
-            [ "$mode" = both ] && { [ $((run % 2)) = 0 ] && mode=caller || mode=thread; }
+            [ "$mode" = both ] && { [ $((cell % 2)) = 0 ] && mode=caller || mode=thread; }
             # shellcheck disable=SC2086
             timeout -k 10 "$TIMEOUT" "$(launcher "$b")" -np "$n" --oversubscribe \
                 "$b/mpi_tests/fault/mpi_fault_driver" --calls "$calls" --seed "$seed" \
-                --probability "$PROBABILITY" --max-count "$MAX_COUNT" --progress "$mode" $P2P $EXTRA \
+                --probability "$PROBABILITY" --max-count "$MAX_COUNT" --progress "$mode" \
+                --corrupt-rank "$corrupt" $P2P $EXTRA \
                 >"$RUNLOG" 2>&1
             rc=$?
             run=$((run + 1))
@@ -162,7 +168,7 @@ while [ "$total" -lt "$TARGET" ]; do
             total=$((total + k))
             bad=$((crash + hang + san))
             [ "$d" != 0 ] && bad=$((bad + 1))
-            tag=$(basename "$b")-np$n-seed$seed-$mode
+            tag=$(basename "$b")-np$n-seed$seed-$mode-rank$corrupt
             line="$(date +%H:%M:%S) $tag: exit $rc, calls $c, corrupted $k, errors $e, differ $d"
             [ $crash = 1 ] && line="$line, CRASH"
             [ $hang = 1 ] && line="$line, HANG"
