@@ -56,8 +56,9 @@
  *     -v                   print every call that returned an error, with
  *                          each rank's message and the edits
  *
- * Rank 0 prints one summary line, "fault_driver: ranks=.. seed=.. calls=..
- * corrupted=.. eligible=.. error_calls=.. status_differs=..
+ * Rank 0 prints "fault_driver: progress calls=.. corrupted=.. status_differs=.."
+ * every 100 calls, and at the end one summary line, "fault_driver: ranks=..
+ * seed=.. calls=.. corrupted=.. eligible=.. error_calls=.. status_differs=..
  * result_differs=.. seconds=..", then a table by kind. Exit status: 0, or
  * 1 when statuses differed (unless --report-only), 2 for a bad option,
  * 124 for a hang; a crash ends mpirun with the rank's signal.
@@ -996,6 +997,13 @@ int main(int argc, char **argv)
         g_now_desc = NULL;
         free(c);
         if (differ && g_strict) break;
+        if ((idx + 1) % 100 == 0 && idx + 1 < g_calls) { /* progress, for runs that end before the summary */
+            unsigned long long mine = fault_corrupted_calls(), sum = 0;
+            PMPI_Reduce(&mine, &sum, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+            if (g_rank == 0)
+                printf("fault_driver: progress calls=%ld corrupted=%llu status_differs=%ld\n", idx + 1, sum,
+                       g_total.differs);
+        }
     }
     const double seconds = MPI_Wtime() - t0;
 

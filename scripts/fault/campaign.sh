@@ -27,16 +27,25 @@
 #   CC_FAULT_PROGRESS     caller, thread, or both (default: runs alternate)
 #   CC_FAULT_P2P          1: point-to-point calls too (default 0)
 #   CC_FAULT_TIMEOUT      seconds before a run counts as hung (default 600)
-#   CC_FAULT_MAX_MINUTES  start no run after this many minutes (default 120)
+#   CC_FAULT_CALL_TIMEOUT seconds before one call counts as hung: the driver
+#                         names it and stops (default 60)
+#   CC_FAULT_MAX_MINUTES  start no run after this many minutes (default 90):
+#                         a run that hangs or crashes early counts only the
+#                         corrupted calls of its last progress line
 #   CC_FAULT_LOGS         folder for the failing runs' logs (default: a new
 #                         folder under ${TMPDIR:-/tmp})
 #   CC_FAULT_ARGS         more mpi_fault_driver options, e.g. "--kinds topk"
 #
-# Time: on two cores a Release build corrupts about 500 MPI calls a second
-# (a run of 3000 calls takes 3 to 6 s with 2 to 4 ranks), so the default
-# 100000 takes about 5 minutes there; an ASan + UBSan build is several
-# times slower, so with both default builds the campaign takes about 30 to
-# 45 minutes. A short check: CC_FAULT_CALLS=2000 scripts/fault/campaign.sh
+# Time, measured on two cores with a Release build of a library that
+# contains every fault: about 700 corrupted MPI calls a second (a run of
+# 3000 calls takes 3 to 5 s with 2 to 4 ranks), so the default 100000 takes
+# about 3 minutes. The runs of a sanitizer build make a quarter of the calls
+# and run several times slower; the rounds alternate between the builds, so
+# with both default builds expect 10 to 20 minutes (estimated, assuming
+# ASan + UBSan are 5 to 10 times slower). A library that hangs costs
+# CC_FAULT_CALL_TIMEOUT per run and counts few corrupted calls, so such a
+# campaign ends at CC_FAULT_MAX_MINUTES. A short check:
+#   CC_FAULT_CALLS=2000 scripts/fault/campaign.sh
 set -u
 
 case ${1:-} in
@@ -57,7 +66,8 @@ PROBABILITY=${CC_FAULT_PROBABILITY:-0.5}
 MAX_COUNT=${CC_FAULT_MAX_COUNT:-20000}
 PROGRESS=${CC_FAULT_PROGRESS:-both}
 TIMEOUT=${CC_FAULT_TIMEOUT:-600}
-MAX_MINUTES=${CC_FAULT_MAX_MINUTES:-120}
+CALL_TIMEOUT=${CC_FAULT_CALL_TIMEOUT:-60}
+MAX_MINUTES=${CC_FAULT_MAX_MINUTES:-90}
 EXTRA=${CC_FAULT_ARGS:-}
 P2P=""
 [ "${CC_FAULT_P2P:-0}" = 1 ] && P2P=--p2p
@@ -146,7 +156,7 @@ while [ "$total" -lt "$TARGET" ]; do
             timeout -k 10 "$TIMEOUT" "$(launcher "$b")" -np "$n" --oversubscribe \
                 "$b/mpi_tests/fault/mpi_fault_driver" --calls "$calls" --seed "$seed" \
                 --probability "$PROBABILITY" --max-count "$MAX_COUNT" --progress "$mode" \
-                --corrupt-rank "$corrupt" $P2P $EXTRA \
+                --corrupt-rank "$corrupt" --call-timeout "$CALL_TIMEOUT" $P2P $EXTRA \
                 >"$RUNLOG" 2>&1
             rc=$?
             run=$((run + 1))
@@ -156,6 +166,12 @@ while [ "$total" -lt "$TARGET" ]; do
             k=$(field corrupted)
             e=$(field error_calls)
             d=$(field status_differs)
+            if [ $summary = 0 ]; then # ended early: its last progress line
+                c=$(sed -n 's/^fault_driver: progress calls=\([0-9]*\) .*/\1/p' "$RUNLOG" | tail -n 1)
+                k=$(sed -n 's/^fault_driver: progress .* corrupted=\([0-9]*\) .*/\1/p' "$RUNLOG" | tail -n 1)
+                d=$(grep -c 'STATUSES DIFFER' "$RUNLOG")
+                c=${c:-0} k=${k:-0}
+            fi
             crash=0
             hang=0
             san=0
