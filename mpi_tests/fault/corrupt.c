@@ -373,8 +373,9 @@ static void completed(MPI_Request req, const MPI_Status *st)
         g_pending[i] = g_pending[--g_npending];
         if (p.p2p) {
             int bytes = 0;
-            if (st == NULL || st->MPI_SOURCE == p.self || PMPI_Get_count(st, MPI_BYTE, &bytes) != MPI_SUCCESS ||
-                bytes == MPI_UNDEFINED || bytes < 0)
+            /* As edit_message: never an acknowledgement (odd tag). */
+            if (st == NULL || st->MPI_SOURCE == p.self || (st->MPI_TAG & 1) != 0 ||
+                PMPI_Get_count(st, MPI_BYTE, &bytes) != MPI_SUCCESS || bytes == MPI_UNDEFINED || bytes < 0)
                 bytes = 0;
             if ((size_t)bytes < p.segs[0].len) p.segs[0].len = (size_t)bytes;
             if (st != NULL) p.segs[0].src = st->MPI_SOURCE;
@@ -637,11 +638,16 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype data
 /* ---- point-to-point --------------------------------------------------------------- */
 
 /* One message into buf, as its status reports it. */
+/* A point-to-point message: edited unless it is an acknowledgement. The
+ * library answers a message on MPI tag 2 t with its 256-byte acknowledgement
+ * on tag 2 t + 1 (docs/wire.md, "Point-to-point"); like the collectives'
+ * small exchanges, the answer is the channel's control message and the
+ * anchor of its outcome, so it is not edited. */
 static void edit_message(const char *call, void *buf, const MPI_Status *st, int self)
 {
     int bytes = 0;
-    if (st->MPI_SOURCE == self || PMPI_Get_count(st, MPI_BYTE, &bytes) != MPI_SUCCESS || bytes == MPI_UNDEFINED ||
-        bytes <= 0)
+    if (st->MPI_SOURCE == self || (st->MPI_TAG & 1) != 0 || PMPI_Get_count(st, MPI_BYTE, &bytes) != MPI_SUCCESS ||
+        bytes == MPI_UNDEFINED || bytes <= 0)
         return;
     Seg s = {0, (size_t)bytes, st->MPI_SOURCE};
     edit(call, buf, &s, 1, kBytes);

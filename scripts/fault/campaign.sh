@@ -25,7 +25,7 @@
 #                         (default 0.5)
 #   CC_FAULT_MAX_COUNT    largest tensor in elements (default 20000)
 #   CC_FAULT_PROGRESS     caller, thread, or both (default: runs alternate)
-#   CC_FAULT_P2P          1: point-to-point calls too (default 0)
+#   CC_FAULT_P2P          0: no point-to-point calls (default 1: with them)
 #   CC_FAULT_TIMEOUT      seconds before a run counts as hung (default 600)
 #   CC_FAULT_CALL_TIMEOUT seconds before one call counts as hung: the driver
 #                         names it and stops (default 60)
@@ -70,7 +70,7 @@ CALL_TIMEOUT=${CC_FAULT_CALL_TIMEOUT:-60}
 MAX_MINUTES=${CC_FAULT_MAX_MINUTES:-90}
 EXTRA=${CC_FAULT_ARGS:-}
 P2P=""
-[ "${CC_FAULT_P2P:-0}" = 1 ] && P2P=--p2p
+[ "${CC_FAULT_P2P:-1}" = 1 ] && P2P=--p2p
 case $PROGRESS in caller | thread | both) ;; *) echo "campaign.sh: CC_FAULT_PROGRESS must be caller, thread or both" >&2; exit 2 ;; esac
 
 if [ $# -gt 0 ]; then
