@@ -251,15 +251,17 @@ cc_coll_status_t sparse_split(HostExec &x, const AllreduceArgs &a, const CallPar
     });
     const double t4 = now_seconds();
     stats->time_decompress += t4 - t3;
-    CC_COLL_TRY(allgatherv_bytes_in_place(gathered, gc.data(), gd.data(), mpi));
+    // A failure of this exchange is recorded, not returned at once: the
+    // outcome exchange below is the call's last MPI call on every rank.
+    Outcome outcome(comm, "cc_coll_allreduce (topk, split)");
+    const bool moved = outcome.check(allgatherv_bytes_in_place(gathered, gc.data(), gd.data(), mpi));
     const double t5 = now_seconds();
     stats->time_communicate += t5 - t4;
 
     // 5. Every region's indices checked, and the ranks compare what they
     //    found and a digest of the regions (every rank gathered the same
     //    bytes) in the outcome exchange, before anything is written.
-    Outcome outcome(comm, "cc_coll_allreduce (topk, split)");
-    for (std::size_t r = 0; r < P && outcome.ok(); ++r) {
+    for (std::size_t r = 0; r < P && moved && outcome.ok(); ++r) {
         const Region reg = region_of(n, P, r);
         const unsigned char *b = gathered + gd[r];
         for (std::size_t j = 0; j < kept[r].count; ++j) {
@@ -273,7 +275,10 @@ cc_coll_status_t sparse_split(HostExec &x, const AllreduceArgs &a, const CallPar
             }
         }
     }
+    // The regions and the kept counts that laid them out (every rank
+    // gathered the same).
     outcome.same(digest_bytes(gathered, gtotal), "gathered TOPK regions");
+    outcome.same(digest_bytes(kept.data(), kept.size() * sizeof(Kept)), "kept counts of the TOPK regions");
     CC_COLL_TRY(outcome.exchange());
     guard.release();
 
