@@ -429,210 +429,178 @@ static void copies_free(Copies *c, MPI_Status *statuses)
 
 /* ---- collectives ------------------------------------------------------------------ */
 
+/* After a collective returned rc: the segments it received, edited now
+ * (request NULL) or when *request completes. Takes ownership of segs. */
+static int received(int rc, const char *call, void *buf, Seg *segs, int nseg, MPI_Datatype type,
+                    const MPI_Request *request)
+{
+    if (rc != MPI_SUCCESS) {
+        free(segs);
+        return rc;
+    }
+    if (request == NULL)
+        edit_now(call, buf, segs, nseg, kind_of(type));
+    else
+        remember(*request, call, buf, segs, nseg, kind_of(type), 0, 0);
+    return rc;
+}
+
+/* Every other rank's block of `count` elements (allgather, alltoall). */
+static int per_rank(int rc, const char *call, void *buf, int count, MPI_Datatype type, MPI_Comm comm,
+                    const MPI_Request *request)
+{
+    Seg *s = NULL;
+    const size_t block = (size_t)count * extent_of(type);
+    const int n = rc == MPI_SUCCESS ? blocks_uniform(comm, block, block, &s) : 0;
+    return received(rc, call, buf, s, n, type, request);
+}
+
+/* Every other rank's block at its displacement (allgatherv, alltoallv). */
+static int varying(int rc, const char *call, void *buf, const int *counts, const int *displs, MPI_Datatype type,
+                   MPI_Comm comm, const MPI_Request *request)
+{
+    Seg *s = NULL;
+    const int n = rc == MPI_SUCCESS ? blocks_v(comm, counts, displs, extent_of(type), &s) : 0;
+    return received(rc, call, buf, s, n, type, request);
+}
+
+/* A whole result of `count` elements: a reduction's (src -1: every rank's
+ * contribution) or a broadcast's (src: the root). */
+static int result(int rc, const char *call, void *buf, int count, MPI_Datatype type, MPI_Comm comm, int src,
+                  const MPI_Request *request)
+{
+    Seg *s = NULL;
+    const int n = rc == MPI_SUCCESS ? whole(comm, (size_t)count * extent_of(type), &s) : 0;
+    if (n > 0) s[0].src = src;
+    return received(rc, call, buf, s, n, type, request);
+}
+
 int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm)
 {
-    const int rc = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    if (rc != MPI_SUCCESS) return rc;
-    const size_t block = (size_t)recvcount * extent_of(recvtype);
-    Seg *s;
-    const int n = blocks_uniform(comm, block, block, &s);
-    edit_now("MPI_Allgather", recvbuf, s, n, kind_of(recvtype));
-    return rc;
+    return per_rank(PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
+                    "MPI_Allgather", recvbuf, recvcount, recvtype, comm, NULL);
 }
 
 int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
-    const int rc = PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    if (rc != MPI_SUCCESS) return rc;
-    const size_t block = (size_t)recvcount * extent_of(recvtype);
-    Seg *s;
-    const int n = blocks_uniform(comm, block, block, &s);
-    remember(*request, "MPI_Iallgather", recvbuf, s, n, kind_of(recvtype), 0, 0);
-    return rc;
+    return per_rank(PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request),
+                    "MPI_Iallgather", recvbuf, recvcount, recvtype, comm, request);
 }
 
 int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                    const int displs[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    const int rc = PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    if (rc != MPI_SUCCESS) return rc;
-    Seg *s;
-    const int n = blocks_v(comm, recvcounts, displs, extent_of(recvtype), &s);
-    edit_now("MPI_Allgatherv", recvbuf, s, n, kind_of(recvtype));
-    return rc;
+    return varying(PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm),
+                   "MPI_Allgatherv", recvbuf, recvcounts, displs, recvtype, comm, NULL);
 }
 
 int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                     const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
                     MPI_Request *request)
 {
-    const int rc =
-        PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-    if (rc != MPI_SUCCESS) return rc;
-    Seg *s;
-    const int n = blocks_v(comm, recvcounts, displs, extent_of(recvtype), &s);
-    remember(*request, "MPI_Iallgatherv", recvbuf, s, n, kind_of(recvtype), 0, 0);
-    return rc;
+    return varying(
+        PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request),
+        "MPI_Iallgatherv", recvbuf, recvcounts, displs, recvtype, comm, request);
 }
 
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm)
 {
-    const int rc = PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    if (rc != MPI_SUCCESS) return rc;
-    const size_t block = (size_t)recvcount * extent_of(recvtype);
-    Seg *s;
-    const int n = blocks_uniform(comm, block, block, &s);
-    edit_now("MPI_Alltoall", recvbuf, s, n, kind_of(recvtype));
-    return rc;
+    return per_rank(PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
+                    "MPI_Alltoall", recvbuf, recvcount, recvtype, comm, NULL);
 }
 
 int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
-    const int rc = PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    if (rc != MPI_SUCCESS) return rc;
-    const size_t block = (size_t)recvcount * extent_of(recvtype);
-    Seg *s;
-    const int n = blocks_uniform(comm, block, block, &s);
-    remember(*request, "MPI_Ialltoall", recvbuf, s, n, kind_of(recvtype), 0, 0);
-    return rc;
+    return per_rank(PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request),
+                    "MPI_Ialltoall", recvbuf, recvcount, recvtype, comm, request);
 }
 
 int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                   void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    const int rc = PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
-                                  comm);
-    if (rc != MPI_SUCCESS) return rc;
-    Seg *s;
-    const int n = blocks_v(comm, recvcounts, rdispls, extent_of(recvtype), &s);
-    edit_now("MPI_Alltoallv", recvbuf, s, n, kind_of(recvtype));
-    return rc;
+    return varying(
+        PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm),
+        "MPI_Alltoallv", recvbuf, recvcounts, rdispls, recvtype, comm, NULL);
 }
 
 int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                    void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
                    MPI_Request *request)
 {
-    const int rc = PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
-                                   comm, request);
-    if (rc != MPI_SUCCESS) return rc;
-    Seg *s;
-    const int n = blocks_v(comm, recvcounts, rdispls, extent_of(recvtype), &s);
-    remember(*request, "MPI_Ialltoallv", recvbuf, s, n, kind_of(recvtype), 0, 0);
-    return rc;
+    return varying(PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+                                   comm, request),
+                   "MPI_Ialltoallv", recvbuf, recvcounts, rdispls, recvtype, comm, request);
 }
 
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
-    const int rc = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-    if (rc != MPI_SUCCESS) return rc;
-    Seg *s;
-    const int n = whole(comm, (size_t)count * extent_of(datatype), &s);
-    edit_now("MPI_Allreduce", recvbuf, s, n, kind_of(datatype));
-    return rc;
+    return result(PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm), "MPI_Allreduce", recvbuf, count,
+                  datatype, comm, -1, NULL);
 }
 
 int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                    MPI_Request *request)
 {
-    const int rc = PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
-    if (rc != MPI_SUCCESS) return rc;
-    Seg *s;
-    const int n = whole(comm, (size_t)count * extent_of(datatype), &s);
-    remember(*request, "MPI_Iallreduce", recvbuf, s, n, kind_of(datatype), 0, 0);
-    return rc;
+    return result(PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request), "MPI_Iallreduce", recvbuf,
+                  count, datatype, comm, -1, request);
 }
 
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
                              MPI_Comm comm)
 {
-    const int rc = PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
-    if (rc != MPI_SUCCESS) return rc;
-    Seg *s;
-    const int n = whole(comm, (size_t)recvcount * extent_of(datatype), &s);
-    edit_now("MPI_Reduce_scatter_block", recvbuf, s, n, kind_of(datatype));
-    return rc;
+    return result(PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm),
+                  "MPI_Reduce_scatter_block", recvbuf, recvcount, datatype, comm, -1, NULL);
 }
 
 int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
                               MPI_Comm comm, MPI_Request *request)
 {
-    const int rc = PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
-    if (rc != MPI_SUCCESS) return rc;
-    Seg *s;
-    const int n = whole(comm, (size_t)recvcount * extent_of(datatype), &s);
-    remember(*request, "MPI_Ireduce_scatter_block", recvbuf, s, n, kind_of(datatype), 0, 0);
-    return rc;
+    return result(PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request),
+                  "MPI_Ireduce_scatter_block", recvbuf, recvcount, datatype, comm, -1, request);
 }
 
 int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
                        MPI_Comm comm)
 {
-    const int rc = PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-    if (rc != MPI_SUCCESS) return rc;
-    Seg *s;
-    const int n = whole(comm, (size_t)recvcounts[rank_of(comm)] * extent_of(datatype), &s);
-    edit_now("MPI_Reduce_scatter", recvbuf, s, n, kind_of(datatype));
-    return rc;
+    return result(PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm), "MPI_Reduce_scatter",
+                  recvbuf, recvcounts[rank_of(comm)], datatype, comm, -1, NULL);
 }
 
 int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
                         MPI_Comm comm, MPI_Request *request)
 {
-    const int rc = PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
-    if (rc != MPI_SUCCESS) return rc;
-    Seg *s;
-    const int n = whole(comm, (size_t)recvcounts[rank_of(comm)] * extent_of(datatype), &s);
-    remember(*request, "MPI_Ireduce_scatter", recvbuf, s, n, kind_of(datatype), 0, 0);
-    return rc;
+    return result(PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request),
+                  "MPI_Ireduce_scatter", recvbuf, recvcounts[rank_of(comm)], datatype, comm, -1, request);
 }
 
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
     const int rc = PMPI_Bcast(buffer, count, datatype, root, comm);
-    if (rc != MPI_SUCCESS || rank_of(comm) == root) return rc;
-    Seg *s;
-    const int n = whole(comm, (size_t)count * extent_of(datatype), &s);
-    if (n > 0) s[0].src = root;
-    edit_now("MPI_Bcast", buffer, s, n, kind_of(datatype));
-    return rc;
+    return rank_of(comm) == root ? rc : result(rc, "MPI_Bcast", buffer, count, datatype, comm, root, NULL);
 }
 
 int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request)
 {
     const int rc = PMPI_Ibcast(buffer, count, datatype, root, comm, request);
-    if (rc != MPI_SUCCESS || rank_of(comm) == root) return rc;
-    Seg *s;
-    const int n = whole(comm, (size_t)count * extent_of(datatype), &s);
-    if (n > 0) s[0].src = root;
-    remember(*request, "MPI_Ibcast", buffer, s, n, kind_of(datatype), 0, 0);
-    return rc;
+    return rank_of(comm) == root ? rc : result(rc, "MPI_Ibcast", buffer, count, datatype, comm, root, request);
 }
 
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
                MPI_Comm comm)
 {
     const int rc = PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
-    if (rc != MPI_SUCCESS || rank_of(comm) != root) return rc;
-    Seg *s;
-    const int n = whole(comm, (size_t)count * extent_of(datatype), &s);
-    edit_now("MPI_Reduce", recvbuf, s, n, kind_of(datatype));
-    return rc;
+    return rank_of(comm) != root ? rc : result(rc, "MPI_Reduce", recvbuf, count, datatype, comm, -1, NULL);
 }
 
 int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
                 MPI_Comm comm, MPI_Request *request)
 {
     const int rc = PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
-    if (rc != MPI_SUCCESS || rank_of(comm) != root) return rc;
-    Seg *s;
-    const int n = whole(comm, (size_t)count * extent_of(datatype), &s);
-    remember(*request, "MPI_Ireduce", recvbuf, s, n, kind_of(datatype), 0, 0);
-    return rc;
+    return rank_of(comm) != root ? rc : result(rc, "MPI_Ireduce", recvbuf, count, datatype, comm, -1, request);
 }
 
 /* ---- point-to-point --------------------------------------------------------------- */
