@@ -759,17 +759,24 @@ int MPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *fla
     return rc;
 }
 
+/* After MPI_Waitsome or MPI_Testsome returned rc: the completed requests'
+ * buffers edited, the copies freed. */
+static int some_done(int rc, Copies *c, const int *outcount, const int *indices, MPI_Status *statuses)
+{
+    if (rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
+        for (int j = 0; j < *outcount; ++j) completed(c->req[indices[j]], &c->st[j]);
+    copies_free(c, statuses);
+    return rc;
+}
+
 int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount, int array_of_indices[],
                  MPI_Status array_of_statuses[])
 {
     Copies c;
     if (incount <= 0 || !any_pending() || !copies_init(&c, incount, array_of_requests, array_of_statuses))
         return PMPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
-    const int rc = PMPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, c.st);
-    if (rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
-        for (int j = 0; j < *outcount; ++j) completed(c.req[array_of_indices[j]], &c.st[j]);
-    copies_free(&c, array_of_statuses);
-    return rc;
+    return some_done(PMPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, c.st), &c, outcount,
+                     array_of_indices, array_of_statuses);
 }
 
 int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount, int array_of_indices[],
@@ -778,9 +785,6 @@ int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount, in
     Copies c;
     if (incount <= 0 || !any_pending() || !copies_init(&c, incount, array_of_requests, array_of_statuses))
         return PMPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
-    const int rc = PMPI_Testsome(incount, array_of_requests, outcount, array_of_indices, c.st);
-    if (rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
-        for (int j = 0; j < *outcount; ++j) completed(c.req[array_of_indices[j]], &c.st[j]);
-    copies_free(&c, array_of_statuses);
-    return rc;
+    return some_done(PMPI_Testsome(incount, array_of_requests, outcount, array_of_indices, c.st), &c, outcount,
+                     array_of_indices, array_of_statuses);
 }
