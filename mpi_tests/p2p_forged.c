@@ -16,8 +16,8 @@
  *   topk_range      TOPK with an index equal to count
  *   topk_order      TOPK with indices out of order
  *   oversized       a 48 + 1000-byte message to a receive of 4 f32 elements
- *                   (at most 48 + 16 bytes): dropped unread, never received
- *                   into a buffer of the sender's size, and rejected
+ *                   (at most 48 + 16 bytes): dropped, never decoded, and
+ *                   rejected
  * each malformed one: CC_COLL_ERR_MISMATCH naming the field on the receiver,
  * the buffer untouched, and the forger gets a 256-byte answer with status 1
  * and the same reason (so a sender would not hang).

@@ -24,9 +24,9 @@ cc_coll_status_t send_bytes(const void *buf, std::size_t bytes, int dest, int ta
 // Receives the next message from `source` with `tag` into *out (resized to
 // the message's size): MPI_Mprobe, MPI_Get_count on MPI_BYTE, MPI_Mrecv.
 // *bytes is the message's size. A message longer than max_bytes (the most
-// the receiver's own call can take) is received into nothing and dropped
-// (MPI reports the truncation, which is ignored): *out is left empty, so
-// that no buffer is ever sized from a peer's count; the caller rejects it.
+// the receiver's own call can take) is received into scratch of the size
+// MPI reports and dropped at once: *out is left empty (never resized past
+// max_bytes), and the caller rejects it.
 cc_coll_status_t recv_message(int source, int tag, MPI_Comm comm, std::size_t max_bytes,
                               std::vector<unsigned char> *out, std::size_t *bytes);
 
