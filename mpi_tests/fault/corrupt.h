@@ -13,7 +13,8 @@
  * reductions, the whole result) is larger than FAULT_MIN_BYTES are touched:
  * the library's small control exchanges (its 160-byte agreement, verdicts
  * and counts) are the trust anchor a receiver needs to tell the others what
- * it found, and stay intact. Calls on one-rank communicators receive nothing
+ * it found, and stay intact; so do the point-to-point acknowledgements
+ * (odd MPI tags). Calls on one-rank communicators receive nothing
  * from another rank and are never touched.
  *
  * Interposed: MPI_Allgather(v), MPI_Alltoall(v), MPI_Allreduce,

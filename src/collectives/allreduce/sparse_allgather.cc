@@ -157,7 +157,6 @@ cc_coll_status_t sparse_allgather_pipelined(HostExec &x, const AllreduceArgs &a,
     // and one outcome exchange for the call.
     Outcome outcome(comm, "cc_coll_allreduce (topk, pipelined)");
     bool any_dense = false;
-    std::uint64_t digest = 0;
     for (std::size_t c = 0; c < chunks; ++c) {
         topk::Fault fault;
         const topk::Verdict v =
@@ -168,8 +167,7 @@ cc_coll_status_t sparse_allgather_pipelined(HostExec &x, const AllreduceArgs &a,
                       FaultKind::Payload, static_cast<std::uint32_t>(1 + fault.sender));
         any_dense = any_dense || v == topk::Verdict::Dense;
     }
-    digest = digest_bytes(gathered, at_b[chunks] * P);
-    outcome.same(digest, "gathered TOPK payloads");
+    outcome.same(digest_bytes(gathered, at_b[chunks] * P), "gathered TOPK payloads");
     const int dense = outcome.max(any_dense ? 1 : 0);
     CC_COLL_TRY(outcome.exchange());
     guard.release();
