@@ -15,6 +15,7 @@
 #include "entry.hpp"
 #include "collectives/allreduce/allreduce.hpp"
 #include "collectives/reduce_scatter/reduce_scatter.hpp"
+#include "dispatch/dispatch.hpp"
 #include "core/comm.hpp"
 #include "core/config.hpp"
 #include "core/dtype.hpp"
@@ -52,25 +53,11 @@ cc_coll_status_t create_comm(const char *fn, MPI_Comm mpi_comm, cc_coll_comm_h *
     if (load_config(process_env(), &config, &why) != CC_COLL_OK)
         return fail(CC_COLL_ERR_CONFIG, "%s: %s", fn, why.c_str());
 
-    MPI_Comm dup = MPI_COMM_NULL;
-    if ((st = check_mpi(MPI_Comm_dup(mpi_comm, &dup), "MPI_Comm_dup")) != CC_COLL_OK) return st;
-    int rank = 0, size = 0;
-    if ((st = check_mpi(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler")) == CC_COLL_OK &&
-        (st = check_mpi(MPI_Comm_rank(dup, &rank), "MPI_Comm_rank")) == CC_COLL_OK)
-        st = check_mpi(MPI_Comm_size(dup, &size), "MPI_Comm_size");
-    if (st != CC_COLL_OK) {
-        MPI_Comm_free(&dup);
-        return st;
-    }
-    auto comm = std::make_shared<Comm>(dup, rank, size, config);
-    if ((st = build_topology(*comm)) != CC_COLL_OK) return st;  // the destructor frees dup
-    if (config.method == CC_COLL_METHOD_AUTO) {  // the cost model, measured by every rank now
-        const CostModel *model = nullptr;
-        if ((st = ensure_cost_model(*comm, &model)) != CC_COLL_OK) return st;
-    }
+    std::shared_ptr<Comm> comm;
+    if ((st = create_comm(mpi_comm, config, &comm)) != CC_COLL_OK) return st;
     *out = register_comm(std::move(comm));
-    log_message(LogLevel::Info, "comm %p created: rank %d of %d, method %s", static_cast<void *>(*out), rank, size,
-                cc_coll_method_name(config.method));
+    log_message(LogLevel::Info, "comm %p created: rank %d of %d, method %s", static_cast<void *>(*out),
+                find_comm(*out)->rank(), find_comm(*out)->size(), cc_coll_method_name(config.method));
     return CC_COLL_OK;
 }
 
@@ -140,12 +127,8 @@ cc_coll_status_t allreduce_entry(const char *fn, const void *sendbuf, void *recv
     const AllreduceArgs args{sendbuf, recvbuf, count, dtype, op, on_device, stream};
     Comm *raw = c.get();
     return launch(fn, c, timer, request, std::move(reads), {byte_range(recvbuf, bytes)},
-                  on_device ? gpu::device_of(recvbuf) : -1, [raw, args, p] {
-                      CallParams q = p;  // AUTO: the cost model's choice, in the call's turn
-                      CC_COLL_TRY(resolve_auto(
-                          *raw, {AutoTensor{args.count, args.dtype, p.has_shape, p.rows, p.cols}}, true, &q));
-                      return allreduce(*raw, args, q);
-                  });
+                  on_device ? gpu::device_of(recvbuf) : -1,
+                  [raw, args, p] { return run_allreduce(*raw, args, p); });
 }
 
 cc_coll_status_t reduce_scatter_entry(const char *fn, const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -184,11 +167,8 @@ cc_coll_status_t reduce_scatter_entry(const char *fn, const void *sendbuf, void 
     const std::size_t written = sendbuf == recvbuf ? recvcount * P * es : recvcount * es;
     Comm *raw = c.get();
     return launch(fn, c, timer, request, std::move(reads), {byte_range(recvbuf, written)},
-                  on_device ? gpu::device_of(recvbuf) : -1, [raw, args, p] {
-                      CallParams q = p;  // AUTO runs NONE (not modeled)
-                      CC_COLL_TRY(resolve_auto(*raw, {}, false, &q));
-                      return reduce_scatter(*raw, args, q);
-                  });
+                  on_device ? gpu::device_of(recvbuf) : -1,
+                  [raw, args, p] { return run_reduce_scatter(*raw, args, p); });
 }
 
 }  // namespace
@@ -233,9 +213,46 @@ size_t cc_coll_dtype_size(cc_coll_dtype_t dtype)
 
 const char *cc_coll_method_name(cc_coll_method_t method)
 {
-    if (enum_value(method) == CC_COLL_METHOD_AUTO) return "auto";
     const Method *m = find_method(enum_value(method));
     return m != nullptr ? m->name : nullptr;
+}
+
+int cc_coll_method_count(void) { return static_cast<int>(methods().size()); }
+
+cc_coll_status_t cc_coll_method_at(int index, cc_coll_method_t *method)
+{
+    clear_error();
+    if (method == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_method_at: method (the output) is NULL");
+    if (index < 0 || index >= static_cast<int>(methods().size()))
+        return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_method_at: index %d is not in [0, %zu)", index,
+                    methods().size());
+    *method = methods()[static_cast<std::size_t>(index)]->id;
+    return CC_COLL_OK;
+}
+
+unsigned cc_coll_method_caps(cc_coll_method_t method)
+{
+    const Method *m = find_method(enum_value(method));
+    return m != nullptr ? method_caps(*m) : 0u;
+}
+
+const char *cc_coll_method_summary(cc_coll_method_t method)
+{
+    const Method *m = find_method(enum_value(method));
+    return m != nullptr ? m->summary : nullptr;
+}
+
+cc_coll_status_t cc_coll_method_from_name(const char *name, cc_coll_method_t *method)
+{
+    return guarded("cc_coll_method_from_name", [&] {
+        if (method == nullptr)
+            return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_method_from_name: method (the output) is NULL");
+        if (name == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll_method_from_name: name is NULL");
+        if (!parse_method(name, method))
+            return fail(CC_COLL_ERR_INVALID_METHOD, "cc_coll_method_from_name: \"%s\" is not a method (%s)", name,
+                        method_names().c_str());
+        return CC_COLL_OK;
+    });
 }
 
 cc_coll_status_t cc_coll_comm_create_versioned(MPI_Comm mpi_comm, cc_coll_comm_h *comm, int header_major,
@@ -431,11 +448,10 @@ cc_coll_status_t cc_coll_auto_predict(cc_coll_comm_h comm, size_t count, cc_coll
         CC_COLL_TRY(check_no_requests(fn, *c));
         CollectiveHold hold;
         CC_COLL_TRY(hold.enter(fn, *c));
-        const CostModel *model = nullptr;
-        CC_COLL_TRY(ensure_cost_model(*c, &model));
-        const AutoChoice choice =
-            predict(*model, {AutoTensor{count, static_cast<cc_coll_dtype_t>(d), p.has_shape, p.rows, p.cols}}, p);
-        if (chosen != nullptr) *chosen = choice.method;
+        Prediction choice;
+        CC_COLL_TRY(predict_selection(*c, CostTensor{count, static_cast<cc_coll_dtype_t>(d), p.has_shape, p.rows, p.cols},
+                                      p, &choice));
+        if (chosen != nullptr) *chosen = choice.chosen;
         if (predicted_none != nullptr) *predicted_none = choice.predicted_none;
         if (predicted_lossy != nullptr) *predicted_lossy = choice.predicted_lossy;
         return CC_COLL_OK;

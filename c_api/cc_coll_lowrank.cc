@@ -169,11 +169,7 @@ cc_coll_status_t group_entry(const char *fn, size_t ntensors, const void *const 
         writes.push_back(byte_range(t.args.recv, bytes));
     }
     return launch(fn, c, timer, request, std::move(reads), std::move(writes), device,
-                  [raw, tensors = std::move(tensors)] {
-                      std::vector<GroupTensor> resolved = tensors;  // AUTO: the cost model's choice
-                      CC_COLL_TRY(resolve_group_auto(*raw, &resolved));
-                      return allreduce_group(*raw, resolved);
-                  });
+                  [raw, tensors = std::move(tensors)] { return run_allreduce_group(*raw, tensors); });
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ cc_coll_status_t begin_p2p(const char *fn, cc_coll_comm_h comm, const cc_coll_pa
                            std::shared_ptr<Comm> *c, CallParams *p)
 {
     cc_coll_status_t st = begin_call(fn, comm, params, c, p);
-    if (st == CC_COLL_OK) st = resolve_auto(**c, {}, false, p);  // AUTO sends uncompressed
+    if (st == CC_COLL_OK) st = select_method(**c, CallKind::PointToPoint, {}, p);
     if (st != CC_COLL_OK || (st = check_elements(fn, buf, count, dtype)) != CC_COLL_OK ||
         (st = check_peer(fn, peer_name, peer, **c)) != CC_COLL_OK)
         return st;

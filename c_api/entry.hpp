@@ -19,7 +19,7 @@
 #include "core/error.hpp"
 #include "core/params.hpp"
 #include "gpu/gpu.hpp"
-#include "methods/cost_model.hpp"
+#include "dispatch/dispatch.hpp"
 #include "progress/engine.hpp"
 #include "transport/mpi_transport.hpp"
 

@@ -30,7 +30,7 @@
 
 /* The single source of the version: CMake reads these three lines. */
 #define CC_COLL_VERSION_MAJOR 0
-#define CC_COLL_VERSION_MINOR 6
+#define CC_COLL_VERSION_MINOR 7
 #define CC_COLL_VERSION_PATCH 0
 
 /* One integer, ordered like the version: MAJOR*10000 + MINOR*100 + PATCH. */
@@ -171,6 +171,46 @@ CC_COLL_API size_t cc_coll_dtype_size(cc_coll_dtype_t dtype);
 
 /* Lower-case name of a method ("none"), or NULL for an unknown value. */
 CC_COLL_API const char *cc_coll_method_name(cc_coll_method_t method);
+
+/* The methods of this library (since 0.7). Method ids are stable: the
+ * values above never change, and a method added later takes the next
+ * unused value after CC_COLL_METHOD_AUTO, so a build may have gaps.
+ * Bindings and tools list the methods and what each can do from these
+ * calls rather than from their own tables. */
+typedef enum cc_coll_method_cap {
+    CC_COLL_METHOD_CAP_LOSSY          = 1 << 0, /* results may differ from
+                                                   MPI_Allreduce's           */
+    CC_COLL_METHOD_CAP_REDUCE_SCATTER = 1 << 1, /* cc_coll_reduce_scatter runs
+                                                   it (else NOT_SUPPORTED)    */
+    CC_COLL_METHOD_CAP_P2P            = 1 << 2, /* cc_coll_send with compress
+                                                   = 1 compresses with it     */
+    CC_COLL_METHOD_CAP_MATRIX         = 1 << 3, /* views a tensor as a rows x
+                                                   cols matrix (params rows,
+                                                   cols; a tensor without a
+                                                   shape is 1-D)              */
+    CC_COLL_METHOD_CAP_STATE          = 1 << 4, /* keeps per-tensor state
+                                                   besides residuals, in
+                                                   checkpoints               */
+    CC_COLL_METHOD_CAP_SELECTS        = 1 << 5, /* picks another method per
+                                                   call (AUTO)               */
+    CC_COLL_METHOD_CAP_AUTO_CANDIDATE = 1 << 6  /* CC_COLL_AUTO_METHOD may
+                                                   name it                   */
+} cc_coll_method_cap_t;
+
+/* Number of methods of this library, AUTO included. */
+CC_COLL_API int cc_coll_method_count(void);
+/* The index-th method (0 <= index < cc_coll_method_count(), in id order)
+ * into *method; CC_COLL_ERR_INVALID_ARG for an index out of range or a
+ * NULL method. */
+CC_COLL_API cc_coll_status_t cc_coll_method_at(int index, cc_coll_method_t *method);
+/* The method's cc_coll_method_cap_t bits, 0 for an unknown value. */
+CC_COLL_API unsigned cc_coll_method_caps(cc_coll_method_t method);
+/* One line that says what the method does, or NULL for an unknown value. */
+CC_COLL_API const char *cc_coll_method_summary(cc_coll_method_t method);
+/* The method named `name` ("topk", case-insensitive) into *method;
+ * CC_COLL_ERR_INVALID_METHOD, with the names in the message, for a name
+ * that is none of them. */
+CC_COLL_API cc_coll_status_t cc_coll_method_from_name(const char *name, cc_coll_method_t *method);
 
 /* ------------------------------------------------------------------------ */
 /* Communicator                                                              */

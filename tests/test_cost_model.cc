@@ -1,4 +1,4 @@
-// The predictions of CC_COLL_METHOD=auto's cost model (methods/cost_model.hpp,
+// The predictions of CC_COLL_METHOD=auto's cost model (methods/auto/cost_model.hpp,
 // docs/algorithms.md section 8) on models with known curves, without MPI:
 // each method's exchanges, the dense cases, groups, one rank, and the
 // interpolation of the measured curves.
@@ -10,7 +10,7 @@
 #include "compressors/topk/topk_select.hpp"
 #include "core/config.hpp"
 #include "core/params.hpp"
-#include "methods/cost_model.hpp"
+#include "methods/auto/cost_model.hpp"
 #include "wire/topk_payload.hpp"
 
 namespace {
@@ -69,7 +69,7 @@ TEST(CostModel, TopkAllgatherAgainstNone)
     const CostModel m = model(CC_COLL_METHOD_TOPK, 4);
     const CallParams p = params();
     const std::size_t n = 1 << 20;
-    const AutoChoice c = predict(m, {AutoTensor{n, CC_COLL_F32}}, p);
+    const AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, p);
     const double bytes = 4.0 * n;
     const double payload = static_cast<double>(topk::payload_bytes(topk::k_for(p.density, n), CC_COLL_F32));
     expect_near_rel(c.predicted_none, link(bytes));
@@ -82,7 +82,7 @@ TEST(CostModel, TopkSplitFromEightRanks)
     const CostModel m = model(CC_COLL_METHOD_TOPK, 8);
     const CallParams p = params();
     const std::size_t n = 1 << 20;
-    const AutoChoice c = predict(m, {AutoTensor{n, CC_COLL_F32}}, p);
+    const AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, p);
     const double payload = static_cast<double>(topk::payload_bytes(topk::k_for(p.density, n), CC_COLL_F32));
     expect_near_rel(c.predicted_lossy, work(4.0 * n) + link(8.0 / 7.0 * payload) + 2 * m.latency);
 }
@@ -91,15 +91,15 @@ TEST(CostModel, DenseCallsAreNone)
 {
     CallParams p = params();
     p.density = 0.6;  // two ranks' payloads outweigh the buffer: TOPK would send densely
-    AutoChoice c = predict(model(CC_COLL_METHOD_TOPK, 2), {AutoTensor{4096, CC_COLL_F32}}, p);
+    AutoChoice c = predict(model(CC_COLL_METHOD_TOPK, 2), {CostTensor{4096, CC_COLL_F32}}, p);
     EXPECT_TRUE(std::isinf(c.predicted_lossy));
     EXPECT_EQ(c.method, CC_COLL_METHOD_NONE);
     // LOWRANK: a tensor without a shape is 1-D (dense); one under the
     // minimum compression rate too.
-    c = predict(model(CC_COLL_METHOD_LOWRANK, 2), {AutoTensor{1 << 20, CC_COLL_F32}}, params());
+    c = predict(model(CC_COLL_METHOD_LOWRANK, 2), {CostTensor{1 << 20, CC_COLL_F32}}, params());
     EXPECT_TRUE(std::isinf(c.predicted_lossy));
     EXPECT_EQ(c.method, CC_COLL_METHOD_NONE);
-    c = predict(model(CC_COLL_METHOD_LOWRANK, 2), {AutoTensor{64, CC_COLL_F32, true, 8, 8}}, params());
+    c = predict(model(CC_COLL_METHOD_LOWRANK, 2), {CostTensor{64, CC_COLL_F32, true, 8, 8}}, params());
     EXPECT_TRUE(std::isinf(c.predicted_lossy));
 }
 
@@ -107,14 +107,14 @@ TEST(CostModel, LowrankAndSketchExchanges)
 {
     const CallParams p = params();
     const std::size_t n = 1024 * 4096;
-    AutoChoice c = predict(model(CC_COLL_METHOD_LOWRANK, 4), {AutoTensor{n, CC_COLL_F32, true, 1024, 4096}}, p);
+    AutoChoice c = predict(model(CC_COLL_METHOD_LOWRANK, 4), {CostTensor{n, CC_COLL_F32, true, 1024, 4096}}, p);
     expect_near_rel(c.predicted_lossy, work(4.0 * n) + link(1024.0 * 4 * 4) + link(4096.0 * 4 * 4));
     EXPECT_EQ(c.method, CC_COLL_METHOD_LOWRANK);
     // f64 factors are 8 bytes.
-    c = predict(model(CC_COLL_METHOD_LOWRANK, 4), {AutoTensor{n, CC_COLL_F64, true, 1024, 4096}}, p);
+    c = predict(model(CC_COLL_METHOD_LOWRANK, 4), {CostTensor{n, CC_COLL_F64, true, 1024, 4096}}, p);
     expect_near_rel(c.predicted_lossy, work(8.0 * n) + link(1024.0 * 4 * 8) + link(4096.0 * 4 * 8));
 
-    c = predict(model(CC_COLL_METHOD_SKETCH, 4), {AutoTensor{n, CC_COLL_F32}}, p);
+    c = predict(model(CC_COLL_METHOD_SKETCH, 4), {CostTensor{n, CC_COLL_F32}}, p);
     const double support = std::fmin(static_cast<double>(n), 4.0 * static_cast<double>(topk::k_for(0.01, n)));
     expect_near_rel(c.predicted_lossy,
                     work(4.0 * n) + link(static_cast<double>(n) / 8 + 1) + link(1.15 * support / 0.77 * 4));
@@ -125,7 +125,7 @@ TEST(CostModel, GroupIsOneBucket)
     const CostModel m = model(CC_COLL_METHOD_TOPK, 2);
     const CallParams p = params();
     const std::size_t a = 1 << 18, b = 1 << 16;
-    const AutoChoice c = predict(m, {AutoTensor{a, CC_COLL_F32}, AutoTensor{b, CC_COLL_F32}}, p);
+    const AutoChoice c = predict(m, {CostTensor{a, CC_COLL_F32}, CostTensor{b, CC_COLL_F32}}, p);
     const double pa = static_cast<double>(topk::payload_bytes(topk::k_for(0.01, a), CC_COLL_F32));
     const double pb = static_cast<double>(topk::payload_bytes(topk::k_for(0.01, b), CC_COLL_F32));
     expect_near_rel(c.predicted_none, link(4.0 * (a + b)));
@@ -133,14 +133,14 @@ TEST(CostModel, GroupIsOneBucket)
     // One dense tensor makes the whole group NONE.
     CallParams dense = p;
     dense.density = 0.9;
-    EXPECT_EQ(predict(m, {AutoTensor{a, CC_COLL_F32}, AutoTensor{b, CC_COLL_F32}}, dense).method,
+    EXPECT_EQ(predict(m, {CostTensor{a, CC_COLL_F32}, CostTensor{b, CC_COLL_F32}}, dense).method,
               CC_COLL_METHOD_NONE);
 }
 
 TEST(CostModel, OneRankNeverCompresses)
 {
     const CostModel m = model(CC_COLL_METHOD_TOPK, 1);
-    const AutoChoice c = predict(m, {AutoTensor{1 << 24, CC_COLL_F32}}, params());
+    const AutoChoice c = predict(m, {CostTensor{1 << 24, CC_COLL_F32}}, params());
     EXPECT_EQ(c.predicted_none, 0.0);
     EXPECT_GT(c.predicted_lossy, 0.0);
     EXPECT_EQ(c.method, CC_COLL_METHOD_NONE);
@@ -153,9 +153,9 @@ TEST(CostModel, ChoiceFollowsTheLink)
     CostModel m = model(CC_COLL_METHOD_TOPK, 2);
     for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] = 5e-6 + m.link_bytes[i] / 1e10;  // 10 GB/s
     for (int i = 0; i < kComputePoints; ++i) m.compute_seconds[i] = 1e-6 + m.compute_bytes[i] * 1e-9;  // 1 GB/s
-    EXPECT_EQ(predict(m, {AutoTensor{1 << 22, CC_COLL_F32}}, params()).method, CC_COLL_METHOD_NONE);
+    EXPECT_EQ(predict(m, {CostTensor{1 << 22, CC_COLL_F32}}, params()).method, CC_COLL_METHOD_NONE);
     for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] = 5e-6 + m.link_bytes[i] / 1e7;  // 10 MB/s
-    EXPECT_EQ(predict(m, {AutoTensor{1 << 22, CC_COLL_F32}}, params()).method, CC_COLL_METHOD_TOPK);
+    EXPECT_EQ(predict(m, {CostTensor{1 << 22, CC_COLL_F32}}, params()).method, CC_COLL_METHOD_TOPK);
 }
 
 TEST(CostModel, Settings)

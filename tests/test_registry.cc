@@ -1,5 +1,5 @@
-// The method registry (core/method.hpp, src/methods/): ids dense from 0,
-// names unique and round-tripping through every lookup (the C ABI's
+// The method registry (core/method.hpp, src/methods/): ids stable (the
+// public enumerators, pinned here) and ascending, names unique and round-tripping through every lookup (the C ABI's
 // cc_coll_method_name, the settings parser, resolve_params), every method
 // reachable by allreduce, and a reason for every collective it refuses.
 #include <cctype>
@@ -19,26 +19,82 @@ namespace {
 
 using namespace cc_coll::detail;
 
-TEST(Registry, IdsAreDenseFromZeroAndFitTheStateSlots)
+TEST(Registry, PublicEnumeratorsKeepTheirValues)
+{
+    // Values a compiled program holds: never renumbered. A new method takes
+    // the next value after the last one.
+    EXPECT_EQ(CC_COLL_METHOD_NONE, 0);
+    EXPECT_EQ(CC_COLL_METHOD_TOPK, 1);
+    EXPECT_EQ(CC_COLL_METHOD_SKETCH, 2);
+    EXPECT_EQ(CC_COLL_METHOD_LOWRANK, 3);
+    EXPECT_EQ(CC_COLL_METHOD_AUTO, 4);
+    EXPECT_EQ(CC_COLL_F32, 0);
+    EXPECT_EQ(CC_COLL_F64, 1);
+    EXPECT_EQ(CC_COLL_F16, 2);
+    EXPECT_EQ(CC_COLL_BF16, 3);
+    EXPECT_EQ(CC_COLL_SUM, 0);
+    EXPECT_EQ(CC_COLL_AVG, 1);
+    EXPECT_EQ(CC_COLL_SPARSIFY_TOPK, 0);
+    EXPECT_EQ(CC_COLL_SPARSIFY_THRESHOLD, 1);
+    EXPECT_EQ(CC_COLL_METHOD_CAP_LOSSY, 1);
+    EXPECT_EQ(CC_COLL_METHOD_CAP_REDUCE_SCATTER, 2);
+    EXPECT_EQ(CC_COLL_METHOD_CAP_P2P, 4);
+    EXPECT_EQ(CC_COLL_METHOD_CAP_MATRIX, 8);
+    EXPECT_EQ(CC_COLL_METHOD_CAP_STATE, 16);
+    EXPECT_EQ(CC_COLL_METHOD_CAP_SELECTS, 32);
+    EXPECT_EQ(CC_COLL_METHOD_CAP_AUTO_CANDIDATE, 64);
+}
+
+TEST(Registry, IdsAscendAndFitTheStateSlots)
 {
     const auto &all = methods();
-    ASSERT_GE(all.size(), 4u);
+    ASSERT_GE(all.size(), 5u);
     ASSERT_LE(all.size(), static_cast<std::size_t>(kMaxMethods));
     for (std::size_t i = 0; i < all.size(); ++i) {
         ASSERT_NE(all[i], nullptr);
-        EXPECT_EQ(static_cast<std::size_t>(all[i]->id), i) << all[i]->name;
-        EXPECT_EQ(find_method(static_cast<int>(i)), all[i]);
+        if (i > 0) {
+            EXPECT_GT(all[i]->id, all[i - 1]->id) << all[i]->name;
+        }
+        EXPECT_LT(static_cast<int>(all[i]->id), kMaxMethods) << all[i]->name;
+        EXPECT_EQ(find_method(static_cast<int>(all[i]->id)), all[i]);
     }
     EXPECT_EQ(find_method(-1), nullptr);
-    EXPECT_EQ(find_method(static_cast<int>(all.size())), nullptr);
+    EXPECT_EQ(find_method(kMaxMethods), nullptr);
 }
 
-TEST(Registry, TheHeaderEnumeratorsAreRegisteredUnderTheirNames)
+TEST(Registry, TheCAbiListsEveryMethodWithItsCaps)
 {
-    EXPECT_STREQ(find_method(CC_COLL_METHOD_NONE)->name, "none");
-    EXPECT_STREQ(find_method(CC_COLL_METHOD_TOPK)->name, "topk");
-    EXPECT_STREQ(find_method(CC_COLL_METHOD_SKETCH)->name, "sketch");
-    EXPECT_STREQ(find_method(CC_COLL_METHOD_LOWRANK)->name, "lowrank");
+    ASSERT_EQ(cc_coll_method_count(), static_cast<int>(methods().size()));
+    for (int i = 0; i < cc_coll_method_count(); ++i) {
+        cc_coll_method_t id{};
+        ASSERT_EQ(cc_coll_method_at(i, &id), CC_COLL_OK);
+        const Method *m = methods()[static_cast<std::size_t>(i)];
+        EXPECT_EQ(id, m->id);
+        EXPECT_EQ(cc_coll_method_caps(id), method_caps(*m)) << m->name;
+        EXPECT_STREQ(cc_coll_method_summary(id), m->summary);
+        cc_coll_method_t named{};
+        ASSERT_EQ(cc_coll_method_from_name(m->name, &named), CC_COLL_OK);
+        EXPECT_EQ(named, id);
+    }
+    cc_coll_method_t id{};
+    EXPECT_EQ(cc_coll_method_at(-1, &id), CC_COLL_ERR_INVALID_ARG);
+    EXPECT_EQ(cc_coll_method_at(cc_coll_method_count(), &id), CC_COLL_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(cc_coll_last_error()).find("index"), std::string::npos);
+    EXPECT_EQ(cc_coll_method_at(0, nullptr), CC_COLL_ERR_INVALID_ARG);
+    EXPECT_EQ(cc_coll_method_from_name("quantise", &id), CC_COLL_ERR_INVALID_METHOD);
+    EXPECT_NE(std::string(cc_coll_last_error()).find("none, topk"), std::string::npos) << cc_coll_last_error();
+    EXPECT_EQ(cc_coll_method_from_name(nullptr, &id), CC_COLL_ERR_INVALID_ARG);
+    EXPECT_EQ(cc_coll_method_caps(static_cast<cc_coll_method_t>(kMaxMethods)), 0u);
+    EXPECT_EQ(cc_coll_method_summary(static_cast<cc_coll_method_t>(-1)), nullptr);
+    // What the bindings read instead of naming methods.
+    EXPECT_EQ(cc_coll_method_caps(CC_COLL_METHOD_NONE) & CC_COLL_METHOD_CAP_LOSSY, 0u);
+    EXPECT_NE(cc_coll_method_caps(CC_COLL_METHOD_LOWRANK) & CC_COLL_METHOD_CAP_MATRIX, 0u);
+    EXPECT_NE(cc_coll_method_caps(CC_COLL_METHOD_LOWRANK) & CC_COLL_METHOD_CAP_STATE, 0u);
+    EXPECT_EQ(cc_coll_method_caps(CC_COLL_METHOD_LOWRANK) & CC_COLL_METHOD_CAP_REDUCE_SCATTER, 0u);
+    EXPECT_NE(cc_coll_method_caps(CC_COLL_METHOD_AUTO) & CC_COLL_METHOD_CAP_SELECTS, 0u);
+    EXPECT_EQ(cc_coll_method_caps(CC_COLL_METHOD_AUTO) & CC_COLL_METHOD_CAP_AUTO_CANDIDATE, 0u);
+    EXPECT_EQ(cc_coll_method_caps(CC_COLL_METHOD_SKETCH) & CC_COLL_METHOD_CAP_P2P, 0u);
+    EXPECT_NE(cc_coll_method_caps(CC_COLL_METHOD_TOPK) & CC_COLL_METHOD_CAP_AUTO_CANDIDATE, 0u);
 }
 
 TEST(Registry, NamesAreUniqueLowerCaseAndRoundTrip)
@@ -61,14 +117,13 @@ TEST(Registry, NamesAreUniqueLowerCaseAndRoundTrip)
         EXPECT_GT(std::strlen(m->summary), 10u) << name;
     }
     cc_coll_method_t parsed_auto = CC_COLL_METHOD_NONE;
-    // AUTO follows the registered methods (it resolves to one of them per
-    // call); the enumerators stay dense, and the next value names nothing.
-    EXPECT_EQ(static_cast<std::size_t>(CC_COLL_METHOD_AUTO), methods().size());
+    // AUTO is a registry entry like any other (a selecting one).
     EXPECT_STREQ(cc_coll_method_name(CC_COLL_METHOD_AUTO), "auto");
-    EXPECT_EQ(find_method(CC_COLL_METHOD_AUTO), nullptr);
+    ASSERT_NE(find_method(CC_COLL_METHOD_AUTO), nullptr);
+    EXPECT_NE(find_method(CC_COLL_METHOD_AUTO)->select, nullptr);
     ASSERT_TRUE(parse_method(" Auto", &parsed_auto));
     EXPECT_EQ(parsed_auto, CC_COLL_METHOD_AUTO);
-    EXPECT_EQ(cc_coll_method_name(static_cast<cc_coll_method_t>(methods().size() + 1)), nullptr);
+    EXPECT_EQ(cc_coll_method_name(static_cast<cc_coll_method_t>(kMaxMethods)), nullptr);
     cc_coll_method_t parsed = CC_COLL_METHOD_TOPK;
     EXPECT_FALSE(parse_method("quantise", &parsed));
     EXPECT_EQ(parsed, CC_COLL_METHOD_TOPK);  // untouched on failure
@@ -79,8 +134,16 @@ TEST(Registry, EveryMethodHasAnAllreduceAndAReasonForWhatItRefuses)
 {
     for (const Method *m : methods()) {
         // A single tensor runs through `allreduce`, or as a group of one
-        // through the method's batch.
-        EXPECT_TRUE(m->allreduce != nullptr || (m->group_plan != nullptr && m->group_batch != nullptr)) << m->name;
+        // through the method's batch; a selecting method runs another one.
+        EXPECT_TRUE(m->allreduce != nullptr || (m->group_plan != nullptr && m->group_batch != nullptr) ||
+                    m->select != nullptr)
+            << m->name;
+        // AUTO's candidates tell the cost model what they exchange.
+        if (m->auto_candidate) {
+            EXPECT_NE(m->exchange_cost, nullptr) << m->name;
+            EXPECT_TRUE(m->lossy) << m->name;
+        }
+        if (m->select != nullptr) continue;
         if (m->group_batch != nullptr) {
             EXPECT_NE(m->group_plan, nullptr) << m->name;
         }
@@ -124,8 +187,8 @@ TEST(Registry, TheMethodSettingDocumentsAndAcceptsEveryMethod)
     Config cfg;
     std::string why;
     EXPECT_FALSE(method->apply("quantise", &cfg, &why));
-    EXPECT_EQ(why, "expected one of: " + method_names() + ", auto");
-    EXPECT_EQ(method_names(), "none, topk, sketch, lowrank");
+    EXPECT_EQ(why, "expected one of: " + method_names());
+    EXPECT_EQ(method_names().rfind("none, topk, sketch, lowrank, auto", 0), 0u) << method_names();
 }
 
 TEST(Registry, ResolveParamsRejectsAnUnregisteredMethod)
@@ -133,7 +196,7 @@ TEST(Registry, ResolveParamsRejectsAnUnregisteredMethod)
     Config config;
     cc_coll_params_t params{};
     params.mask = CC_COLL_PARAMS_FIELD_METHOD;
-    params.method = static_cast<cc_coll_method_t>(methods().size() + 1);  // past AUTO
+    params.method = static_cast<cc_coll_method_t>(kMaxMethods);  // past every method
     CallParams out;
     EXPECT_EQ(resolve_params(&params, config, &out), CC_COLL_ERR_INVALID_METHOD);
     EXPECT_NE(std::string(last_error()).find("not a cc_coll_method_t value"), std::string::npos) << last_error();

@@ -91,7 +91,7 @@ public:
     // see collectives/common/workspace.hpp.
     std::shared_ptr<void> &p2p_scratch_slot() { return p2p_scratch_; }
     // The cost model of CC_COLL_METHOD=auto, once measured; see
-    // methods/cost_model.hpp. Set and read under collective_mutex.
+    // methods/auto/cost_model.hpp. Set and read under collective_mutex.
     std::shared_ptr<void> &cost_model_slot() { return cost_model_; }
 
     // Threads (docs/api.md, "Threads"). Three locks, never held across

@@ -46,18 +46,18 @@ bool apply_choice(const std::string &text, const char *const (&names)[N], const 
 bool apply_method(const std::string &text, Config *cfg, std::string *why)
 {
     if (parse_method(text, &cfg->method)) return true;
-    *why = "expected one of: " + method_names() + ", auto";
+    *why = "expected one of: " + method_names();
     return false;
 }
 
 bool apply_auto_method(const std::string &text, Config *cfg, std::string *why)
 {
     cc_coll_method_t m = CC_COLL_METHOD_NONE;
-    if (parse_method(text, &m) && m != CC_COLL_METHOD_NONE && m != CC_COLL_METHOD_AUTO) {
+    if (parse_method(text, &m) && find_method(m)->auto_candidate) {
         cfg->auto_method = m;
         return true;
     }
-    *why = "expected a lossy method: topk, sketch or lowrank";
+    *why = "expected a lossy method: " + auto_candidate_names();
     return false;
 }
 
@@ -409,7 +409,8 @@ const SettingDef kSettings[] = {
      "k of each chunk, not of the whole buffer). Every rank must use the same value.",
      apply_pipeline_bytes},
     {"AUTO_METHOD", "CC_COLL_AUTO_METHOD", "topk",
-     "The lossy method of CC_COLL_METHOD=auto: topk, sketch or lowrank. Auto compresses a call with it "
+     "The lossy method of CC_COLL_METHOD=auto (a method whose caps include CC_COLL_METHOD_CAP_AUTO_CANDIDATE: "
+     "topk, sketch or lowrank in this release). Auto compresses a call with it "
      "when the communicator's cost model predicts it faster than NONE (docs/algorithms.md, \"The cost "
      "model\"). Every rank must use the same value.",
      apply_auto_method},
@@ -483,8 +484,7 @@ std::string method_doc()
         doc += std::string(m->name) + " (" + m->summary + ")";
         first = false;
     }
-    return doc + "; auto (per call, none or CC_COLL_AUTO_METHOD, whichever the communicator's cost model "
-                 "predicts faster; measured when the communicator is created).";
+    return doc + ".";
 }
 
 const SettingDef *settings(std::size_t *count)
@@ -528,10 +528,6 @@ cc_coll_status_t load_config(const EnvLookup &env, Config *cfg, std::string *why
 
 bool parse_method(const std::string &text, cc_coll_method_t *out)
 {
-    if (trim_lower(text) == "auto") {
-        *out = CC_COLL_METHOD_AUTO;
-        return true;
-    }
     const Method *m = find_method_by_name(trim_lower(text));
     if (m == nullptr) return false;
     *out = m->id;

@@ -39,22 +39,76 @@ enum class P2pCompression {
 
 constexpr int kMaxMethods = 16;
 
+// A call as AUTO's selection and the cost model see it: the tensors of one
+// allreduce (one) or of a group's AUTO tensors (one bucket).
+struct CostTensor {
+    std::size_t count = 0;
+    cc_coll_dtype_t dtype = CC_COLL_F32;
+    bool has_shape = false;  // the matrix view (CallParams' shape fields)
+    std::uint64_t rows = 0, cols = 0;
+};
+
+// What a method's exchange moves for one tensor, as the sizes of the
+// allreduces that move as many bytes (an allgather of b bytes from each of
+// P ranks moves what an allreduce of P b / 2 does): added to bytes[0] and
+// bytes[1] (two exchanges in sequence), with the small exchanges beside them
+// in *latencies (the most any tensor needs).
+struct ExchangeCost {
+    double bytes[2] = {0, 0};
+    double latencies = 0;
+};
+
+// Which collective a call is, for a selecting method (AUTO).
+enum class CallKind { Allreduce, ReduceScatter, PointToPoint };
+
+// A method's descriptor. Descriptors are written with designated
+// initializers (.name = ...); a field left out is its default below: no
+// algorithm, no state, no hook.
 struct Method {
-    cc_coll_method_t id;
-    const char *name;     // "topk": settings, bindings, messages
-    const char *summary;  // one line for cc_coll_info and the settings doc
+    cc_coll_method_t id{};
+    const char *name = nullptr;     // "topk": settings, bindings, messages
+    const char *summary = nullptr;  // one line for cc_coll_info and the settings doc
     // Payloads can be summed by MPI_SUM (the count sketch, PowerSGD's P and
     // Q, dense data); top-k pairs cannot.
-    bool homomorphic;
+    bool homomorphic = false;
+    // Results may differ from MPI_Allreduce's (CC_COLL_METHOD_CAP_LOSSY).
+    bool lossy = true;
+    // Views a tensor as a rows x cols matrix from the params' shape fields
+    // (CC_COLL_METHOD_CAP_MATRIX): the hierarchical algorithm, bindings and
+    // tools pass a shape to such a method.
+    bool matrix_view = false;
+    // CC_COLL_AUTO_METHOD may name it: its allreduce is lossy and
+    // exchange_cost predicts it.
+    bool auto_candidate = false;
+
+    // A selecting method (AUTO) runs another method per call: `select`
+    // returns it, given the call's tensors, and may rewrite the params (the
+    // dispatchers then run the chosen method). Collective where it measures.
+    cc_coll_status_t (*select)(Comm &comm, CallKind kind, const std::vector<CostTensor> &tensors, CallParams *p,
+                               const struct Method **chosen) = nullptr;
+    // Runs when a communicator is created with this method as its default
+    // (CC_COLL_METHOD): collective, every rank at once (AUTO measures its
+    // cost model here). May be null.
+    cc_coll_status_t (*comm_created)(Comm &comm) = nullptr;
+    // What `select` would choose for an allreduce of `t`, with the predicted
+    // seconds of NONE and of the lossy method (cc_coll_auto_predict). May
+    // measure: collective. Null for a method that does not select.
+    cc_coll_status_t (*predict)(Comm &comm, const CostTensor &t, const CallParams &p, cc_coll_method_t *chosen,
+                                double *predicted_none, double *predicted_lossy) = nullptr;
+
+    // The cost model (AUTO): what the allreduce of tensor `t` exchanges on
+    // `ranks` ranks with params `p`, added to *cost; false when the method
+    // would send the tensor densely. Set for every auto_candidate.
+    bool (*exchange_cost)(const CostTensor &t, const CallParams &p, int ranks, ExchangeCost *cost) = nullptr;
 
     // Params validation beyond the generic checks of resolve_params: a
     // non-empty *why rejects the call (CC_COLL_ERR_INVALID_ARG). May be null.
-    bool (*validate)(const CallParams &p, std::string *why);
+    bool (*validate)(const CallParams &p, std::string *why) = nullptr;
 
     // allreduce of one tensor; null when the method runs single tensors as
     // a group of one (through group_batch).
     cc_coll_status_t (*allreduce)(Comm &comm, const AllreduceArgs &args, const CallParams &params,
-                                  StatsSnapshot *stats);
+                                  StatsSnapshot *stats) = nullptr;
 
     // Groups. group_plan routes one tensor this step (Route in
     // collectives/allreduce/allreduce.hpp); null: Single when `allreduce`
@@ -63,38 +117,38 @@ struct Method {
     // nothing charged (LOWRANK: methods/lowrank.cc). group_batch runs the
     // method's Batch tensors together; group_done runs on every planned
     // tensor once the group succeeded.
-    cc_coll_status_t (*group_plan)(Comm &comm, std::size_t position, const GroupTensor &t, TensorPlan *plan);
+    cc_coll_status_t (*group_plan)(Comm &comm, std::size_t position, const GroupTensor &t, TensorPlan *plan) = nullptr;
     cc_coll_status_t (*group_batch)(Comm &comm, const std::vector<GroupTensor> &tensors,
                                     const std::vector<std::size_t> &idx, const std::vector<TensorPlan> &plans,
-                                    StatsSnapshot *stats);
-    void (*group_done)(TensorPlan &plan);
+                                    StatsSnapshot *stats) = nullptr;
+    void (*group_done)(TensorPlan &plan) = nullptr;
 
     // reduce-scatter (block form); null: CC_COLL_ERR_NOT_SUPPORTED with
     // why_no_reduce_scatter.
     cc_coll_status_t (*reduce_scatter)(Comm &comm, const ReduceScatterArgs &args, const CallParams &params,
-                                       StatsSnapshot *stats);
-    const char *why_no_reduce_scatter;
+                                       StatsSnapshot *stats) = nullptr;
+    const char *why_no_reduce_scatter = nullptr;
 
-    P2pCompression p2p;
-    const char *why_no_p2p;
+    P2pCompression p2p = P2pCompression::Refused;
+    const char *why_no_p2p = nullptr;
 
     // Forgets the method's per-tensor state of `key` (null key: all of it),
     // collectives and point-to-point channels alike. May be null.
-    void (*reset_state)(Comm &comm, const EfKey *key);
+    void (*reset_state)(Comm &comm, const EfKey *key) = nullptr;
 
     // Agreement (collectives/common/agreement.hpp). A hash of the params
     // that shape this method's exchange (every rank must pass the same);
     // null: none do.
-    std::uint64_t (*agreement_params)(const CallParams &p);
+    std::uint64_t (*agreement_params)(const CallParams &p) = nullptr;
     // Whether a single-tensor call (allreduce, or reduce-scatter when
     // `reduce_scatter`) with EF on creates a residual for a tensor that has
     // none, as its algorithm would; null: never.
     bool (*creates_residual)(bool reduce_scatter, std::size_t count, cc_coll_dtype_t dtype, const CallParams &p,
-                             int ranks);
+                             int ranks) = nullptr;
     // A group failed before any data moved (a plan, a residual check or the
     // agreement, on this rank or another): forget what group_plan charged
     // for this call. May be null.
-    void (*group_abort)(Comm &comm);
+    void (*group_abort)(Comm &comm) = nullptr;
 
     // Checkpoints (cc_coll_state_export / cc_coll_state_import,
     // core/state_blob.hpp; the format in docs/wire.md, "State checkpoint").
@@ -108,20 +162,25 @@ struct Method {
     // memory, if any, is allocated here). state_install replaces the
     // method's state, reset first, with a staged one and cannot fail: the
     // import has checked its bytes against CC_COLL_STATE_MAX_BYTES.
-    std::uint16_t state_version;
-    cc_coll_status_t (*state_export)(Comm &comm, StateWriter &out);
-    cc_coll_status_t (*state_parse)(Comm &comm, std::uint16_t version, StateReader &in, StagedState *staged);
-    void (*state_install)(Comm &comm, StagedState &staged);
+    std::uint16_t state_version = 0;
+    cc_coll_status_t (*state_export)(Comm &comm, StateWriter &out) = nullptr;
+    cc_coll_status_t (*state_parse)(Comm &comm, std::uint16_t version, StateReader &in, StagedState *staged) = nullptr;
+    void (*state_install)(Comm &comm, StagedState &staged) = nullptr;
 };
 
-// Every registered method, in id order. Ids are dense from 0 and below
-// kMaxMethods (Comm keeps one state slot per id).
+// Every registered method, AUTO included, in id order. Ids are the public
+// enumerators (stable: a new method takes the next free value, so there may
+// be gaps) and below kMaxMethods (Comm keeps one state slot per id).
 const std::vector<const Method *> &methods();
+// The cc_coll_method_cap_t bits of a method.
+unsigned method_caps(const Method &m);
 // The method with this id or name, or nullptr.
 const Method *find_method(int id);
 const Method *find_method_by_name(const std::string &name);
-// "none, topk, sketch, lowrank": for settings docs and messages.
+// "none, topk, sketch, lowrank, auto": for settings docs and messages.
 std::string method_names(const char *separator = ", ");
+// The methods CC_COLL_AUTO_METHOD may name: "topk, sketch, lowrank".
+std::string auto_candidate_names();
 
 // Forgets every method's per-tensor state of `key` (null: all).
 void reset_method_states(Comm &comm, const EfKey *key);

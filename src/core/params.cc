@@ -36,7 +36,7 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
                         static_cast<unsigned long long>(kKnownParamsFields));
         if (params->mask & CC_COLL_PARAMS_FIELD_METHOD) {
             const int m = enum_value(params->method);
-            if (m != CC_COLL_METHOD_AUTO && find_method(m) == nullptr)
+            if (find_method(m) == nullptr)
                 return fail(CC_COLL_ERR_INVALID_METHOD, "params->method = %d is not a cc_coll_method_t value", m);
             p.method = static_cast<cc_coll_method_t>(m);
         }
@@ -105,8 +105,10 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
             p.ef_key = params->ef_key;
         }
     }
-    // AUTO's params must suit its lossy method.
-    const Method *m = find_method(p.method == CC_COLL_METHOD_AUTO ? config.auto_method : p.method);
+    // A selecting method's (AUTO's) params must suit the lossy method it may
+    // choose.
+    const Method *m = find_method(p.method);
+    if (m != nullptr && m->select != nullptr) m = find_method(config.auto_method);
     std::string why;
     if (m != nullptr && m->validate != nullptr && !m->validate(p, &why))
         return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll: params for method %s: %s", m->name, why.c_str());

@@ -20,7 +20,7 @@ struct StatsSnapshot {
     std::uint64_t sketch_elements = 0;
     std::uint64_t sketch_peeled = 0;
     double time_total = 0;  // entry to return of every call (CallTimer)
-    std::uint64_t auto_calls = 0;        // calls with method AUTO (methods/cost_model.hpp)
+    std::uint64_t auto_calls = 0;        // calls with method AUTO (methods/auto/cost_model.hpp)
     std::uint64_t auto_lossy_calls = 0;  // of those, sent with the lossy method
     double auto_predicted = 0;           // the model's predicted seconds of those choices
 };

@@ -39,6 +39,4 @@ struct NodeTopology {
 // (CC_COLL_THREADS, Comm::threads()) from the node's ranks. Collective over comm: every rank must
 // call it, at creation. CC_COLL_ERR_CONFIG when CC_COLL_NODES does not fit
 // the communicator.
-cc_coll_status_t build_topology(Comm &comm);
-
 }  // namespace cc_coll::detail

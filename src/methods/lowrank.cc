@@ -400,6 +400,21 @@ void checkpoint_install(Comm &comm, StagedState &staged)
     staged.state.reset();
 }
 
+// The cost model: P (rows x r) and Q (cols x r) in the work type; a 1-D
+// tensor or one under the minimum compression rate is sent densely.
+bool exchange_cost(const CostTensor &t, const CallParams &p, int, ExchangeCost *cost)
+{
+    lowrank::Shape s;
+    std::string why;
+    if (!t.has_shape || !lowrank::resolve_shape(t.count, t.has_shape, t.rows, t.cols, p.rank, &s, &why) ||
+        !lowrank::should_compress(s, p.min_compression_rate))
+        return false;
+    const double wes = t.dtype == CC_COLL_F64 ? 8.0 : 4.0;
+    cost->bytes[0] += static_cast<double>(s.rows) * s.rank * wes;
+    cost->bytes[1] += static_cast<double>(s.cols) * s.rank * wes;
+    return true;
+}
+
 }  // namespace
 
 LowRankStore &lowrank_tensor_states(Comm &comm) { return stores(comm).tensors; }
@@ -511,28 +526,28 @@ cc_coll_status_t lowrank_set_q(Comm &comm, const EfKey &key, cc_coll_dtype_t dty
 const Method &lowrank_method()
 {
     static const Method m = {
-        CC_COLL_METHOD_LOWRANK,
-        "lowrank",
-        "PowerSGD with error feedback and warm start: rank-r factors P and Q summed by MPI_SUM",
-        true,
-        nullptr,
-        nullptr,  // a single tensor runs as a group of one
-        plan,
-        allreduce_lowrank,
-        done,
-        nullptr,
-        "method lowrank has no reduce-scatter (PowerSGD's factors span the whole matrix); use cc_coll_allreduce, "
-        "or none, topk or sketch",
-        P2pCompression::LowRank,
-        nullptr,
-        reset,
-        agreement_params,
-        creates_residual,
-        abort_group,
-        kStateVersion,
-        checkpoint_export,
-        checkpoint_parse,
-        checkpoint_install,
+        .id = CC_COLL_METHOD_LOWRANK,
+        .name = "lowrank",
+        .summary = "PowerSGD with error feedback and warm start: rank-r factors P and Q summed by MPI_SUM",
+        .homomorphic = true,
+        .matrix_view = true,
+        .auto_candidate = true,
+        .exchange_cost = exchange_cost,
+        .allreduce = nullptr,  // a single tensor runs as a group of one
+        .group_plan = plan,
+        .group_batch = allreduce_lowrank,
+        .group_done = done,
+        .why_no_reduce_scatter = "method lowrank has no reduce-scatter (PowerSGD's factors span the whole matrix); "
+                                 "use cc_coll_allreduce, or none, topk or sketch",
+        .p2p = P2pCompression::LowRank,
+        .reset_state = reset,
+        .agreement_params = agreement_params,
+        .creates_residual = creates_residual,
+        .group_abort = abort_group,
+        .state_version = kStateVersion,
+        .state_export = checkpoint_export,
+        .state_parse = checkpoint_parse,
+        .state_install = checkpoint_install,
     };
     return m;
 }

@@ -19,27 +19,16 @@ cc_coll_status_t plan(Comm &, std::size_t, const GroupTensor &, TensorPlan *plan
 const Method &none_method()
 {
     static const Method m = {
-        CC_COLL_METHOD_NONE,
-        "none",
-        "no compression: exactly MPI_Allreduce / MPI_Reduce_scatter_block",
-        true,
-        nullptr,
-        allreduce_passthrough,
-        plan,
-        nullptr,
-        nullptr,
-        reduce_scatter_passthrough,
-        nullptr,
-        P2pCompression::None,
-        nullptr,
-        nullptr,
-        nullptr,  // no params shape a dense exchange
-        nullptr,  // keeps no residual
-        nullptr,
-        0,        // no state of its own to checkpoint: its residuals are core's
-        nullptr,
-        nullptr,
-        nullptr,
+        .id = CC_COLL_METHOD_NONE,
+        .name = "none",
+        .summary = "no compression: exactly MPI_Allreduce / MPI_Reduce_scatter_block",
+        .homomorphic = true,
+        .lossy = false,
+        .allreduce = allreduce_passthrough,
+        .group_plan = plan,
+        .reduce_scatter = reduce_scatter_passthrough,
+        .p2p = P2pCompression::None,
+        // no params shape a dense exchange, no residual, no state of its own
     };
     return m;
 }

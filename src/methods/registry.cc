@@ -1,9 +1,12 @@
 // The method registry's table. Adding a method: its descriptor in
 // src/methods/<name>.cc (a function <name>_method() returning it) and its
-// name in the one line below, in id order.
+// name in the one line below, in id order (ids are the public enumerators:
+// a new method takes the next value after the last one here).
 #include "core/method.hpp"
 
-#define CC_COLL_METHODS(X) X(none) X(topk) X(sketch) X(lowrank)
+#include <cstdlib>
+
+#define CC_COLL_METHODS(X) X(none) X(topk) X(sketch) X(lowrank) X(auto)
 
 namespace cc_coll::detail {
 
@@ -14,9 +17,28 @@ CC_COLL_METHODS(CC_COLL_DECLARE_METHOD)
 const std::vector<const Method *> &methods()
 {
 #define CC_COLL_METHOD_ENTRY(name) &name##_method(),
-    static const std::vector<const Method *> table = {CC_COLL_METHODS(CC_COLL_METHOD_ENTRY)};
+    static const std::vector<const Method *> table = [] {
+        std::vector<const Method *> t = {CC_COLL_METHODS(CC_COLL_METHOD_ENTRY)};
+        // Ids ascend (the table is in id order) and fit Comm's state slots.
+        for (std::size_t i = 0; i < t.size(); ++i)
+            if (static_cast<int>(t[i]->id) >= kMaxMethods || (i > 0 && t[i]->id <= t[i - 1]->id)) std::abort();
+        return t;
+    }();
 #undef CC_COLL_METHOD_ENTRY
     return table;
+}
+
+unsigned method_caps(const Method &m)
+{
+    unsigned caps = 0;
+    if (m.lossy) caps |= CC_COLL_METHOD_CAP_LOSSY;
+    if (m.reduce_scatter != nullptr || m.select != nullptr) caps |= CC_COLL_METHOD_CAP_REDUCE_SCATTER;
+    if (m.p2p != P2pCompression::Refused && m.p2p != P2pCompression::None) caps |= CC_COLL_METHOD_CAP_P2P;  // AUTO sends uncompressed
+    if (m.matrix_view) caps |= CC_COLL_METHOD_CAP_MATRIX;
+    if (m.state_export != nullptr) caps |= CC_COLL_METHOD_CAP_STATE;
+    if (m.select != nullptr) caps |= CC_COLL_METHOD_CAP_SELECTS;
+    if (m.auto_candidate) caps |= CC_COLL_METHOD_CAP_AUTO_CANDIDATE;
+    return caps;
 }
 const Method *find_method(int id)
 {
@@ -37,6 +59,17 @@ std::string method_names(const char *separator)
     std::string out;
     for (const Method *m : methods()) {
         if (!out.empty()) out += separator;
+        out += m->name;
+    }
+    return out;
+}
+
+std::string auto_candidate_names()
+{
+    std::string out;
+    for (const Method *m : methods()) {
+        if (!m->auto_candidate) continue;
+        if (!out.empty()) out += ", ";
         out += m->name;
     }
     return out;

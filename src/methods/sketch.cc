@@ -1,10 +1,15 @@
 // Method SKETCH: sparsification with error feedback, a global support by
 // bitwise OR and a count sketch summed by MPI_SUM (docs/algorithms.md
 // section 3).
+#include <algorithm>
+
 #include "collectives/allreduce/allreduce.hpp"
 #include "collectives/reduce_scatter/reduce_scatter.hpp"
 #include "collectives/common/agreement.hpp"
+#include "core/dtype.hpp"
 #include "core/method.hpp"
+#include "compressors/topk/topk_select.hpp"
+#include "wire/topk_payload.hpp"
 
 namespace cc_coll::detail {
 
@@ -22,32 +27,35 @@ std::uint64_t agreement_params(const CallParams &p)
 
 bool creates_residual(bool, std::size_t, cc_coll_dtype_t, const CallParams &, int) { return true; }
 
+// The cost model: the support bitmap, then the sketch's cells.
+bool exchange_cost(const CostTensor &t, const CallParams &p, int ranks, ExchangeCost *cost)
+{
+    const double k = static_cast<double>(topk::k_for(p.density, t.count));
+    const double support = std::min(static_cast<double>(t.count), ranks * k);
+    cost->bytes[0] += static_cast<double>(t.count) / 8.0 + 1.0;
+    cost->bytes[1] += 1.15 * support / p.load_factor * static_cast<double>(dtype_size(t.dtype));
+    return true;
+}
+
 }  // namespace
 
 const Method &sketch_method()
 {
     static const Method m = {
-        CC_COLL_METHOD_SKETCH,
-        "sketch",
-        "count sketch with error feedback: a 1-bit support and a sketch summed by MPI_SUM, peeling decode",
-        true,
-        nullptr,
-        allreduce_sketch,
-        nullptr,
-        nullptr,
-        nullptr,
-        reduce_scatter_sketch,
-        nullptr,
-        P2pCompression::Refused,
-        "SKETCH is a collective method and cannot compress a point-to-point message (use LOWRANK, TOPK or NONE)",
-        nullptr,
-        agreement_params,
-        creates_residual,
-        nullptr,
-        0,        // no state of its own to checkpoint: its residuals are core's
-        nullptr,
-        nullptr,
-        nullptr,
+        .id = CC_COLL_METHOD_SKETCH,
+        .name = "sketch",
+        .summary = "count sketch with error feedback: a 1-bit support and a sketch summed by MPI_SUM, peeling decode",
+        .homomorphic = true,
+        .auto_candidate = true,
+        .exchange_cost = exchange_cost,
+        .allreduce = allreduce_sketch,
+        .reduce_scatter = reduce_scatter_sketch,
+        .p2p = P2pCompression::Refused,
+        .why_no_p2p =
+            "SKETCH is a collective method and cannot compress a point-to-point message (use LOWRANK, TOPK or NONE)",
+        .agreement_params = agreement_params,
+        .creates_residual = creates_residual,
+        // no state of its own to checkpoint: its residuals are core's
     };
     return m;
 }

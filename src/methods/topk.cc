@@ -1,9 +1,13 @@
 // Method TOPK: the k = ceil(density n) largest elements as (index, value)
 // pairs, with error feedback (docs/algorithms.md section 2).
+#include <algorithm>
+
 #include "collectives/allreduce/allreduce.hpp"
 #include "collectives/reduce_scatter/reduce_scatter.hpp"
 #include "collectives/common/agreement.hpp"
 #include "core/method.hpp"
+#include "compressors/topk/topk_select.hpp"
+#include "wire/topk_payload.hpp"
 
 namespace cc_coll::detail {
 
@@ -37,32 +41,42 @@ bool creates_residual(bool reduce_scatter, std::size_t count, cc_coll_dtype_t dt
     return !(dense && (dtype == CC_COLL_F32 || dtype == CC_COLL_F64));
 }
 
+// The cost model: an allgather of the payloads, or the split algorithm's
+// pairs to their owners and regions to everyone (about 2 payloads received
+// per rank, two count exchanges).
+bool exchange_cost(const CostTensor &t, const CallParams &p, int ranks, ExchangeCost *cost)
+{
+    if (topk_allreduce_dense(t.count, t.dtype, p.density, ranks)) return false;
+    const double P = ranks;
+    const double payload = static_cast<double>(topk::payload_bytes(topk::k_for(p.density, t.count), t.dtype));
+    const bool split = p.topk_algorithm == TopkAlgorithm::Split ||
+                       (p.topk_algorithm == TopkAlgorithm::Auto && ranks >= kTopkSplitAutoRanks);
+    if (split) {
+        cost->bytes[0] += P / (P - 1.0) * payload;
+        cost->latencies = std::max(cost->latencies, 2.0);
+    } else {
+        cost->bytes[0] += P * payload / 2.0;
+    }
+    return true;
+}
+
 }  // namespace
 
 const Method &topk_method()
 {
     static const Method m = {
-        CC_COLL_METHOD_TOPK,
-        "topk",
-        "top-k sparsification with error feedback: (index, value) pairs, sparse allgather or split",
-        false,
-        nullptr,
-        allreduce_topk,
-        nullptr,
-        nullptr,
-        nullptr,
-        reduce_scatter_sparse_alltoall,
-        nullptr,
-        P2pCompression::Topk,
-        nullptr,
-        nullptr,
-        agreement_params,
-        creates_residual,
-        nullptr,
-        0,        // no state of its own to checkpoint: its residuals are core's
-        nullptr,
-        nullptr,
-        nullptr,
+        .id = CC_COLL_METHOD_TOPK,
+        .name = "topk",
+        .summary = "top-k sparsification with error feedback: (index, value) pairs, sparse allgather or split",
+        .homomorphic = false,
+        .auto_candidate = true,
+        .exchange_cost = exchange_cost,
+        .allreduce = allreduce_topk,
+        .reduce_scatter = reduce_scatter_sparse_alltoall,
+        .p2p = P2pCompression::Topk,
+        .agreement_params = agreement_params,
+        .creates_residual = creates_residual,
+        // no state of its own to checkpoint: its residuals are core's
     };
     return m;
 }

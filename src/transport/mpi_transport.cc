@@ -194,6 +194,22 @@ cc_coll_status_t allreduce_max_u64(std::uint64_t *values, MPI_Comm comm, int cou
         [&](MPI_Request *r) { return MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_UINT64_T, MPI_MAX, comm, r); });
 }
 
+cc_coll_status_t allreduce_max_f64(double *values, int count, MPI_Comm comm)
+{
+    return run_mpi(
+        "MPI_Allreduce (MPI_MAX)",
+        [&] { return MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_MAX, comm); },
+        [&](MPI_Request *r) { return MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_MAX, comm, r); });
+}
+
+cc_coll_status_t dup_self(MPI_Comm *out)
+{
+    *out = MPI_COMM_NULL;
+    CC_COLL_TRY(check_mpi(MPI_Comm_dup(MPI_COMM_SELF, out), "MPI_Comm_dup (MPI_COMM_SELF)"));
+    MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+    return CC_COLL_OK;
+}
+
 cc_coll_status_t alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv, MPI_Comm comm)
 {
     cc_coll_status_t st = check_int_count(bytes_per_rank, "alltoall_bytes");

@@ -52,6 +52,13 @@ cc_coll_status_t allreduce_max_u64(std::uint64_t *values, MPI_Comm comm, int cou
 
 // Every rank sends block r (bytes_per_rank bytes) of `send` to rank r and
 // receives rank r's block for it at block r of `recv` (MPI_Alltoall).
+// The element-wise maximum of `count` doubles over comm, in place.
+cc_coll_status_t allreduce_max_f64(double *values, int count, MPI_Comm comm);
+
+// A duplicate of MPI_COMM_SELF whose errors return: a one-rank
+// communicator for measurements on this rank alone. The caller frees it.
+cc_coll_status_t dup_self(MPI_Comm *out);
+
 cc_coll_status_t alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv, MPI_Comm comm);
 
 // Every rank's `bytes` bytes of `send`, in rank order, into `recv`

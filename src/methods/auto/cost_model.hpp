@@ -15,11 +15,9 @@
 // ranks, with allreduce(x) the link curve (the measured time of an
 // MPI_Allreduce of x bytes) and compute(b) the compute curve:
 //   NONE   allreduce(b)
-//   lossy  compute(b) + its exchanges, each as the allreduce of as many bytes:
-//     TOPK    allgather of the payload: allreduce(P payload / 2); split:
-//             allreduce(P/(P-1) payload) + 2 latencies
-//     SKETCH  allreduce(n/8) + allreduce(1.15 min(n, P k) / load e)
-//     LOWRANK allreduce(rows r e) + allreduce(cols r e)
+//   lossy  compute(b) + its exchanges, each as the allreduce of as many bytes
+//          (the method descriptor's exchange_cost; docs/algorithms.md
+//          section 8 lists them)
 // A group's tensors are one bucket: their bytes added, each exchange once.
 // A call that the lossy method would send densely (TOPK's payloads
 // outweighing the buffer, LOWRANK under its minimum compression rate, a
@@ -31,12 +29,12 @@
 #include <vector>
 
 #include "cc_coll.h"
+#include "core/method.hpp"
 #include "core/params.hpp"
 
 namespace cc_coll::detail {
 
 class Comm;
-struct GroupTensor;
 
 // The points of the compute curve: 4 KiB to 16 MiB of f32, 8x apart; of
 // the link's curve: 4 B, 4 KiB, 64 KiB, 1 MiB and a size taking ~30 ms.
@@ -64,14 +62,6 @@ struct CostModel {
 // The model's compute seconds for a call of `bytes` input bytes.
 double compute_seconds(const CostModel &m, double bytes);
 
-struct AutoTensor {
-    std::size_t count = 0;
-    cc_coll_dtype_t dtype = CC_COLL_F32;
-    // LOWRANK's view of it (CallParams' shape fields).
-    bool has_shape = false;
-    std::uint64_t rows = 0, cols = 0;
-};
-
 struct AutoChoice {
     cc_coll_method_t method = CC_COLL_METHOD_NONE;  // NONE or the model's lossy method
     double predicted_none = 0;   // seconds
@@ -80,8 +70,9 @@ struct AutoChoice {
 
 // The predictions for a call's tensors (a single allreduce: one; a group:
 // all, its latencies counted once per exchange) with params `p` (whose
-// method is ignored: the model's lossy one is predicted). Pure: no MPI.
-AutoChoice predict(const CostModel &model, const std::vector<AutoTensor> &tensors, const CallParams &p);
+// method is ignored: the model's lossy one is predicted, through its
+// descriptor's exchange_cost). Pure: no MPI.
+AutoChoice predict(const CostModel &model, const std::vector<CostTensor> &tensors, const CallParams &p);
 
 // The communicator's model, measured now if it has none yet. Collective:
 // every rank of comm must call it at the same point (at creation when
@@ -90,16 +81,5 @@ cc_coll_status_t ensure_cost_model(Comm &comm, const CostModel **model);
 
 // The model if it has been measured, else nullptr.
 const CostModel *cost_model_of(Comm &comm);
-
-// Replaces a call's method AUTO by the model's choice for these tensors
-// (calibrating first if needed: collective), counts the choice in the
-// statistics and logs it (CC_COLL_LOG_LEVEL=info). Other methods pass
-// through. For reduce-scatter and point-to-point calls (modeled = false)
-// AUTO runs NONE.
-cc_coll_status_t resolve_auto(Comm &comm, const std::vector<AutoTensor> &tensors, bool modeled, CallParams *p);
-
-// The same for a group: its AUTO tensors are predicted together (one
-// bucket: their exchanges batched) and all get the one choice.
-cc_coll_status_t resolve_group_auto(Comm &comm, std::vector<GroupTensor> *tensors);
 
 }  // namespace cc_coll::detail

@@ -1,4 +1,4 @@
-#include "methods/cost_model.hpp"
+#include "methods/auto/cost_model.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,11 +7,7 @@
 #include <random>
 #include <string>
 
-#include <mpi.h>
-
 #include "collectives/allreduce/allreduce.hpp"
-#include "compressors/lowrank/powersgd.hpp"
-#include "compressors/topk/topk_select.hpp"
 #include "core/comm.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -19,7 +15,6 @@
 #include "core/method.hpp"
 #include "core/stats.hpp"
 #include "transport/mpi_transport.hpp"
-#include "wire/topk_payload.hpp"
 
 namespace cc_coll::detail {
 
@@ -55,62 +50,13 @@ double allreduce_seconds(const CostModel &m, double bytes)
     return curve(m.link_bytes, m.link_seconds, kLinkPoints, bytes);
 }
 
-// What the lossy method exchanges for one tensor, as the sizes of the
-// allreduces that move as many bytes (an allgather of b bytes from each of
-// P ranks moves what an allreduce of P b / 2 does), added to ex[0] and
-// ex[1], and the small exchanges beside them (*small). False when the
-// method would send the tensor densely.
-bool lossy_exchanges(const CostModel &m, const AutoTensor &t, const CallParams &p, double ex[2], double *small)
-{
-    const double P = m.ranks;
-    const std::size_t es = dtype_size(t.dtype);
-    const std::size_t n = t.count;
-    switch (m.lossy) {
-    case CC_COLL_METHOD_TOPK: {
-        if (topk_allreduce_dense(n, t.dtype, p.density, m.ranks)) return false;
-        const double payload = static_cast<double>(topk::payload_bytes(topk::k_for(p.density, n), t.dtype));
-        const bool split = p.topk_algorithm == TopkAlgorithm::Split ||
-                           (p.topk_algorithm == TopkAlgorithm::Auto && m.ranks >= kTopkSplitAutoRanks);
-        if (split) {
-            // Pairs to their owners, then the owners' regions to everyone:
-            // about 2 payloads received per rank, and two count exchanges.
-            ex[0] += P / (P - 1.0) * payload;
-            *small = std::max(*small, 2.0);
-        } else {
-            ex[0] += P * payload / 2.0;
-        }
-        return true;
-    }
-    case CC_COLL_METHOD_SKETCH: {
-        const double k = static_cast<double>(topk::k_for(p.density, n));
-        const double support = std::min(static_cast<double>(n), P * k);
-        ex[0] += static_cast<double>(n) / 8.0 + 1.0;      // the support bitmap
-        ex[1] += 1.15 * support / p.load_factor * es;     // the sketch's cells
-        return true;
-    }
-    case CC_COLL_METHOD_LOWRANK: {
-        lowrank::Shape s;
-        std::string why;
-        if (!t.has_shape || !lowrank::resolve_shape(n, t.has_shape, t.rows, t.cols, p.rank, &s, &why) ||
-            !lowrank::should_compress(s, p.min_compression_rate))
-            return false;
-        const double wes = t.dtype == CC_COLL_F64 ? 8.0 : 4.0;  // the factors are in the work type
-        ex[0] += static_cast<double>(s.rows) * s.rank * wes;    // P
-        ex[1] += static_cast<double>(s.cols) * s.rank * wes;    // Q
-        return true;
-    }
-    default: return false;
-    }
-}
-
 // Runs the lossy method on a one-rank communicator of `threads` threads:
 // the compute alone, at each of kComputeCounts (f32). Fills the seconds of
 // the fastest call of each size after one warm-up.
 cc_coll_status_t time_compute(const Comm &comm, cc_coll_method_t lossy, double *seconds)
 {
     MPI_Comm self = MPI_COMM_NULL;
-    CC_COLL_TRY(check_mpi(MPI_Comm_dup(MPI_COMM_SELF, &self), "MPI_Comm_dup (MPI_COMM_SELF)"));
-    MPI_Comm_set_errhandler(self, MPI_ERRORS_RETURN);
+    CC_COLL_TRY(dup_self(&self));
     Config cfg = comm.config();
     cfg.method = lossy;
     cfg.hierarchy = HierarchyMode::Off;
@@ -152,9 +98,7 @@ cc_coll_status_t time_allreduce(MPI_Comm comm, std::size_t bytes, int reps, doub
     *best = kInf;
     for (int i = 0; i <= reps; ++i) {
         const double t0 = now_seconds();
-        CC_COLL_TRY(check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(buf.size()), MPI_FLOAT,
-                                            MPI_SUM, comm),
-                              "MPI_Allreduce (cost model)"));
+        CC_COLL_TRY(allreduce_sum(buf.data(), buf.data(), buf.size(), CC_COLL_F32, comm));
         const double t = now_seconds() - t0;
         if (i > 0) *best = std::min(*best, t);
     }
@@ -182,8 +126,7 @@ cc_coll_status_t calibrate(Comm &comm, CostModel *out)
         for (int i = 0; i + 1 < kLinkPoints; ++i)
             CC_COLL_TRY(time_allreduce(comm.mpi(), static_cast<std::size_t>(link_bytes[i]), reps[i], &fig[i]));
         double first = fig[kLinkPoints - 2];
-        CC_COLL_TRY(check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_DOUBLE, MPI_MAX, comm.mpi()),
-                              "MPI_Allreduce (cost model)"));
+        CC_COLL_TRY(allreduce_max_f64(&first, 1, comm.mpi()));
         const double rate = 2.0 * (P - 1.0) / P * static_cast<double>(kLinkBytes) / std::max(first, 1e-9);
         const double want = std::min(static_cast<double>(kLinkMaxBytes), rate * kLinkSeconds);
         link_bytes[kLinkPoints - 1] = static_cast<double>(
@@ -192,9 +135,7 @@ cc_coll_status_t calibrate(Comm &comm, CostModel *out)
                                    reps[kLinkPoints - 1], &fig[kLinkPoints - 1]));
     }
     if (comm.size() > 1)
-        CC_COLL_TRY(check_mpi(MPI_Allreduce(MPI_IN_PLACE, fig, kLinkPoints + kComputePoints, MPI_DOUBLE, MPI_MAX,
-                                            comm.mpi()),
-                              "MPI_Allreduce (cost model agreement)"));
+        CC_COLL_TRY(allreduce_max_f64(fig, kLinkPoints + kComputePoints, comm.mpi()));
     for (int i = 0; i < kComputePoints; ++i) {
         m.compute_bytes[i] = static_cast<double>(kComputeCounts[i]) * sizeof(float);
         // Never faster for more bytes (noise could say so).
@@ -224,7 +165,7 @@ cc_coll_status_t calibrate(Comm &comm, CostModel *out)
                 "%s compute %.1f us "
                 "at 4 KiB, %.1f us at 32 KiB, %.1f us at 256 KiB, %.1f us at 2 MiB, %.1f us at 16 MiB",
                 comm.rank(), comm.size(), m.latency * 1e6, m.link_seconds[2] * 1e6, m.bandwidth * 8e-9,
-                m.link_measured ? "measured" : "CC_COLL_LINK", cc_coll_method_name(m.lossy),
+                m.link_measured ? "measured" : "CC_COLL_LINK", find_method(m.lossy)->name,
                 m.compute_seconds[0] * 1e6, m.compute_seconds[1] * 1e6, m.compute_seconds[2] * 1e6,
                 m.compute_seconds[3] * 1e6, m.compute_seconds[4] * 1e6);
     return CC_COLL_OK;
@@ -237,20 +178,22 @@ double compute_seconds(const CostModel &m, double bytes)
     return curve(m.compute_bytes, m.compute_seconds, kComputePoints, bytes);
 }
 
-AutoChoice predict(const CostModel &model, const std::vector<AutoTensor> &tensors, const CallParams &p)
+AutoChoice predict(const CostModel &model, const std::vector<CostTensor> &tensors, const CallParams &p)
 {
     AutoChoice c;
-    double bytes = 0, ex[2] = {0, 0}, small = 0;
-    bool dense = false;
-    for (const AutoTensor &t : tensors) {
+    const Method *lossy = find_method(model.lossy);
+    double bytes = 0;
+    ExchangeCost ex;
+    bool dense = lossy == nullptr || lossy->exchange_cost == nullptr;
+    for (const CostTensor &t : tensors) {
         bytes += static_cast<double>(t.count) * static_cast<double>(dtype_size(t.dtype));
-        if (model.ranks > 1 && !lossy_exchanges(model, t, p, ex, &small)) dense = true;
+        if (model.ranks > 1 && !dense && !lossy->exchange_cost(t, p, model.ranks, &ex)) dense = true;
     }
     c.predicted_none = allreduce_seconds(model, bytes);
     const double wire = model.ranks <= 1 ? 0
-                                         : allreduce_seconds(model, ex[0]) +
-                                               (ex[1] > 0 ? allreduce_seconds(model, ex[1]) : 0) +
-                                               small * model.latency;
+                                         : allreduce_seconds(model, ex.bytes[0]) +
+                                               (ex.bytes[1] > 0 ? allreduce_seconds(model, ex.bytes[1]) : 0) +
+                                               ex.latencies * model.latency;
     c.predicted_lossy = dense ? kInf : compute_seconds(model, bytes) + wire;
     c.method = c.predicted_lossy < c.predicted_none ? model.lossy : CC_COLL_METHOD_NONE;
     return c;
@@ -268,50 +211,6 @@ cc_coll_status_t ensure_cost_model(Comm &comm, const CostModel **model)
     CC_COLL_TRY(calibrate(comm, m.get()));
     comm.cost_model_slot() = m;
     *model = m.get();
-    return CC_COLL_OK;
-}
-
-cc_coll_status_t resolve_auto(Comm &comm, const std::vector<AutoTensor> &tensors, bool modeled, CallParams *p)
-{
-    if (p->method != CC_COLL_METHOD_AUTO) return CC_COLL_OK;
-    StatsSnapshot s;
-    s.auto_calls = 1;
-    if (!modeled) {
-        p->method = CC_COLL_METHOD_NONE;
-        comm.stats().add(s);
-        return CC_COLL_OK;
-    }
-    const CostModel *model = nullptr;
-    CC_COLL_TRY(ensure_cost_model(comm, &model));
-    const AutoChoice c = predict(*model, tensors, *p);
-    p->method = c.method;
-    s.auto_lossy_calls = c.method == CC_COLL_METHOD_NONE ? 0 : 1;
-    s.auto_predicted = c.method == CC_COLL_METHOD_NONE ? c.predicted_none : c.predicted_lossy;
-    comm.stats().add(s);
-    if (log_enabled(LogLevel::Info)) {
-        std::size_t bytes = 0;
-        for (const AutoTensor &t : tensors) bytes += t.count * dtype_size(t.dtype);
-        log_message(LogLevel::Info, "auto: %zu bytes in %zu tensor(s): %s (predicted none %.3f ms, %s %.3f ms)",
-                    bytes, tensors.size(), cc_coll_method_name(c.method), c.predicted_none * 1e3,
-                    cc_coll_method_name(model->lossy), c.predicted_lossy * 1e3);
-    }
-    return CC_COLL_OK;
-}
-
-cc_coll_status_t resolve_group_auto(Comm &comm, std::vector<GroupTensor> *tensors)
-{
-    std::vector<AutoTensor> autos;
-    const GroupTensor *first = nullptr;
-    for (const GroupTensor &t : *tensors)
-        if (t.params.method == CC_COLL_METHOD_AUTO) {
-            autos.push_back(AutoTensor{t.args.count, t.args.dtype, t.params.has_shape, t.params.rows, t.params.cols});
-            if (first == nullptr) first = &t;
-        }
-    if (first == nullptr) return CC_COLL_OK;
-    CallParams p = first->params;
-    CC_COLL_TRY(resolve_auto(comm, autos, true, &p));
-    for (GroupTensor &t : *tensors)
-        if (t.params.method == CC_COLL_METHOD_AUTO) t.params.method = p.method;
     return CC_COLL_OK;
 }
 
