@@ -494,6 +494,8 @@ const SettingDef *settings(std::size_t *count)
         std::vector<SettingDef> t(std::begin(kSettings), std::end(kSettings));
         for (SettingDef &s : t)
             if (s.doc == nullptr) s.doc = doc.c_str();
+        for (const Method *m : methods())
+            if (m->settings != nullptr) t.insert(t.end(), m->settings, m->settings + m->settings_count);
         std::size_t n = 0;
         const SettingDef *shim = preload_setting_defs(&n);
         t.insert(t.end(), shim, shim + n);

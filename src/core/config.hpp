@@ -45,8 +45,16 @@ enum class ProgressMode {
     Caller,  // the caller, inside cc_coll_test / cc_coll_wait
 };
 
+// The registry's bound on method ids (Comm keeps one state slot per id, and
+// each method one word of options below).
+constexpr int kMaxMethods = 16;
+
 struct Config {
     cc_coll_method_t method = CC_COLL_METHOD_NONE;
+    // One word of options per method id, written by the method's own
+    // settings rows (Method::settings) and read by its algorithms through
+    // CallParams::method_options; core gives them no meaning.
+    std::uint32_t method_options[kMaxMethods] = {};
     LogLevel log_level = LogLevel::None;
     double density = 0.01;              // TOPK: fraction of elements kept
     bool ef = true;                     // error feedback for lossy methods

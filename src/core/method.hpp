@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cc_coll.h"
+#include "core/config.hpp"
 #include "core/params.hpp"
 #include "core/stats.hpp"
 
@@ -37,7 +38,6 @@ enum class P2pCompression {
     Refused,  // CC_COLL_ERR_NOT_SUPPORTED, with Method::why_no_p2p
 };
 
-constexpr int kMaxMethods = 16;
 
 // A call as AUTO's selection and the cost model see it: the tensors of one
 // allreduce (one) or of a group's AUTO tensors (one bucket).
@@ -100,6 +100,13 @@ struct Method {
     // `ranks` ranks with params `p`, added to *cost; false when the method
     // would send the tensor densely. Set for every auto_candidate.
     bool (*exchange_cost)(const CostTensor &t, const CallParams &p, int ranks, ExchangeCost *cost) = nullptr;
+
+    // The method's own settings (rows of the settings table, after core's:
+    // cc_coll_info, CC_COLL_* variables, cc_coll_get_setting). Their apply
+    // writes Config::method_options[id]; the algorithms read
+    // CallParams::method_options[id].
+    const SettingDef *settings = nullptr;
+    std::size_t settings_count = 0;
 
     // Params validation beyond the generic checks of resolve_params: a
     // non-empty *why rejects the call (CC_COLL_ERR_INVALID_ARG). May be null.

@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <iterator>
 #include "core/params.hpp"
 
 #include <climits>
@@ -14,6 +16,7 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
 {
     CallParams p;
     p.method = config.method;
+    std::copy(std::begin(config.method_options), std::end(config.method_options), std::begin(p.method_options));
     p.density = config.density;
     p.ef = config.ef;
     p.sparsifier = config.sparsifier;

@@ -35,6 +35,8 @@ struct CallParams {
     // TOPK (from the configuration only; part of the agreement)
     TopkAlgorithm topk_algorithm = TopkAlgorithm::Auto;
     std::uint64_t pipeline_bytes = 0;  // TOPK (configuration only; part of the agreement): chunk bytes, 0 = off
+    // Each method's word of options from its settings (Config::method_options).
+    std::uint32_t method_options[kMaxMethods] = {};
 };
 
 // The int a caller stored in an enum-typed argument or params field. A C

@@ -197,4 +197,19 @@ cc_coll_status_t DeviceTransport::allgather_bytes(const void *send, std::size_t 
     return staged_allgather_bytes(*impl_->copier, impl_->pinned->data(), send, bytes, recv, comm);
 }
 
+cc_coll_status_t DeviceTransport::alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv,
+                                                 MPI_Comm comm)
+{
+    if (mode_ == DeviceTransportMode::Direct) return detail::alltoall_bytes(send, bytes_per_rank, recv, comm);
+    int nranks = 0;
+    cc_coll_status_t st = check_mpi(MPI_Comm_size(comm, &nranks), "MPI_Comm_size");
+    if (st != CC_COLL_OK || bytes_per_rank == 0) return st;
+    const std::size_t slots = 2 * static_cast<std::size_t>(nranks);  // the sent blocks, then the received
+    if (bytes_per_rank > std::numeric_limits<std::size_t>::max() / slots)
+        return fail(CC_COLL_ERR_COUNT_OVERFLOW, "alltoall_bytes: %zu bytes to each of %d ranks overflow",
+                    bytes_per_rank, nranks);
+    if ((st = impl_->prepare(slots * bytes_per_rank)) != CC_COLL_OK) return st;
+    return staged_alltoall_bytes(*impl_->copier, impl_->pinned->data(), send, bytes_per_rank, nranks, recv, comm);
+}
+
 }  // namespace cc_coll::detail

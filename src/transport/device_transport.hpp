@@ -92,6 +92,10 @@ cc_coll_status_t staged_allreduce_bor(StagingCopier &copier, unsigned char *host
 // `recv` (P x bytes): `send` is copied down into the first `bytes` bytes of
 // `host`, allgather_bytes gathers into the P x bytes after them, and those
 // are copied up. `host` holds at least (P + 1) x bytes.
+// The same for alltoall: P x bytes_per_rank to `host`, exchanged into the
+// P x bytes_per_rank after them, then to the device.
+cc_coll_status_t staged_alltoall_bytes(StagingCopier &copier, unsigned char *host, const void *send,
+                                       std::size_t bytes_per_rank, int nranks, void *recv, MPI_Comm comm);
 cc_coll_status_t staged_allgather_bytes(StagingCopier &copier, unsigned char *host, const void *send,
                                         std::size_t bytes, void *recv, MPI_Comm comm);
 
@@ -124,6 +128,7 @@ public:
     // `recv` (device, P x bytes). Staged: in one piece, the pinned memory
     // grown to fit.
     cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm) override;
+    cc_coll_status_t alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv, MPI_Comm comm) override;
 
     struct Impl;
 

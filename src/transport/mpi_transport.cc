@@ -268,3 +268,12 @@ cc_coll_status_t HostTransport::allgather_bytes(const void *send, std::size_t by
 }
 
 }  // namespace cc_coll::detail
+
+namespace cc_coll::detail {
+
+cc_coll_status_t HostTransport::alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv, MPI_Comm comm)
+{
+    return detail::alltoall_bytes(send, bytes_per_rank, recv, comm);
+}
+
+}  // namespace cc_coll::detail

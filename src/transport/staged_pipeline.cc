@@ -137,4 +137,18 @@ cc_coll_status_t staged_allgather_bytes(StagingCopier &copier, unsigned char *ho
     return drain(copier, st);
 }
 
+cc_coll_status_t staged_alltoall_bytes(StagingCopier &copier, unsigned char *host, const void *send,
+                                       std::size_t bytes_per_rank, int nranks, void *recv, MPI_Comm comm)
+{
+    const std::size_t total = bytes_per_rank * static_cast<std::size_t>(nranks);
+    if (total == 0) return CC_COLL_OK;
+    if (host == nullptr) return fail(CC_COLL_ERR_INVALID_ARG, "staged_alltoall_bytes: no host staging memory");
+    unsigned char *exchanged = host + total;
+    cc_coll_status_t st = copier.to_host(host, send, total, 0);
+    if (st == CC_COLL_OK) st = copier.wait_to_host(0);
+    if (st == CC_COLL_OK) st = alltoall_bytes(host, bytes_per_rank, exchanged, comm);
+    if (st == CC_COLL_OK) st = copier.to_device(recv, exchanged, total, 0);
+    return drain(copier, st);
+}
+
 }  // namespace cc_coll::detail

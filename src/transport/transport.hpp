@@ -25,6 +25,10 @@ public:
     // Every rank's `bytes` bytes of `send`, in rank order, into `recv`
     // (P x bytes).
     virtual cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm) = 0;
+    // Block r of `send` (P blocks of bytes_per_rank) to rank r; block r of
+    // `recv` from rank r.
+    virtual cc_coll_status_t alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv,
+                                            MPI_Comm comm) = 0;
 };
 
 // Host buffers: the MPI calls themselves.
@@ -34,6 +38,7 @@ public:
                                    MPI_Comm comm) override;
     cc_coll_status_t allreduce_bor(void *buf, std::size_t bytes, MPI_Comm comm) override;
     cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm) override;
+    cc_coll_status_t alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv, MPI_Comm comm) override;
 };
 
 }  // namespace cc_coll::detail
