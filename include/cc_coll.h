@@ -149,13 +149,18 @@ typedef enum cc_coll_method {
                                 and a warm-started Q; an allreduce
                                 tensor without a shape is 1-D and is
                                 sent densely                           */
-    CC_COLL_METHOD_AUTO = 4    /* per call, NONE or the communicator's
+    CC_COLL_METHOD_AUTO = 4,   /* per call, NONE or the communicator's
                                 lossy method (CC_COLL_AUTO_METHOD),
                                 whichever its cost model predicts
                                 faster from the message size, the
                                 measured link and the measured
                                 compute (since 0.6); reduce-scatter
                                 and point-to-point calls run NONE      */
+    CC_COLL_METHOD_HALF = 5    /* every element sent as bfloat16 or
+                                binary16 (CC_COLL_HALF_FORMAT) and
+                                summed in the input's precision: half
+                                the bytes of NONE for F32, error
+                                feedback optional (since 0.7)          */
 } cc_coll_method_t;
 
 /* How SKETCH chooses the elements it sends (cc_coll_params_t.sparsifier). */

@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-#define CC_COLL_METHODS(X) X(none) X(topk) X(sketch) X(lowrank) X(auto)
+#define CC_COLL_METHODS(X) X(none) X(topk) X(sketch) X(lowrank) X(auto) X(half)
 
 namespace cc_coll::detail {
 
