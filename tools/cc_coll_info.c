@@ -153,11 +153,13 @@ static void print_build(void)
     printf("# Build options\n");
     printf("#   CUDA support        : %s\n", (flags & CC_COLL_BUILD_CUDA) ? "on" : "off");
     printf("#   Fortran             : %s\n", (flags & CC_COLL_BUILD_FORTRAN) ? "on" : "off");
-    /* The library's methods, as it names them: method values are dense from
-     * 0, so cc_coll_method_name is NULL first just past the last one. */
+    /* The library's methods, as it lists and names them (ids may have gaps). */
     printf("#   Methods             :");
-    for (int m = 0; cc_coll_method_name((cc_coll_method_t)m) != NULL; ++m)
-        printf("%s %s", m > 0 ? "," : "", cc_coll_method_name((cc_coll_method_t)m));
+    for (int i = 0, listed = 0; i < cc_coll_method_count(); ++i) {
+        cc_coll_method_t m;
+        if (cc_coll_method_at(i, &m) != CC_COLL_OK || cc_coll_method_name(m) == NULL) continue;
+        printf("%s %s", listed++ > 0 ? "," : "", cc_coll_method_name(m));
+    }
     printf("\n");
     printf("#   MPI library         : %s\n", mpi_version);
     printf("#   MPI is CUDA-aware   : %s\n", cc_coll_mpi_cuda_aware() ? "yes" : "no");

@@ -1,0 +1,168 @@
+/* The timed loop of the blocking form: one method, one size, one mode. */
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "data.h"
+#include "methods.h"
+
+/* The exact allreduce result depends on i % 7 only: sum the integers, then
+ * apply AVG as the baseline does. */
+void compute_expected(bench_t *b)
+{
+    unsigned char tmp[7 * 8];
+    for (int j = 0; j < 7; ++j) {
+        long sum = 0;
+        for (int r = 0; r < b->ranks; ++r) sum += input_value(r, (size_t)j);
+        element_store(tmp, (size_t)j, b->opt->dtype, (double)sum);
+    }
+    if (b->opt->op == CC_COLL_AVG) divide_by_ranks(tmp, 7, b->opt->dtype, b->ranks);
+    for (int j = 0; j < 7; ++j) memcpy(b->expected[j], tmp + (size_t)j * b->es, b->es);
+    /* |partial sums| <= 3P must be integers the type holds exactly. */
+    const double exact_limit[] = {16777216.0, 9007199254740992.0, 2048.0, 256.0};
+    b->expected_exact = b->opt->data == DATA_INT && 3.0 * b->ranks <= exact_limit[b->opt->dtype];
+}
+
+long long count_wrong_vs_expected(const bench_t *b, const unsigned char *buf, size_t count)
+{
+    long long wrong = 0;
+    for (size_t i = 0, j = 0; i < count; ++i, j = j == 6 ? 0 : j + 1)
+        wrong += memcmp(buf + i * b->es, b->expected[j], b->es) != 0;
+    return wrong;
+}
+
+long long count_differing(const unsigned char *x, const unsigned char *y, size_t count, size_t es)
+{
+    long long wrong = 0;
+    for (size_t i = 0; i < count; ++i) wrong += memcmp(x + i * es, y + i * es, es) != 0;
+    return wrong;
+}
+
+static cc_coll_status_t allreduce_once(bench_t *b, int method, const cc_coll_params_t *params, const void *sendbuf,
+                                       void *recvbuf, size_t count)
+{
+    const options_t *o = b->opt;
+    if (method != METHOD_MPI) return cc_coll_allreduce(sendbuf, recvbuf, count, o->dtype, o->op, params, b->comm, NULL);
+    /* MPI_COMM_WORLD's default handler aborts on an MPI error. */
+    MPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf, (int)count, b->mpi_type, b->mpi_op,
+                  MPI_COMM_WORLD);
+    if (o->op == CC_COLL_AVG) divide_by_ranks(recvbuf, count, o->dtype, b->ranks);
+    return CC_COLL_OK;
+}
+
+/* Local part of the checks on the first timed result: acc[0] += squared
+ * error, acc[1] += squared reference, acc[2] += wrong elements. The mpi
+ * baseline's result becomes the reference of the other methods. */
+static void check_first_result(bench_t *b, int method, size_t count, double acc[3])
+{
+    const cc_coll_dtype_t dt = b->opt->dtype;
+    if (method == METHOD_MPI) {
+        memcpy(b->ref, b->recv, count * b->es);
+        if (b->opt->check && b->expected_exact) acc[2] = (double)count_wrong_vs_expected(b, b->recv, count);
+        return; /* relerr 0 by definition */
+    }
+    for (size_t i = 0; i < count; ++i) {
+        const double x = element_load(b->recv, i, dt), r = element_load(b->ref, i, dt);
+        acc[0] += (x - r) * (x - r);
+        acc[1] += r * r;
+    }
+    if (b->opt->check && method_is_exact(method)) acc[2] = (double)count_differing(b->recv, b->ref, count, b->es);
+}
+
+void report_failure(const bench_t *b, const char *call, int method, size_t count, cc_coll_status_t st)
+{
+    fprintf(stderr, PROG ": [rank %d] %s (method %s, count %zu) failed: %s: %s\n", b->rank, call,
+            method_label(method), count, cc_coll_status_string(st), cc_coll_last_error());
+}
+
+/* Warm-up, then `iters` timed calls of one method on `count` elements.
+ * Collective. Returns 0, or 1 on every rank when a call failed on any. */
+int measure(bench_t *b, size_t count, int in_place, int method, double t_mpi_us, result_t *res)
+{
+    const options_t *o = b->opt;
+    const size_t bytes = count * b->es;
+    const void *sendbuf = in_place ? (const void *)b->recv : (const void *)b->send;
+    const cc_coll_params_t params = method_params(o, method);
+    const char *failed_call = NULL;
+    cc_coll_status_t st = CC_COLL_OK;
+    double acc[3] = {0.0, 0.0, 0.0};
+
+    if (method != METHOD_MPI && (st = cc_coll_ef_reset_all(b->comm)) != CC_COLL_OK) failed_call = "cc_coll_ef_reset_all";
+    for (int w = 0; w < o->warmup && !failed_call; ++w) {
+        if (in_place) memcpy(b->recv, b->input, bytes);
+        if ((st = allreduce_once(b, method, &params, sendbuf, b->recv, count)) != CC_COLL_OK)
+            failed_call = "cc_coll_allreduce";
+    }
+    /* Fresh error feedback and counters for the timed loop. */
+    if (method != METHOD_MPI && !failed_call) {
+        if ((st = cc_coll_ef_reset_all(b->comm)) != CC_COLL_OK) failed_call = "cc_coll_ef_reset_all";
+        else if ((st = cc_coll_comm_reset_stats(b->comm)) != CC_COLL_OK) failed_call = "cc_coll_comm_reset_stats";
+    }
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int it = 0; it < o->iters && !failed_call; ++it) {
+        if (in_place) memcpy(b->recv, b->input, bytes); /* fresh input, outside the timed region */
+        const double t0 = MPI_Wtime();
+        st = allreduce_once(b, method, &params, sendbuf, b->recv, count);
+        b->times[it] = MPI_Wtime() - t0;
+        if (st != CC_COLL_OK) {
+            failed_call = "cc_coll_allreduce";
+        } else if (it == 0) {
+            check_first_result(b, method, count, acc);
+            if (b->first) memcpy(b->first, b->recv, bytes); /* -N compares its first result with it */
+            MPI_Barrier(MPI_COMM_WORLD); /* the check is not timed: line the ranks up again */
+        }
+    }
+    if (failed_call) report_failure(b, failed_call, method, count, st);
+
+    cc_coll_stats_t stats;
+    memset(&stats, 0, sizeof stats);
+    stats.mask = CC_COLL_STATS_FIELD_CALLS | CC_COLL_STATS_FIELD_BYTES_WIRE | CC_COLL_STATS_FIELD_TIME_COMPRESS |
+                 CC_COLL_STATS_FIELD_TIME_COMMUNICATE | CC_COLL_STATS_FIELD_TIME_DECOMPRESS |
+                 CC_COLL_STATS_FIELD_AUTO_CALLS | CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS |
+                 CC_COLL_STATS_FIELD_AUTO_PREDICTED;
+    if (!failed_call && method != METHOD_MPI && (st = cc_coll_comm_get_stats(b->comm, &stats)) != CC_COLL_OK)
+        report_failure(b, failed_call = "cc_coll_comm_get_stats", method, count, st);
+
+    int failed = failed_call != NULL, any_failed = 0;
+    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_failed) return 1;
+
+    MPI_Allreduce(MPI_IN_PLACE, b->times, o->iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, acc, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    double phases[3] = {-1.0, -1.0, -1.0};
+    if (method != METHOD_MPI && stats.calls > 0) {
+        phases[0] = stats.time_compress / (double)stats.calls * 1e6;
+        phases[1] = stats.time_communicate / (double)stats.calls * 1e6;
+        phases[2] = stats.time_decompress / (double)stats.calls * 1e6;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, phases, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    double sum = 0.0;
+    for (int it = 0; it < o->iters; ++it) sum += b->times[it];
+
+    res->bytes = bytes;
+    res->count = count;
+    res->method = method;
+    res->in_place = in_place;
+    res->time_us = sum / o->iters * 1e6;
+    res->algbw = res->time_us > 0 ? (double)bytes / (res->time_us * 1e-6) / 1e9 : 0.0;
+    res->busbw = res->algbw * 2.0 * (b->ranks - 1) / b->ranks;
+    res->wire = method == METHOD_MPI ? (double)bytes
+                                     : (stats.calls ? (double)stats.bytes_wire / (double)stats.calls : 0.0);
+    res->ratio = res->wire > 0 ? (double)bytes / res->wire : NAN;
+    res->rel_err = acc[1] > 0 ? sqrt(acc[0] / acc[1]) : sqrt(acc[0]);
+    res->wrong = (o->check && method_is_exact(method) && (method != METHOD_MPI || b->expected_exact))
+                     ? (long long)acc[2]
+                     : -1;
+    res->speedup = method == METHOD_MPI ? 1.0 : t_mpi_us / res->time_us;
+    res->compress_us = phases[0];
+    /* auto: the share of calls the cost model compressed, and its mean
+     * predicted time (rank 0's; every rank holds the same model). */
+    res->auto_lossy = stats.auto_calls ? (double)stats.auto_lossy_calls / (double)stats.auto_calls : -1.0;
+    res->auto_predicted_us = stats.auto_calls ? stats.auto_predicted / (double)stats.auto_calls * 1e6 : -1.0;
+    res->communicate_us = phases[1];
+    res->decompress_us = phases[2];
+    return 0;
+}
