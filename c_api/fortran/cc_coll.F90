@@ -22,7 +22,7 @@
 
 module cc_coll
   use, intrinsic :: iso_c_binding, only: c_int, c_int8_t, c_int64_t, c_size_t, c_float, c_double, c_char, &
-                                         c_ptr, c_null_ptr, c_loc, c_associated, c_f_pointer
+                                         c_null_char, c_ptr, c_null_ptr, c_loc, c_associated, c_f_pointer
   implicit none
   private
 
@@ -62,6 +62,14 @@ module cc_coll
   ! CC_COLL_METHOD_<NAME>, one for each enumerator of cc_coll_method_t: the
   ! build generates this file from include/cc_coll.h (c_api/fortran/CMakeLists.txt).
 #include "cc_coll_methods.inc"
+  ! cc_coll_method_cap_t: the bits of cc_coll_method_caps(method).
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_LOSSY          = 1   ! results may differ from MPI's
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_REDUCE_SCATTER = 2   ! reduce-scatter runs it
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_P2P            = 4   ! cc_coll_send compresses with it
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_MATRIX         = 8   ! views a tensor as rows x cols
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_STATE          = 16  ! per-tensor state besides residuals
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_SELECTS        = 32  ! picks another method per call
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_AUTO_CANDIDATE = 64  ! CC_COLL_AUTO_METHOD may name it
   integer(c_int), parameter, public :: CC_COLL_SPARSIFY_TOPK      = 0
   integer(c_int), parameter, public :: CC_COLL_SPARSIFY_THRESHOLD = 1
 
@@ -159,7 +167,8 @@ module cc_coll
   public :: cc_coll_allreduce, cc_coll_allreduce_inplace, cc_coll_allreduce_raw
   public :: cc_coll_reduce_scatter, cc_coll_reduce_scatter_inplace, cc_coll_reduce_scatter_raw
   public :: cc_coll_status_string, cc_coll_last_error, cc_coll_version_string, cc_coll_check_version
-  public :: cc_coll_method_name
+  public :: cc_coll_method_name, cc_coll_method_count, cc_coll_method_at, cc_coll_method_caps
+  public :: cc_coll_method_summary, cc_coll_method_from_name
   public :: cc_coll_ef_bytes, cc_coll_ef_reset_all, cc_coll_state_bytes
   public :: cc_coll_state_size, cc_coll_state_export, cc_coll_state_import
   public :: cc_coll_comm_get_stats, cc_coll_comm_reset_stats, cc_coll_build_flags
@@ -272,6 +281,37 @@ module cc_coll
       integer(c_int), value :: method
       type(c_ptr) :: s
     end function c_method_name
+
+    function c_method_count() bind(C, name="cc_coll_method_count") result(n)
+      import :: c_int
+      integer(c_int) :: n
+    end function c_method_count
+
+    function c_method_at(index, method) bind(C, name="cc_coll_method_at") result(status)
+      import :: c_int
+      integer(c_int), value :: index
+      integer(c_int), intent(out) :: method         ! cc_coll_method_t *
+      integer(c_int) :: status
+    end function c_method_at
+
+    function c_method_caps(method) bind(C, name="cc_coll_method_caps") result(caps)
+      import :: c_int
+      integer(c_int), value :: method
+      integer(c_int) :: caps                        ! unsigned
+    end function c_method_caps
+
+    function c_method_summary(method) bind(C, name="cc_coll_method_summary") result(s)
+      import :: c_int, c_ptr
+      integer(c_int), value :: method
+      type(c_ptr) :: s
+    end function c_method_summary
+
+    function c_method_from_name(name, method) bind(C, name="cc_coll_method_from_name") result(status)
+      import :: c_int, c_char
+      character(kind=c_char), intent(in) :: name(*)  ! NUL-terminated
+      integer(c_int), intent(out) :: method
+      integer(c_int) :: status
+    end function c_method_from_name
 
     function c_last_error() bind(C, name="cc_coll_last_error") result(s)
       import :: c_ptr
@@ -581,15 +621,78 @@ contains
     s = c_to_f_string(c_status_string(int(code, c_int)))
   end function cc_coll_status_string
 
+  ! --- methods ------------------------------------------------------------------
+  ! The library lists its methods: their ids are stable but may have gaps,
+  ! so visit them as
+  !   do i = 0, cc_coll_method_count() - 1
+  !     call cc_coll_method_at(i, m, ierr)
+  ! and ask cc_coll_method_caps(m) what a method can do rather than testing
+  ! for particular ids.
+
   ! Lower-case name of a method ("none" for CC_COLL_METHOD_NONE), '' for a
-  ! value that is not a method. Method values are dense from 0, so
-  !   m = 0; do while (cc_coll_method_name(m) /= ''); ...; m = m + 1; end do
-  ! visits every method of the library the program runs with.
+  ! value that is not a method.
   function cc_coll_method_name(method) result(s)
     integer, intent(in) :: method
     character(len=:), allocatable :: s
     s = c_to_f_string(c_method_name(int(method, c_int)))
   end function cc_coll_method_name
+
+  ! Number of methods of the library the program runs with, AUTO included.
+  function cc_coll_method_count() result(n)
+    integer :: n
+    n = int(c_method_count())
+  end function cc_coll_method_count
+
+  ! The method at `index`, 0 <= index < cc_coll_method_count(), in id order
+  ! (the C index). An index out of range is CC_COLL_ERR_INVALID_ARG, and
+  ! method is then -1.
+  subroutine cc_coll_method_at(index, method, ierr)
+    integer, intent(in) :: index
+    integer, intent(out) :: method, ierr
+    integer(c_int) :: m
+    m = -1
+    ierr = c_method_at(int(index, c_int), m)
+    method = -1
+    if (ierr == CC_COLL_OK) method = int(m)
+  end subroutine cc_coll_method_at
+
+  ! The method's CC_COLL_METHOD_CAP_* bits (test one with iand), 0 for a
+  ! value that is not a method.
+  function cc_coll_method_caps(method) result(caps)
+    integer, intent(in) :: method
+    integer :: caps
+    caps = int(c_method_caps(int(method, c_int)))
+  end function cc_coll_method_caps
+
+  ! One line that says what the method does, '' for a value that is not a
+  ! method.
+  function cc_coll_method_summary(method) result(s)
+    integer, intent(in) :: method
+    character(len=:), allocatable :: s
+    s = c_to_f_string(c_method_summary(int(method, c_int)))
+  end function cc_coll_method_summary
+
+  ! The method named `name` ("topk", case-insensitive; trailing blanks are
+  ! ignored). A name that is no method is CC_COLL_ERR_INVALID_METHOD, with
+  ! the names in cc_coll_last_error(), and method is then -1.
+  subroutine cc_coll_method_from_name(name, method, ierr)
+    character(len=*), intent(in) :: name
+    integer, intent(out) :: method, ierr
+    character(kind=c_char), allocatable :: cname(:)
+    integer(c_int) :: m
+    integer :: i, n
+
+    n = len_trim(name)
+    allocate(cname(n + 1))
+    do i = 1, n
+      cname(i) = name(i:i)
+    end do
+    cname(n + 1) = c_null_char
+    m = -1
+    ierr = c_method_from_name(cname, m)
+    method = -1
+    if (ierr == CC_COLL_OK) method = int(m)
+  end subroutine cc_coll_method_from_name
 
   ! The calling thread's message for its most recent libcc_coll call: '' after
   ! a success, else which argument or MPI call failed and why.
