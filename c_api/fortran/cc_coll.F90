@@ -22,7 +22,7 @@
 
 module cc_coll
   use, intrinsic :: iso_c_binding, only: c_int, c_int8_t, c_int64_t, c_size_t, c_float, c_double, c_char, &
-                                         c_ptr, c_null_ptr, c_loc, c_associated, c_f_pointer
+                                         c_null_char, c_ptr, c_null_ptr, c_loc, c_associated, c_f_pointer
   implicit none
   private
 
@@ -62,6 +62,14 @@ module cc_coll
   ! CC_COLL_METHOD_<NAME>, one for each enumerator of cc_coll_method_t: the
   ! build generates this file from include/cc_coll.h (c_api/fortran/CMakeLists.txt).
 #include "cc_coll_methods.inc"
+  ! cc_coll_method_cap_t: the bits of cc_coll_method_caps(method).
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_LOSSY          = 1   ! results may differ from MPI's
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_REDUCE_SCATTER = 2   ! reduce-scatter runs it
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_P2P            = 4   ! cc_coll_send compresses with it
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_MATRIX         = 8   ! views a tensor as rows x cols
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_STATE          = 16  ! per-tensor state besides residuals
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_SELECTS        = 32  ! picks another method per call
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_AUTO_CANDIDATE = 64  ! CC_COLL_AUTO_METHOD may name it
   integer(c_int), parameter, public :: CC_COLL_SPARSIFY_TOPK      = 0
   integer(c_int), parameter, public :: CC_COLL_SPARSIFY_THRESHOLD = 1
 
@@ -159,7 +167,8 @@ module cc_coll
   public :: cc_coll_allreduce, cc_coll_allreduce_inplace, cc_coll_allreduce_raw
   public :: cc_coll_reduce_scatter, cc_coll_reduce_scatter_inplace, cc_coll_reduce_scatter_raw
   public :: cc_coll_status_string, cc_coll_last_error, cc_coll_version_string, cc_coll_check_version
-  public :: cc_coll_method_name
+  public :: cc_coll_method_name, cc_coll_method_count, cc_coll_method_at, cc_coll_method_caps
+  public :: cc_coll_method_summary, cc_coll_method_from_name
   public :: cc_coll_ef_bytes, cc_coll_ef_reset_all, cc_coll_state_bytes
   public :: cc_coll_state_size, cc_coll_state_export, cc_coll_state_import
   public :: cc_coll_comm_get_stats, cc_coll_comm_reset_stats, cc_coll_build_flags
@@ -173,6 +182,10 @@ module cc_coll
   public :: cc_coll_ireduce_scatter, cc_coll_ireduce_scatter_inplace, cc_coll_ireduce_scatter_raw
   public :: cc_coll_iallreduce_group, cc_coll_iallreduce_group_inplace
   public :: cc_coll_wait, cc_coll_test, cc_coll_waitall, cc_coll_request_status, cc_coll_request_free
+
+  ! The generic procedures over real(c_float) and real(c_double) buffers: their
+  ! specific procedures (_f32, _f64) come from one template each
+  ! (cc_coll_typed.inc.in, cc_coll_group.inc.in), instantiated by the build.
 
   ! cc_coll_allreduce(sendbuf, recvbuf, count, op, handle, ierr [, params])
   interface cc_coll_allreduce
@@ -268,6 +281,37 @@ module cc_coll
       integer(c_int), value :: method
       type(c_ptr) :: s
     end function c_method_name
+
+    function c_method_count() bind(C, name="cc_coll_method_count") result(n)
+      import :: c_int
+      integer(c_int) :: n
+    end function c_method_count
+
+    function c_method_at(index, method) bind(C, name="cc_coll_method_at") result(status)
+      import :: c_int
+      integer(c_int), value :: index
+      integer(c_int), intent(out) :: method         ! cc_coll_method_t *
+      integer(c_int) :: status
+    end function c_method_at
+
+    function c_method_caps(method) bind(C, name="cc_coll_method_caps") result(caps)
+      import :: c_int
+      integer(c_int), value :: method
+      integer(c_int) :: caps                        ! unsigned
+    end function c_method_caps
+
+    function c_method_summary(method) bind(C, name="cc_coll_method_summary") result(s)
+      import :: c_int, c_ptr
+      integer(c_int), value :: method
+      type(c_ptr) :: s
+    end function c_method_summary
+
+    function c_method_from_name(name, method) bind(C, name="cc_coll_method_from_name") result(status)
+      import :: c_int, c_char
+      character(kind=c_char), intent(in) :: name(*)  ! NUL-terminated
+      integer(c_int), intent(out) :: method
+      integer(c_int) :: status
+    end function c_method_from_name
 
     function c_last_error() bind(C, name="cc_coll_last_error") result(s)
       import :: c_ptr
@@ -577,15 +621,78 @@ contains
     s = c_to_f_string(c_status_string(int(code, c_int)))
   end function cc_coll_status_string
 
+  ! --- methods ------------------------------------------------------------------
+  ! The library lists its methods: their ids are stable but may have gaps,
+  ! so visit them as
+  !   do i = 0, cc_coll_method_count() - 1
+  !     call cc_coll_method_at(i, m, ierr)
+  ! and ask cc_coll_method_caps(m) what a method can do rather than testing
+  ! for particular ids.
+
   ! Lower-case name of a method ("none" for CC_COLL_METHOD_NONE), '' for a
-  ! value that is not a method. Method values are dense from 0, so
-  !   m = 0; do while (cc_coll_method_name(m) /= ''); ...; m = m + 1; end do
-  ! visits every method of the library the program runs with.
+  ! value that is not a method.
   function cc_coll_method_name(method) result(s)
     integer, intent(in) :: method
     character(len=:), allocatable :: s
     s = c_to_f_string(c_method_name(int(method, c_int)))
   end function cc_coll_method_name
+
+  ! Number of methods of the library the program runs with, AUTO included.
+  function cc_coll_method_count() result(n)
+    integer :: n
+    n = int(c_method_count())
+  end function cc_coll_method_count
+
+  ! The method at `index`, 0 <= index < cc_coll_method_count(), in id order
+  ! (the C index). An index out of range is CC_COLL_ERR_INVALID_ARG, and
+  ! method is then -1.
+  subroutine cc_coll_method_at(index, method, ierr)
+    integer, intent(in) :: index
+    integer, intent(out) :: method, ierr
+    integer(c_int) :: m
+    m = -1
+    ierr = c_method_at(int(index, c_int), m)
+    method = -1
+    if (ierr == CC_COLL_OK) method = int(m)
+  end subroutine cc_coll_method_at
+
+  ! The method's CC_COLL_METHOD_CAP_* bits (test one with iand), 0 for a
+  ! value that is not a method.
+  function cc_coll_method_caps(method) result(caps)
+    integer, intent(in) :: method
+    integer :: caps
+    caps = int(c_method_caps(int(method, c_int)))
+  end function cc_coll_method_caps
+
+  ! One line that says what the method does, '' for a value that is not a
+  ! method.
+  function cc_coll_method_summary(method) result(s)
+    integer, intent(in) :: method
+    character(len=:), allocatable :: s
+    s = c_to_f_string(c_method_summary(int(method, c_int)))
+  end function cc_coll_method_summary
+
+  ! The method named `name` ("topk", case-insensitive; trailing blanks are
+  ! ignored). A name that is no method is CC_COLL_ERR_INVALID_METHOD, with
+  ! the names in cc_coll_last_error(), and method is then -1.
+  subroutine cc_coll_method_from_name(name, method, ierr)
+    character(len=*), intent(in) :: name
+    integer, intent(out) :: method, ierr
+    character(kind=c_char), allocatable :: cname(:)
+    integer(c_int) :: m
+    integer :: i, n
+
+    n = len_trim(name)
+    allocate(cname(n + 1))
+    do i = 1, n
+      cname(i) = name(i:i)
+    end do
+    cname(n + 1) = c_null_char
+    m = -1
+    ierr = c_method_from_name(cname, m)
+    method = -1
+    if (ierr == CC_COLL_OK) method = int(m)
+  end subroutine cc_coll_method_from_name
 
   ! The calling thread's message for its most recent libcc_coll call: '' after
   ! a success, else which argument or MPI call failed and why.
@@ -699,74 +806,6 @@ contains
     status = CC_COLL_ERR_INVALID_ARG
   end function fortran_arg_error
 
-  ! The buffers are assumed-rank and contiguous: an array of any rank (or a
-  ! scalar) of the element type is accepted, and `count` elements, at most
-  ! size(buffer), are reduced. A non-contiguous actual argument (an array
-  ! section with strides) is passed as a compiler temporary, copied in and
-  ! (for recvbuf / buf) back out.
-  subroutine cc_coll_allreduce_f32(sendbuf, recvbuf, count, op, handle, ierr, params)
-    real(c_float), intent(in), target, contiguous :: sendbuf(..)
-    real(c_float), intent(inout), target, contiguous :: recvbuf(..)
-    integer, intent(in) :: count, op
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (count > size(sendbuf) .or. count > size(recvbuf)) then
-      ierr = fortran_arg_error()
-    else if (count <= 0) then
-      ierr = allreduce_c(c_null_ptr, c_null_ptr, count, CC_COLL_F32, op, handle, params)
-    else
-      ierr = allreduce_c(c_loc(sendbuf), c_loc(recvbuf), count, CC_COLL_F32, op, handle, params)
-    end if
-  end subroutine cc_coll_allreduce_f32
-
-  subroutine cc_coll_allreduce_f64(sendbuf, recvbuf, count, op, handle, ierr, params)
-    real(c_double), intent(in), target, contiguous :: sendbuf(..)
-    real(c_double), intent(inout), target, contiguous :: recvbuf(..)
-    integer, intent(in) :: count, op
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (count > size(sendbuf) .or. count > size(recvbuf)) then
-      ierr = fortran_arg_error()
-    else if (count <= 0) then
-      ierr = allreduce_c(c_null_ptr, c_null_ptr, count, CC_COLL_F64, op, handle, params)
-    else
-      ierr = allreduce_c(c_loc(sendbuf), c_loc(recvbuf), count, CC_COLL_F64, op, handle, params)
-    end if
-  end subroutine cc_coll_allreduce_f64
-
-  ! In place: buf is both the input and the result (sendbuf == recvbuf in C).
-  subroutine cc_coll_allreduce_inplace_f32(buf, count, op, handle, ierr, params)
-    real(c_float), intent(inout), target, contiguous :: buf(..)
-    integer, intent(in) :: count, op
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (count > size(buf)) then
-      ierr = fortran_arg_error()
-    else if (count <= 0) then
-      ierr = allreduce_c(c_null_ptr, c_null_ptr, count, CC_COLL_F32, op, handle, params)
-    else
-      ierr = allreduce_c(c_loc(buf), c_loc(buf), count, CC_COLL_F32, op, handle, params)
-    end if
-  end subroutine cc_coll_allreduce_inplace_f32
-
-  subroutine cc_coll_allreduce_inplace_f64(buf, count, op, handle, ierr, params)
-    real(c_double), intent(inout), target, contiguous :: buf(..)
-    integer, intent(in) :: count, op
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (count > size(buf)) then
-      ierr = fortran_arg_error()
-    else if (count <= 0) then
-      ierr = allreduce_c(c_null_ptr, c_null_ptr, count, CC_COLL_F64, op, handle, params)
-    else
-      ierr = allreduce_c(c_loc(buf), c_loc(buf), count, CC_COLL_F64, op, handle, params)
-    end if
-  end subroutine cc_coll_allreduce_inplace_f64
-
   ! The C call with explicit dtype and C addresses (c_loc), for element types
   ! Fortran has no kind for: CC_COLL_F16 / CC_COLL_BF16 data held in
   ! integer(c_int16_t) arrays. sendbuf == recvbuf reduces in place.
@@ -780,87 +819,6 @@ contains
   end subroutine cc_coll_allreduce_raw
 
   ! --- non-blocking allreduce ------------------------------------------------------------
-
-  ! cc_coll_allreduce started and returned at once (cc_coll_iallreduce):
-  ! the same arguments and checks, and `request` to complete with
-  ! cc_coll_wait, cc_coll_test or cc_coll_waitall, then free with
-  ! cc_coll_request_free; the result is the blocking call's, bit for bit.
-  ! On an error nothing is posted and request%ptr is null. The buffers are
-  ! asynchronous assumed-rank arrays that must be contiguous: the collective
-  ! runs after the call returns, so a compiler temporary cannot stand in for
-  ! an array section with strides (CC_COLL_ERR_INVALID_ARG). Until the
-  ! request completes the buffers belong to it: do not write sendbuf, nor
-  ! read or write recvbuf, and give the caller's arrays the asynchronous
-  ! attribute, so that the compiler keeps no copy of them across
-  ! cc_coll_wait.
-  subroutine cc_coll_iallreduce_f32(sendbuf, recvbuf, count, op, handle, request, ierr, params)
-    real(c_float), intent(in), target, asynchronous :: sendbuf(..)
-    real(c_float), intent(inout), target, asynchronous :: recvbuf(..)
-    integer, intent(in) :: count, op
-    type(cc_coll_comm), intent(in) :: handle
-    type(cc_coll_request), intent(out) :: request
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (count > size(sendbuf) .or. count > size(recvbuf) .or. .not. is_contiguous(sendbuf) .or. &
-        .not. is_contiguous(recvbuf)) then
-      ierr = fortran_arg_error()
-    else if (count <= 0) then
-      ierr = allreduce_c(c_null_ptr, c_null_ptr, count, CC_COLL_F32, op, handle, params, request)
-    else
-      ierr = allreduce_c(c_loc(sendbuf), c_loc(recvbuf), count, CC_COLL_F32, op, handle, params, request)
-    end if
-  end subroutine cc_coll_iallreduce_f32
-
-  subroutine cc_coll_iallreduce_f64(sendbuf, recvbuf, count, op, handle, request, ierr, params)
-    real(c_double), intent(in), target, asynchronous :: sendbuf(..)
-    real(c_double), intent(inout), target, asynchronous :: recvbuf(..)
-    integer, intent(in) :: count, op
-    type(cc_coll_comm), intent(in) :: handle
-    type(cc_coll_request), intent(out) :: request
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (count > size(sendbuf) .or. count > size(recvbuf) .or. .not. is_contiguous(sendbuf) .or. &
-        .not. is_contiguous(recvbuf)) then
-      ierr = fortran_arg_error()
-    else if (count <= 0) then
-      ierr = allreduce_c(c_null_ptr, c_null_ptr, count, CC_COLL_F64, op, handle, params, request)
-    else
-      ierr = allreduce_c(c_loc(sendbuf), c_loc(recvbuf), count, CC_COLL_F64, op, handle, params, request)
-    end if
-  end subroutine cc_coll_iallreduce_f64
-
-  ! In place (cc_coll_allreduce_inplace started).
-  subroutine cc_coll_iallreduce_inplace_f32(buf, count, op, handle, request, ierr, params)
-    real(c_float), intent(inout), target, asynchronous :: buf(..)
-    integer, intent(in) :: count, op
-    type(cc_coll_comm), intent(in) :: handle
-    type(cc_coll_request), intent(out) :: request
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (count > size(buf) .or. .not. is_contiguous(buf)) then
-      ierr = fortran_arg_error()
-    else if (count <= 0) then
-      ierr = allreduce_c(c_null_ptr, c_null_ptr, count, CC_COLL_F32, op, handle, params, request)
-    else
-      ierr = allreduce_c(c_loc(buf), c_loc(buf), count, CC_COLL_F32, op, handle, params, request)
-    end if
-  end subroutine cc_coll_iallreduce_inplace_f32
-
-  subroutine cc_coll_iallreduce_inplace_f64(buf, count, op, handle, request, ierr, params)
-    real(c_double), intent(inout), target, asynchronous :: buf(..)
-    integer, intent(in) :: count, op
-    type(cc_coll_comm), intent(in) :: handle
-    type(cc_coll_request), intent(out) :: request
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (count > size(buf) .or. .not. is_contiguous(buf)) then
-      ierr = fortran_arg_error()
-    else if (count <= 0) then
-      ierr = allreduce_c(c_null_ptr, c_null_ptr, count, CC_COLL_F64, op, handle, params, request)
-    else
-      ierr = allreduce_c(c_loc(buf), c_loc(buf), count, CC_COLL_F64, op, handle, params, request)
-    end if
-  end subroutine cc_coll_iallreduce_inplace_f64
 
   ! cc_coll_allreduce_raw started: C addresses and an explicit dtype.
   subroutine cc_coll_iallreduce_raw(sendbuf, recvbuf, count, dtype, op, handle, request, ierr, params)
@@ -923,79 +881,6 @@ contains
     ok = int(recvcount, c_int64_t) * int(nranks, c_int64_t) <= nsend .and. int(recvcount, c_int64_t) <= nrecv
   end function reduce_scatter_fits
 
-  ! Like MPI_Reduce_scatter_block: sendbuf holds recvcount x P elements (P =
-  ! the communicator size), P blocks of recvcount in array element order;
-  ! rank r gets the reduction of every rank's block r in the first recvcount
-  ! elements of recvbuf. Buffers are assumed-rank and contiguous as for
-  ! cc_coll_allreduce; a sendbuf shorter than recvcount x P or a recvbuf
-  ! shorter than recvcount is CC_COLL_ERR_INVALID_ARG.
-  subroutine cc_coll_reduce_scatter_f32(sendbuf, recvbuf, recvcount, op, handle, ierr, params)
-    real(c_float), intent(in), target, contiguous :: sendbuf(..)
-    real(c_float), intent(inout), target, contiguous :: recvbuf(..)
-    integer, intent(in) :: recvcount, op
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (.not. reduce_scatter_fits(handle, recvcount, size(sendbuf, kind=c_int64_t), &
-                                  size(recvbuf, kind=c_int64_t))) then
-      ierr = fortran_arg_error()
-    else if (recvcount <= 0) then
-      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F32, op, handle, params)
-    else
-      ierr = reduce_scatter_c(c_loc(sendbuf), c_loc(recvbuf), recvcount, CC_COLL_F32, op, handle, params)
-    end if
-  end subroutine cc_coll_reduce_scatter_f32
-
-  subroutine cc_coll_reduce_scatter_f64(sendbuf, recvbuf, recvcount, op, handle, ierr, params)
-    real(c_double), intent(in), target, contiguous :: sendbuf(..)
-    real(c_double), intent(inout), target, contiguous :: recvbuf(..)
-    integer, intent(in) :: recvcount, op
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (.not. reduce_scatter_fits(handle, recvcount, size(sendbuf, kind=c_int64_t), &
-                                  size(recvbuf, kind=c_int64_t))) then
-      ierr = fortran_arg_error()
-    else if (recvcount <= 0) then
-      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F64, op, handle, params)
-    else
-      ierr = reduce_scatter_c(c_loc(sendbuf), c_loc(recvbuf), recvcount, CC_COLL_F64, op, handle, params)
-    end if
-  end subroutine cc_coll_reduce_scatter_f64
-
-  ! In place: buf holds recvcount x P elements on entry and this rank's
-  ! reduced block in its first recvcount elements on return (sendbuf ==
-  ! recvbuf in C); the rest of buf is unspecified.
-  subroutine cc_coll_reduce_scatter_inplace_f32(buf, recvcount, op, handle, ierr, params)
-    real(c_float), intent(inout), target, contiguous :: buf(..)
-    integer, intent(in) :: recvcount, op
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (.not. reduce_scatter_fits(handle, recvcount, size(buf, kind=c_int64_t), size(buf, kind=c_int64_t))) then
-      ierr = fortran_arg_error()
-    else if (recvcount <= 0) then
-      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F32, op, handle, params)
-    else
-      ierr = reduce_scatter_c(c_loc(buf), c_loc(buf), recvcount, CC_COLL_F32, op, handle, params)
-    end if
-  end subroutine cc_coll_reduce_scatter_inplace_f32
-
-  subroutine cc_coll_reduce_scatter_inplace_f64(buf, recvcount, op, handle, ierr, params)
-    real(c_double), intent(inout), target, contiguous :: buf(..)
-    integer, intent(in) :: recvcount, op
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (.not. reduce_scatter_fits(handle, recvcount, size(buf, kind=c_int64_t), size(buf, kind=c_int64_t))) then
-      ierr = fortran_arg_error()
-    else if (recvcount <= 0) then
-      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F64, op, handle, params)
-    else
-      ierr = reduce_scatter_c(c_loc(buf), c_loc(buf), recvcount, CC_COLL_F64, op, handle, params)
-    end if
-  end subroutine cc_coll_reduce_scatter_inplace_f64
-
   ! The C call with explicit dtype and C addresses (c_loc), as
   ! cc_coll_allreduce_raw: for CC_COLL_F16 / CC_COLL_BF16 data in
   ! integer(c_int16_t) arrays. sendbuf == recvbuf reduces in place. No size
@@ -1010,81 +895,6 @@ contains
   end subroutine cc_coll_reduce_scatter_raw
 
   ! --- non-blocking reduce-scatter -------------------------------------------------------
-
-  ! cc_coll_reduce_scatter started (cc_coll_ireduce_scatter), with `request`
-  ! and the buffer rules of cc_coll_iallreduce.
-  subroutine cc_coll_ireduce_scatter_f32(sendbuf, recvbuf, recvcount, op, handle, request, ierr, params)
-    real(c_float), intent(in), target, asynchronous :: sendbuf(..)
-    real(c_float), intent(inout), target, asynchronous :: recvbuf(..)
-    integer, intent(in) :: recvcount, op
-    type(cc_coll_comm), intent(in) :: handle
-    type(cc_coll_request), intent(out) :: request
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (.not. reduce_scatter_fits(handle, recvcount, size(sendbuf, kind=c_int64_t), &
-                                  size(recvbuf, kind=c_int64_t)) .or. .not. is_contiguous(sendbuf) .or. &
-        .not. is_contiguous(recvbuf)) then
-      ierr = fortran_arg_error()
-    else if (recvcount <= 0) then
-      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F32, op, handle, params, request)
-    else
-      ierr = reduce_scatter_c(c_loc(sendbuf), c_loc(recvbuf), recvcount, CC_COLL_F32, op, handle, params, request)
-    end if
-  end subroutine cc_coll_ireduce_scatter_f32
-
-  subroutine cc_coll_ireduce_scatter_f64(sendbuf, recvbuf, recvcount, op, handle, request, ierr, params)
-    real(c_double), intent(in), target, asynchronous :: sendbuf(..)
-    real(c_double), intent(inout), target, asynchronous :: recvbuf(..)
-    integer, intent(in) :: recvcount, op
-    type(cc_coll_comm), intent(in) :: handle
-    type(cc_coll_request), intent(out) :: request
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (.not. reduce_scatter_fits(handle, recvcount, size(sendbuf, kind=c_int64_t), &
-                                  size(recvbuf, kind=c_int64_t)) .or. .not. is_contiguous(sendbuf) .or. &
-        .not. is_contiguous(recvbuf)) then
-      ierr = fortran_arg_error()
-    else if (recvcount <= 0) then
-      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F64, op, handle, params, request)
-    else
-      ierr = reduce_scatter_c(c_loc(sendbuf), c_loc(recvbuf), recvcount, CC_COLL_F64, op, handle, params, request)
-    end if
-  end subroutine cc_coll_ireduce_scatter_f64
-
-  ! In place (cc_coll_reduce_scatter_inplace started).
-  subroutine cc_coll_ireduce_scatter_inplace_f32(buf, recvcount, op, handle, request, ierr, params)
-    real(c_float), intent(inout), target, asynchronous :: buf(..)
-    integer, intent(in) :: recvcount, op
-    type(cc_coll_comm), intent(in) :: handle
-    type(cc_coll_request), intent(out) :: request
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (.not. reduce_scatter_fits(handle, recvcount, size(buf, kind=c_int64_t), size(buf, kind=c_int64_t)) .or. &
-        .not. is_contiguous(buf)) then
-      ierr = fortran_arg_error()
-    else if (recvcount <= 0) then
-      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F32, op, handle, params, request)
-    else
-      ierr = reduce_scatter_c(c_loc(buf), c_loc(buf), recvcount, CC_COLL_F32, op, handle, params, request)
-    end if
-  end subroutine cc_coll_ireduce_scatter_inplace_f32
-
-  subroutine cc_coll_ireduce_scatter_inplace_f64(buf, recvcount, op, handle, request, ierr, params)
-    real(c_double), intent(inout), target, asynchronous :: buf(..)
-    integer, intent(in) :: recvcount, op
-    type(cc_coll_comm), intent(in) :: handle
-    type(cc_coll_request), intent(out) :: request
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (.not. reduce_scatter_fits(handle, recvcount, size(buf, kind=c_int64_t), size(buf, kind=c_int64_t)) .or. &
-        .not. is_contiguous(buf)) then
-      ierr = fortran_arg_error()
-    else if (recvcount <= 0) then
-      ierr = reduce_scatter_c(c_null_ptr, c_null_ptr, recvcount, CC_COLL_F64, op, handle, params, request)
-    else
-      ierr = reduce_scatter_c(c_loc(buf), c_loc(buf), recvcount, CC_COLL_F64, op, handle, params, request)
-    end if
-  end subroutine cc_coll_ireduce_scatter_inplace_f64
 
   ! cc_coll_reduce_scatter_raw started.
   subroutine cc_coll_ireduce_scatter_raw(sendbuf, recvbuf, recvcount, dtype, op, handle, request, ierr, params)
@@ -1176,107 +986,12 @@ contains
     end if
   end function allreduce_group_c
 
-  ! Several tensors in one call: tensor i is sendbufs(i) -> recvbufs(i)
-  ! (C addresses, c_loc of contiguous arrays), counts(i) elements of
-  ! dtypes(i) (CC_COLL_F32, ...), with params(i) when params is present.
-  ! sendbufs(i) == recvbufs(i) reduces that tensor in place.
-  subroutine cc_coll_allreduce_group_size_t(sendbufs, recvbufs, counts, dtypes, op, handle, ierr, params)
-    type(c_ptr), intent(in) :: sendbufs(:), recvbufs(:)
-    integer(c_size_t), intent(in) :: counts(:)
-    integer(c_int), intent(in) :: dtypes(:)
-    integer, intent(in) :: op
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params(:)
-    ierr = allreduce_group_c(recvbufs, int(counts, c_int64_t), dtypes, op, handle, params, sendbufs)
-  end subroutine cc_coll_allreduce_group_size_t
+  ! The grouped forms, one set for each kind of counts: integer(c_size_t)
+  ! (the _size_t procedures) and default integer (_int), written once in
+  ! cc_coll_group.inc.in, which the build instantiates for each.
+#include "cc_coll_group_size_t.inc"
 
-  subroutine cc_coll_allreduce_group_int(sendbufs, recvbufs, counts, dtypes, op, handle, ierr, params)
-    type(c_ptr), intent(in) :: sendbufs(:), recvbufs(:)
-    integer, intent(in) :: counts(:)
-    integer(c_int), intent(in) :: dtypes(:)
-    integer, intent(in) :: op
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params(:)
-    ierr = allreduce_group_c(recvbufs, int(counts, c_int64_t), dtypes, op, handle, params, sendbufs)
-  end subroutine cc_coll_allreduce_group_int
-
-  ! Every tensor in place (sendbufs NULL in C).
-  subroutine cc_coll_allreduce_group_inplace_size_t(bufs, counts, dtypes, op, handle, ierr, params)
-    type(c_ptr), intent(in) :: bufs(:)
-    integer(c_size_t), intent(in) :: counts(:)
-    integer(c_int), intent(in) :: dtypes(:)
-    integer, intent(in) :: op
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params(:)
-    ierr = allreduce_group_c(bufs, int(counts, c_int64_t), dtypes, op, handle, params)
-  end subroutine cc_coll_allreduce_group_inplace_size_t
-
-  subroutine cc_coll_allreduce_group_inplace_int(bufs, counts, dtypes, op, handle, ierr, params)
-    type(c_ptr), intent(in) :: bufs(:)
-    integer, intent(in) :: counts(:)
-    integer(c_int), intent(in) :: dtypes(:)
-    integer, intent(in) :: op
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params(:)
-    ierr = allreduce_group_c(bufs, int(counts, c_int64_t), dtypes, op, handle, params)
-  end subroutine cc_coll_allreduce_group_inplace_int
-
-  ! cc_coll_allreduce_group started (cc_coll_iallreduce_group), with
-  ! `request`. The arrays sendbufs, recvbufs, counts, dtypes and params are
-  ! copied: only the tensors' memory (the c_loc of contiguous arrays) stays
-  ! in use until the request completes.
-  subroutine cc_coll_iallreduce_group_size_t(sendbufs, recvbufs, counts, dtypes, op, handle, request, ierr, params)
-    type(c_ptr), intent(in) :: sendbufs(:), recvbufs(:)
-    integer(c_size_t), intent(in) :: counts(:)
-    integer(c_int), intent(in) :: dtypes(:)
-    integer, intent(in) :: op
-    type(cc_coll_comm), intent(in) :: handle
-    type(cc_coll_request), intent(out) :: request
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params(:)
-    ierr = allreduce_group_c(recvbufs, int(counts, c_int64_t), dtypes, op, handle, params, sendbufs, request)
-  end subroutine cc_coll_iallreduce_group_size_t
-
-  subroutine cc_coll_iallreduce_group_int(sendbufs, recvbufs, counts, dtypes, op, handle, request, ierr, params)
-    type(c_ptr), intent(in) :: sendbufs(:), recvbufs(:)
-    integer, intent(in) :: counts(:)
-    integer(c_int), intent(in) :: dtypes(:)
-    integer, intent(in) :: op
-    type(cc_coll_comm), intent(in) :: handle
-    type(cc_coll_request), intent(out) :: request
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params(:)
-    ierr = allreduce_group_c(recvbufs, int(counts, c_int64_t), dtypes, op, handle, params, sendbufs, request)
-  end subroutine cc_coll_iallreduce_group_int
-
-  ! Every tensor in place.
-  subroutine cc_coll_iallreduce_group_inplace_size_t(bufs, counts, dtypes, op, handle, request, ierr, params)
-    type(c_ptr), intent(in) :: bufs(:)
-    integer(c_size_t), intent(in) :: counts(:)
-    integer(c_int), intent(in) :: dtypes(:)
-    integer, intent(in) :: op
-    type(cc_coll_comm), intent(in) :: handle
-    type(cc_coll_request), intent(out) :: request
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params(:)
-    ierr = allreduce_group_c(bufs, int(counts, c_int64_t), dtypes, op, handle, params, request=request)
-  end subroutine cc_coll_iallreduce_group_inplace_size_t
-
-  subroutine cc_coll_iallreduce_group_inplace_int(bufs, counts, dtypes, op, handle, request, ierr, params)
-    type(c_ptr), intent(in) :: bufs(:)
-    integer, intent(in) :: counts(:)
-    integer(c_int), intent(in) :: dtypes(:)
-    integer, intent(in) :: op
-    type(cc_coll_comm), intent(in) :: handle
-    type(cc_coll_request), intent(out) :: request
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params(:)
-    ierr = allreduce_group_c(bufs, int(counts, c_int64_t), dtypes, op, handle, params, request=request)
-  end subroutine cc_coll_iallreduce_group_inplace_int
+#include "cc_coll_group_int.inc"
 
   ! --- requests --------------------------------------------------------------------------
 
@@ -1446,53 +1161,6 @@ contains
     if (present(rank)) rank = int(r_rank)
   end function lowrank_get_state_c
 
-  ! The state of the LOWRANK tensor `recvbuf` (named, like its residual, by
-  ! params%ef_key when CC_COLL_PARAMS_FIELD_EF_KEY is set, else by the
-  ! address of recvbuf, count and the dtype; pass the params of the calls).
-  ! rows, cols: the library's matrix (for a(n, m) with
-  ! cc_coll_set_lowrank_shape: rows = m, cols = n); rank: r of the last
-  ! compressed step, 0 before the first; calls: calls on the tensor,
-  ! compressed or not. p(rows, rank) and q(cols, rank) are allocated and
-  ! hold the last step's P and warm-start Q (already divided by the
-  ! communicator size), so that the last AVG result of a(n, m) was
-  ! matmul(q, transpose(p)) (SUM: times the size). On an error p and q are
-  ! left unallocated.
-  subroutine cc_coll_lowrank_get_state_f32(recvbuf, count, handle, ierr, params, rows, cols, rank, calls, p, q)
-    real(c_float), intent(in), target, contiguous :: recvbuf(..)
-    integer, intent(in) :: count
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    integer(c_int64_t), intent(out), optional :: rows, cols, calls
-    integer, intent(out), optional :: rank
-    real(c_double), allocatable, intent(out), optional :: p(:, :), q(:, :)
-    if (count > size(recvbuf)) then
-      ierr = fortran_arg_error()
-    else if (size(recvbuf) == 0) then
-      ierr = lowrank_get_state_c(c_null_ptr, count, CC_COLL_F32, handle, params, rows, cols, rank, calls, p, q)
-    else
-      ierr = lowrank_get_state_c(c_loc(recvbuf), count, CC_COLL_F32, handle, params, rows, cols, rank, calls, p, q)
-    end if
-  end subroutine cc_coll_lowrank_get_state_f32
-
-  subroutine cc_coll_lowrank_get_state_f64(recvbuf, count, handle, ierr, params, rows, cols, rank, calls, p, q)
-    real(c_double), intent(in), target, contiguous :: recvbuf(..)
-    integer, intent(in) :: count
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    integer(c_int64_t), intent(out), optional :: rows, cols, calls
-    integer, intent(out), optional :: rank
-    real(c_double), allocatable, intent(out), optional :: p(:, :), q(:, :)
-    if (count > size(recvbuf)) then
-      ierr = fortran_arg_error()
-    else if (size(recvbuf) == 0) then
-      ierr = lowrank_get_state_c(c_null_ptr, count, CC_COLL_F64, handle, params, rows, cols, rank, calls, p, q)
-    else
-      ierr = lowrank_get_state_c(c_loc(recvbuf), count, CC_COLL_F64, handle, params, rows, cols, rank, calls, p, q)
-    end if
-  end subroutine cc_coll_lowrank_get_state_f64
-
   ! The same with a C address and an explicit dtype (tensors of a grouped
   ! call, F16 / BF16 data).
   subroutine cc_coll_lowrank_get_state_raw(recvbuf, count, dtype, handle, ierr, params, rows, cols, rank, calls, p, q)
@@ -1567,37 +1235,6 @@ contains
     status = c_lowrank_set_q(handle%ptr, pp, recvbuf, int(count, c_size_t), dtype, c_loc(qraw))
   end function lowrank_set_q_c
 
-  ! Sets the warm-start Q of the LOWRANK tensor `recvbuf` (named as for
-  ! cc_coll_lowrank_get_state) to q(cols, r), e.g. one cc_coll_lowrank_get_state
-  ! returned: restoring a checkpoint. Do it alike on every rank.
-  subroutine cc_coll_lowrank_set_q_f32(recvbuf, count, q, handle, ierr, params)
-    real(c_float), intent(in), target, contiguous :: recvbuf(..)
-    integer, intent(in) :: count
-    real(c_double), intent(in) :: q(:, :)
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (count > size(recvbuf) .or. size(recvbuf) == 0) then
-      ierr = fortran_arg_error()
-    else
-      ierr = lowrank_set_q_c(c_loc(recvbuf), count, CC_COLL_F32, q, handle, params)
-    end if
-  end subroutine cc_coll_lowrank_set_q_f32
-
-  subroutine cc_coll_lowrank_set_q_f64(recvbuf, count, q, handle, ierr, params)
-    real(c_double), intent(in), target, contiguous :: recvbuf(..)
-    integer, intent(in) :: count
-    real(c_double), intent(in) :: q(:, :)
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (count > size(recvbuf) .or. size(recvbuf) == 0) then
-      ierr = fortran_arg_error()
-    else
-      ierr = lowrank_set_q_c(c_loc(recvbuf), count, CC_COLL_F64, q, handle, params)
-    end if
-  end subroutine cc_coll_lowrank_set_q_f64
-
   subroutine cc_coll_lowrank_set_q_raw(recvbuf, count, dtype, q, handle, ierr, params)
     type(c_ptr), intent(in) :: recvbuf
     integer, intent(in) :: count, dtype
@@ -1650,43 +1287,6 @@ contains
     status = c_recv(buf, int(count, c_size_t), dtype, int(source, c_int), int(tag, c_int), p, handle%ptr, c_null_ptr)
   end function recv_c
 
-  ! Sends the first `count` elements of buf to rank `dest` with `tag`
-  ! (0 <= tag <= cc_coll_p2p_tag_ub). compress = .true. compresses with
-  ! params' method (LOWRANK or TOPK; NONE sends as is) and keeps the lazy
-  ! error propagation residual of the channel (dest, params%ef_key or tag).
-  ! Returns once the receiver has the message.
-  subroutine cc_coll_send_f32(buf, count, dest, tag, compress, handle, ierr, params)
-    real(c_float), intent(in), target, contiguous :: buf(..)
-    integer, intent(in) :: count, dest, tag
-    logical, intent(in) :: compress
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (count > size(buf)) then
-      ierr = fortran_arg_error()
-    else if (count <= 0) then
-      ierr = send_c(c_null_ptr, count, CC_COLL_F32, dest, tag, compress, handle, params)
-    else
-      ierr = send_c(c_loc(buf), count, CC_COLL_F32, dest, tag, compress, handle, params)
-    end if
-  end subroutine cc_coll_send_f32
-
-  subroutine cc_coll_send_f64(buf, count, dest, tag, compress, handle, ierr, params)
-    real(c_double), intent(in), target, contiguous :: buf(..)
-    integer, intent(in) :: count, dest, tag
-    logical, intent(in) :: compress
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (count > size(buf)) then
-      ierr = fortran_arg_error()
-    else if (count <= 0) then
-      ierr = send_c(c_null_ptr, count, CC_COLL_F64, dest, tag, compress, handle, params)
-    else
-      ierr = send_c(c_loc(buf), count, CC_COLL_F64, dest, tag, compress, handle, params)
-    end if
-  end subroutine cc_coll_send_f64
-
   subroutine cc_coll_send_raw(buf, count, dtype, dest, tag, compress, handle, ierr, params)
     type(c_ptr), intent(in) :: buf
     integer, intent(in) :: count, dtype, dest, tag
@@ -1696,40 +1296,6 @@ contains
     type(cc_coll_params), intent(in), optional :: params
     ierr = send_c(buf, count, int(dtype, c_int), dest, tag, compress, handle, params)
   end subroutine cc_coll_send_raw
-
-  ! Receives what cc_coll_send sent from rank `source` with `tag` into the
-  ! first `count` elements of buf. For a compressed message, params must
-  ! match the sender's (method, shape, rank, density); a disagreement is
-  ! CC_COLL_ERR_MISMATCH on both sides and buf is left as it was.
-  subroutine cc_coll_recv_f32(buf, count, source, tag, handle, ierr, params)
-    real(c_float), intent(inout), target, contiguous :: buf(..)
-    integer, intent(in) :: count, source, tag
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (count > size(buf)) then
-      ierr = fortran_arg_error()
-    else if (count <= 0) then
-      ierr = recv_c(c_null_ptr, count, CC_COLL_F32, source, tag, handle, params)
-    else
-      ierr = recv_c(c_loc(buf), count, CC_COLL_F32, source, tag, handle, params)
-    end if
-  end subroutine cc_coll_recv_f32
-
-  subroutine cc_coll_recv_f64(buf, count, source, tag, handle, ierr, params)
-    real(c_double), intent(inout), target, contiguous :: buf(..)
-    integer, intent(in) :: count, source, tag
-    type(cc_coll_comm), intent(in) :: handle
-    integer, intent(out) :: ierr
-    type(cc_coll_params), intent(in), optional :: params
-    if (count > size(buf)) then
-      ierr = fortran_arg_error()
-    else if (count <= 0) then
-      ierr = recv_c(c_null_ptr, count, CC_COLL_F64, source, tag, handle, params)
-    else
-      ierr = recv_c(c_loc(buf), count, CC_COLL_F64, source, tag, handle, params)
-    end if
-  end subroutine cc_coll_recv_f64
 
   subroutine cc_coll_recv_raw(buf, count, dtype, source, tag, handle, ierr, params)
     type(c_ptr), intent(in) :: buf
@@ -1876,5 +1442,20 @@ contains
     integer, intent(out) :: ierr
     ierr = c_comm_reset_stats(handle%ptr)
   end subroutine cc_coll_comm_reset_stats
+
+  ! --- the typed forms -------------------------------------------------------------------
+
+  ! The specific procedures of the generic interfaces cc_coll_allreduce,
+  ! cc_coll_iallreduce, cc_coll_reduce_scatter, cc_coll_ireduce_scatter
+  ! (and their _inplace forms), cc_coll_lowrank_get_state,
+  ! cc_coll_lowrank_set_q, cc_coll_send and cc_coll_recv: each written once in
+  ! cc_coll_typed.inc.in, which the build instantiates for every real kind
+  ! the module takes, real(c_float) data as CC_COLL_F32 (the _f32 procedures)
+  ! and real(c_double) data as CC_COLL_F64 (_f64). The element type of an
+  ! actual argument thus picks the dtype at compile time, and a buffer of
+  ! another type does not compile; the _raw forms take any other dtype.
+#include "cc_coll_typed_f32.inc"
+
+#include "cc_coll_typed_f64.inc"
 
 end module cc_coll

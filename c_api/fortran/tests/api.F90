@@ -150,9 +150,12 @@ program fortran_api
   call cc_coll_allreduce(part_in, part, 10, CC_COLL_SUM, cc, ierr, p)
   call expect('density 0', ierr, CC_COLL_ERR_INVALID_ARG)
   p%density = 0.5d0
-  p%method = 5
+  ! A value past the library's last method (ids are listed, not counted).
+  call cc_coll_method_at(cc_coll_method_count() - 1, k, ierr)
+  call expect('the last method', ierr, CC_COLL_OK)
+  p%method = k + 1
   call cc_coll_allreduce(part_in, part, 10, CC_COLL_SUM, cc, ierr, p)
-  call expect('method 5', ierr, CC_COLL_ERR_INVALID_METHOD)
+  call expect('a method past the last', ierr, CC_COLL_ERR_INVALID_METHOD)
 
   ! TOPK with error feedback keeps a residual; reset_all drops it.
   p%mask = ior(ior(CC_COLL_PARAMS_FIELD_METHOD, CC_COLL_PARAMS_FIELD_DENSITY), &
