@@ -71,9 +71,6 @@ def _shape_arg(value):
     return (_u64_arg(value[0], "shape[0] (rows)"), _u64_arg(value[1], "shape[1] (cols)"))
 
 
-# Each field of Params: how the Python value is checked and converted, and the
-
-
 def _fint_of(comm):
     if isinstance(comm, bool):
         raise TypeError("comm must be an mpi4py communicator or a Fortran handle (int)")

@@ -4,8 +4,8 @@ patterns) and DeviceArray views of CUDA buffers."""
 
 import numpy as np
 
-from ._enums import Dtype
 from ._args import _enum_arg
+from ._enums import Dtype
 from ._info import build_info
 
 __all__ = ["DeviceArray", "to_bfloat16", "from_bfloat16"]

@@ -14,6 +14,7 @@ from ._methods import Method
 __all__ = ["Params"]
 
 
+# Each field of Params: how the Python value is checked and converted, and the
 # bit of cc_coll_params_t.mask it sets. The order is the positional order of
 # Params() and of _params().
 _FIELDS = collections.OrderedDict([
