@@ -20,11 +20,18 @@ loader (ctypes.util.find_library, LD_LIBRARY_PATH). See docs/python.md.
 
 from ._version import ABI_MAJOR, ABI_MINOR, ABI_PATCH, __version__
 from ._lib import library_path
-from ._api import (Comm, DeviceArray, Dtype, Error, LowRankState, Method, Op, Params, Request, Sparsifier,
-                   Status, build_info, check_version, from_bfloat16, settings, to_bfloat16, version, version_info, waitall)
+from ._arrays import DeviceArray, from_bfloat16, to_bfloat16
+from ._comm import Comm
+from ._enums import Dtype, Op, Sparsifier, Status
+from ._errors import Error
+from ._info import build_info, check_version, settings, version, version_info
+from ._methods import Method, MethodCap
+from ._params import Params
+from ._request import Request, waitall
+from ._tensor_state import LowRankState
 
 __all__ = [
-    "Comm", "DeviceArray", "Dtype", "Error", "LowRankState", "Method", "Op", "Params", "Request", "Sparsifier",
+    "Comm", "DeviceArray", "Dtype", "Error", "LowRankState", "Method", "MethodCap", "Op", "Params", "Request", "Sparsifier",
     "Status",
     "build_info", "check_version", "from_bfloat16", "settings", "to_bfloat16", "waitall",
     "version", "version_info", "library_path", "__version__",

@@ -17,7 +17,10 @@ import math
 import numpy as np
 import torch
 
-from ._api import Comm, Method, Params, _enum_arg, _lowrank_shape
+from ._args import _enum_arg
+from ._comm import Comm
+from ._methods import Method, MethodCap, method_names, methods_with
+from ._params import Params, _matrix_shape
 from ._local_steps import _flat_view, _int_at_least, _real_in, average_gradients
 
 __all__ = ["CompressedAdam", "ADAM_KEY_BASE", "DGCSGD", "DGC_KEY_BASE"]
@@ -32,7 +35,7 @@ DGC_KEY_BASE = 0x6364 << 48
 
 _ADAM_FORMAT = "cc_coll.torch.CompressedAdam/1"
 _DGC_FORMAT = "cc_coll.torch.DGCSGD/1"
-_LOWRANK_RATE = 2.0     # min_compression_rate of the LOWRANK calls (PyTorch's default)
+_MATRIX_RATE = 2.0      # min_compression_rate of the matrix (LOWRANK) calls (PyTorch's default)
 
 
 def _choice(value, choices, what):
@@ -41,10 +44,13 @@ def _choice(value, choices, what):
     return value.strip().lower()
 
 
-def _method_arg(method, allowed, who):
+def _method_arg(method, without, who):
+    """The Method `method` names, one of the methods without the
+    capabilities `without`."""
     m = _enum_arg(Method, method, "method")
-    if not isinstance(m, Method) or m.name not in allowed:
-        raise ValueError("method = %r: %s averages with %s" % (method, who, ", ".join(a.lower() for a in allowed)))
+    if not isinstance(m, Method) or m.caps & without:
+        raise ValueError("method = %r: %s averages with %s" % (method, who,
+                                                                 method_names(methods_with(without=without))))
     return m
 
 
@@ -238,7 +244,7 @@ class CompressedAdam(_SelfCommunicating):
     def __init__(self, params, comm, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, freeze_step=100,
                  method="topk", density=0.05, rank=4, ef=True, refresh="none", policy=None, mask_zero_rows=False,
                  estimate="momentum", key_base=ADAM_KEY_BASE, seed=None):
-        self.method = _method_arg(method, ("NONE", "TOPK", "SKETCH", "LOWRANK"), "CompressedAdam")
+        self.method = _method_arg(method, MethodCap.SELECTS, "CompressedAdam")
         self.freeze_step = _int_at_least(freeze_step, 1, "freeze_step")
         self.density = _real_in(density, 0.0, 1.0, "density", low_open=True)
         self.rank = _int_at_least(rank, 1, "rank")
@@ -251,8 +257,8 @@ class CompressedAdam(_SelfCommunicating):
         for i, g in enumerate(self.param_groups):
             self._hyper(g, "param_groups[%d]: " % i)
         fields = dict(method=self.method, ef=self.ef, seed=seed)
-        if self.method == Method.LOWRANK:
-            fields.update(start_iter=0, warm_start=True, min_compression_rate=_LOWRANK_RATE)
+        if self.method.caps & MethodCap.MATRIX:
+            fields.update(start_iter=0, warm_start=True, min_compression_rate=_MATRIX_RATE)
         self._base_params = Params(**fields)   # checks seed's type
         self._setup(comm, policy, key_base)
         self._compress = [self._compressible(p) for p in self.params]
@@ -290,11 +296,11 @@ class CompressedAdam(_SelfCommunicating):
     def _compressible(self, p):
         if self.method == Method.NONE or p.numel() == 0 or not self._policy_says(p):
             return False
-        if self.method == Method.LOWRANK:
+        if self.method.caps & MethodCap.MATRIX:
             if p.dim() < 2:
                 return False
-            rows, cols, r = _lowrank_shape(p.numel(), (p.shape[0], p.numel() // p.shape[0]), self.rank)
-            return (rows + cols) * r * _LOWRANK_RATE < rows * cols
+            rows, cols, r = _matrix_shape(p.numel(), (p.shape[0], p.numel() // p.shape[0]), self.rank)
+            return (rows + cols) * r * _MATRIX_RATE < rows * cols
         return True
 
     # -- schedule -----------------------------------------------------------
@@ -383,7 +389,7 @@ class CompressedAdam(_SelfCommunicating):
                 x.sub_(st["h"])
                 arrays.append(_flat_view(x))
                 outs.append(_flat_view(self._out[i]))
-                if self.method == Method.LOWRANK:
+                if self.method.caps & MethodCap.MATRIX:
                     plist.append(self._method_params(i, p, ef=False))
                 else:
                     self.comm.ef_reset(arrays[-1], ef_key=self._key(i))
@@ -403,7 +409,7 @@ class CompressedAdam(_SelfCommunicating):
             m = st["exp_avg"]
             if ef21 and self._compress[i]:
                 x, out = self._work[i], self._out[i]
-                if self.method == Method.LOWRANK:
+                if self.method.caps & MethodCap.MATRIX:
                     c = out
                 else:
                     e = self.comm.ef_residual(arrays[i], ef_key=self._key(i))
@@ -422,10 +428,10 @@ class CompressedAdam(_SelfCommunicating):
         fields = dict(ef_key=self._key(i))
         if ef is not None:
             fields["ef"] = ef
-        if self.method in (Method.TOPK, Method.SKETCH):
-            fields["density"] = self.density
-        elif self.method == Method.LOWRANK:
+        if self.method.caps & MethodCap.MATRIX:
             fields.update(rank=self.rank, shape=(p.shape[0], p.numel() // p.shape[0]))
+        else:
+            fields["density"] = self.density
         return self._base_params.replace(**fields)
 
     # -- checkpoints ----------------------------------------------------------
@@ -539,7 +545,7 @@ class DGCSGD(_SelfCommunicating):
     def __init__(self, params, comm, lr, momentum=0.9, weight_decay=0.0, nesterov=False, method="topk",
                  density=0.01, clip_norm=None, warmup_steps=0, ramp_steps=0, ramp_density=0.25, policy=None,
                  key_base=DGC_KEY_BASE):
-        self.method = _method_arg(method, ("NONE", "TOPK", "SKETCH"), "DGCSGD")
+        self.method = _method_arg(method, MethodCap.SELECTS | MethodCap.MATRIX, "DGCSGD")
         self.density = _real_in(density, 0.0, 1.0, "density", low_open=True)
         self.ramp_density = _real_in(ramp_density, 0.0, 1.0, "ramp_density", low_open=True)
         self.warmup_steps = _int_at_least(warmup_steps, 0, "warmup_steps")

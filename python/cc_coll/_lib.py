@@ -92,6 +92,15 @@ PARAMS_FIELD_MIN_COMPRESSION_RATE = 1 << 12
 
 STATS_FIELD_ALL = (1 << 12) - 1  # CALLS .. TIME_TOTAL, AUTO_CALLS, AUTO_LOSSY_CALLS, AUTO_PREDICTED
 
+# Bits of cc_coll_method_cap_t (cc_coll_method_caps).
+METHOD_CAP_LOSSY = 1 << 0
+METHOD_CAP_REDUCE_SCATTER = 1 << 1
+METHOD_CAP_P2P = 1 << 2
+METHOD_CAP_MATRIX = 1 << 3
+METHOD_CAP_STATE = 1 << 4
+METHOD_CAP_SELECTS = 1 << 5
+METHOD_CAP_AUTO_CANDIDATE = 1 << 6
+
 BUILD_CUDA = 1 << 0
 BUILD_FORTRAN = 1 << 1
 
@@ -166,6 +175,11 @@ _proto("cc_coll_version_string", ctypes.c_char_p)
 _proto("cc_coll_check_version_numbers", _status, ctypes.c_int, ctypes.c_int)
 _proto("cc_coll_dtype_size", _size_t, ctypes.c_int)
 _proto("cc_coll_method_name", ctypes.c_char_p, ctypes.c_int)
+_proto("cc_coll_method_count", ctypes.c_int)
+_proto("cc_coll_method_at", _status, ctypes.c_int, _P(ctypes.c_int))
+_proto("cc_coll_method_caps", ctypes.c_uint, ctypes.c_int)
+_proto("cc_coll_method_summary", ctypes.c_char_p, ctypes.c_int)
+_proto("cc_coll_method_from_name", _status, ctypes.c_char_p, _P(ctypes.c_int))
 _proto("cc_coll_comm_create_fint_versioned", _status, ctypes.c_int, _P(_handle),
        ctypes.c_int, ctypes.c_int)
 _proto("cc_coll_comm_destroy", _status, _handle)

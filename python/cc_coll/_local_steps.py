@@ -13,7 +13,12 @@ import numbers
 
 import torch
 
-from ._api import Comm, Error, Method, Params, Status, _enum_arg
+from ._args import _enum_arg
+from ._comm import Comm
+from ._enums import Status
+from ._errors import Error
+from ._methods import Method, MethodCap, method_names, methods_with
+from ._params import Params
 
 __all__ = ["LocalStepsOptimizer", "optimizer_hook", "LOCAL_KEY_BASE"]
 
@@ -24,7 +29,6 @@ __all__ = ["LocalStepsOptimizer", "optimizer_hook", "LOCAL_KEY_BASE"]
 LOCAL_KEY_BASE = 0x636C << 48
 
 _STATE_FORMAT = "cc_coll.torch.LocalStepsOptimizer/1"
-_METHODS = ("NONE", "TOPK", "SKETCH", "LOWRANK")
 
 
 def _int_at_least(value, low, what):
@@ -142,9 +146,9 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
         self._own_comm = not isinstance(comm, Comm)
         self.comm = Comm(comm) if self._own_comm else comm
         self.method = _enum_arg(Method, method, "method")
-        if not isinstance(self.method, Method) or self.method.name not in _METHODS:
-            raise ValueError("method = %r: LocalStepsOptimizer averages with none, topk, sketch or lowrank"
-                             % (method,))
+        if not isinstance(self.method, Method) or self.method.caps & MethodCap.SELECTS:
+            raise ValueError("method = %r: LocalStepsOptimizer averages with %s"
+                             % (method, method_names(methods_with(without=MethodCap.SELECTS))))
         self.local_steps = _int_at_least(local_steps, 1, "local_steps")
         self.warmup_steps = _int_at_least(warmup_steps, 0, "warmup_steps")
         self.ramp_steps = _int_at_least(ramp_steps, 0, "ramp_steps")
@@ -163,8 +167,8 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
         self.key_base = _int_at_least(key_base, 0, "key_base")
         self._base_params = Params(method=self.method, ef=self.ef, sparsifier=sparsifier, load_factor=load_factor,
                                    seed=seed, min_compression_rate=min_compression_rate,
-                                   start_iter=0 if self.method == Method.LOWRANK else None,
-                                   warm_start=True if self.method == Method.LOWRANK else None)
+                                   start_iter=0 if self.method.caps & MethodCap.MATRIX else None,
+                                   warm_start=True if self.method.caps & MethodCap.MATRIX else None)
         # torch.optim.Optimizer's interface over the inner optimizer's state
         # (as PostLocalSGDOptimizer does): LR schedulers see its groups.
         self.param_groups = optim.param_groups
@@ -270,10 +274,10 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
             arrays.append(_flat_view(d))
             if self._compress[i]:
                 fields = dict(ef_key=self.key_base + i)
-                if self.method in (Method.TOPK, Method.SKETCH):
-                    fields["density"] = density
-                elif self.method == Method.LOWRANK:
+                if self.method.caps & MethodCap.MATRIX:
                     fields.update(rank=self.rank, shape=(p.shape[0], p.numel() // p.shape[0]))
+                else:
+                    fields["density"] = density
                 plist.append(self._base_params.replace(**fields))
             else:
                 plist.append(Params(method="none"))

@@ -45,7 +45,13 @@ except ImportError as _exc:  # pragma: no cover - depends on the installation
     raise ImportError("cc_coll.torch needs PyTorch (torch, torch.distributed), which cannot be imported: %s"
                       % _exc) from _exc
 
-from ._api import Comm, DeviceArray, Dtype, Error, Method, Params, Status, _enum_arg
+from ._args import _enum_arg
+from ._arrays import DeviceArray
+from ._comm import Comm
+from ._enums import Dtype, Status
+from ._errors import Error
+from ._methods import Method, MethodCap, may_view_as_matrix, method_names
+from ._params import Params
 from ._local_steps import LOCAL_KEY_BASE, LocalStepsOptimizer, optimizer_hook
 from ._compressed_adam import ADAM_KEY_BASE, DGC_KEY_BASE, DGCSGD, CompressedAdam
 
@@ -68,7 +74,13 @@ _PARAM_GEN = (1 << _GEN_BITS) - 1
 _SHARD_GEN = _PARAM_GEN - 1
 
 _STATE_FORMAT = "cc_coll.torch.CompressionState/1"
-_HOOK_METHODS = ("NONE", "TOPK", "SKETCH", "LOWRANK", "AUTO")
+
+
+def _flat_method(method):
+    """Whether compression_hook compresses `method` on the flat bucket (a
+    lossy method that neither views a tensor as a matrix nor selects),
+    rather than gradient by gradient."""
+    return not method.caps & (MethodCap.MATRIX | MethodCap.SELECTS)
 
 #: One tensor of a bucket as the hook last sent it (CompressionState.layout):
 #: its ef_key (None when it is sent densely: no residual), its offset and
@@ -221,8 +233,8 @@ class CompressionState:
         self._own_comm = not isinstance(comm, Comm)
         self.comm = Comm(comm) if self._own_comm else comm
         self.method = _enum_arg(Method, method, "method")
-        if not isinstance(self.method, Method) or self.method.name not in _HOOK_METHODS:
-            raise ValueError("method = %r: the hook supports %s" % (method, ", ".join(m.lower() for m in _HOOK_METHODS)))
+        if not isinstance(self.method, Method):
+            raise ValueError("method = %r: the hook supports %s" % (method, method_names(Method)))
         if isinstance(ramp_steps, bool) or not isinstance(ramp_steps, numbers.Integral) or ramp_steps < 0:
             raise ValueError("ramp_steps must be an int >= 0, not %r" % (ramp_steps,))
         for name, value in (("density", density), ("ramp_density", ramp_density)):
@@ -295,9 +307,9 @@ class CompressionState:
         """The compressed call's Params at step `step`: the ramp's density
         or rank, and `fields`."""
         if self.ramp_steps:
-            if self.method in (Method.TOPK, Method.SKETCH, Method.AUTO):
+            if not self.method.caps & MethodCap.MATRIX:
                 fields.setdefault("density", self.density_at(step))
-            if self.method in (Method.LOWRANK, Method.AUTO):
+            if may_view_as_matrix(self.method):
                 fields.setdefault("rank", self.rank_at(step))
         return self._method_params.replace(**fields)
 
@@ -305,16 +317,16 @@ class CompressionState:
         m = self.method
         if m == Method.NONE:
             return Params(method="none")
-        if m == Method.AUTO:
+        if m.caps & MethodCap.SELECTS:
             # NONE or the communicator's lossy method, per call (docs/api.md,
             # "AUTO"); every method's fields, for whichever it picks
-            return Params(method="auto", density=self.density, rank=self.rank, start_iter=0,
+            return Params(method=m, density=self.density, rank=self.rank, start_iter=0,
                           min_compression_rate=self.min_compression_rate, warm_start=self.warm_start, ef=self.ef,
                           sparsifier=self.sparsifier, load_factor=self.load_factor, seed=self.seed)
-        if m == Method.LOWRANK:
+        if m.caps & MethodCap.MATRIX:
             # start_iter is the hook's (it counts steps, as powerSGD_hook
             # does); the library compresses from the tensor's first call.
-            return Params(method="lowrank", rank=self.rank, start_iter=0,
+            return Params(method=m, rank=self.rank, start_iter=0,
                           min_compression_rate=self.min_compression_rate, warm_start=self.warm_start,
                           ef=self.ef, seed=self.seed)
         return Params(method=m, density=self.density, ef=self.ef, sparsifier=self.sparsifier,
@@ -572,7 +584,7 @@ def compression_hook(state, bucket):
     if state._param_index is not None:
         pindex = [state._index_of(p) for p in bucket.parameters()]
 
-    if state.policy is None and method in (Method.TOPK, Method.SKETCH):
+    if state.policy is None and _flat_method(method):
         if pindex is None:
             signature, order = (str(buffer.dtype), flat.size, shapes), None
         else:
@@ -609,12 +621,12 @@ def compression_hook(state, bucket):
     for pos, (g, p, off) in enumerate(zip(grads, params_of, offsets)):
         n = g.numel()
         compress = bool(state.policy(g, p)) if state.policy is not None else True
-        if method == Method.LOWRANK:
+        if method.caps & MethodCap.MATRIX:
             compress = compress and g.dim() > 1 and n > 0
         if compress:
             key = state.ef_key(index, pos) if pindex is None else state.param_key(pindex[pos])
             fields = dict(ef_key=key)
-            if method == Method.LOWRANK or (method == Method.AUTO and g.dim() > 1 and n > 0):
+            if method.caps & MethodCap.MATRIX or (may_view_as_matrix(method) and g.dim() > 1 and n > 0):
                 fields["shape"] = (g.shape[0], n // g.shape[0])
             plist.append(state._params_at(step, **fields))
             entries.append(BucketEntry(key, off, n, tuple(g.shape), method, ((off, n),)))
@@ -654,9 +666,10 @@ def reduce_scatter_hook(state, grad, output=None, key=0):
     """
     ef_key = state.shard_key(key)
     method = state.method if state.iter >= state.start_iter else Method.NONE
-    if state.method == Method.LOWRANK:
-        raise ValueError("reduce_scatter_hook: LOWRANK has no reduce-scatter in libcc_coll (its factors do not "
-                         "split by shard); use NONE, TOPK or SKETCH")
+    if not state.method.caps & MethodCap.REDUCE_SCATTER:
+        raise ValueError("reduce_scatter_hook: %s has no reduce-scatter in libcc_coll; use %s"
+                         % (state.method.name, method_names(m for m in Method if m.caps & MethodCap.REDUCE_SCATTER
+                                                            and not m.caps & MethodCap.SELECTS)))
     if not isinstance(grad, torch.Tensor) or grad.dim() != 1 or not grad.is_contiguous():
         raise ValueError("reduce_scatter_hook: grad must be a contiguous 1-D tensor")
     size = state.comm.size

@@ -186,21 +186,25 @@ class Enums(unittest.TestCase):
                          {k: v for k, v in self.header_enum("CC_COLL_").items() if k in ("F32", "F64", "F16", "BF16")})
         self.assertEqual({m.name: int(m) for m in cc_coll.Op},
                          {k: v for k, v in self.header_enum("CC_COLL_").items() if k in ("SUM", "AVG")})
-        self.assertEqual({m.name: int(m) for m in cc_coll.Method}, self.header_enum("CC_COLL_METHOD_"))
+        # the header's methods (a later library may have more: test_methods.py)
+        header = self.header_enum("CC_COLL_METHOD_(?!CAP_)")
+        self.assertEqual({m.name: int(m) for m in cc_coll.Method if m.name in header}, header)
         for m in cc_coll.Method:
             self.assertEqual(_lib.lib.cc_coll_method_name(int(m)).decode(), m.name.lower())
-        self.assertIsNone(_lib.lib.cc_coll_method_name(len(cc_coll.Method)))
+        self.assertIsNone(_lib.lib.cc_coll_method_name(max(cc_coll.Method) + 1))
 
     def test_method_from_library(self):
-        # Method is read from the library: cc_coll_method_name(0), (1), ...
-        # up to the first NULL (method values are dense from 0).
+        # Method is read from the library's registry: cc_coll_method_at(0 ..
+        # cc_coll_method_count() - 1), each named by cc_coll_method_name.
         names = []
-        while _lib.lib.cc_coll_method_name(len(names)) is not None:
-            names.append(_lib.lib.cc_coll_method_name(len(names)).decode())
+        for i in range(_lib.lib.cc_coll_method_count()):
+            m = ctypes.c_int()
+            self.assertEqual(_lib.lib.cc_coll_method_at(i, ctypes.byref(m)), 0)
+            names.append((_lib.lib.cc_coll_method_name(m.value).decode(), m.value))
         self.assertEqual([(m.name, int(m)) for m in cc_coll.Method],
-                         [(name.upper(), i) for i, name in enumerate(names)])
+                         [(name.upper(), value) for name, value in names])
         self.assertIs(cc_coll.Method.TOPK, cc_coll.Method(1))
-        self.assertEqual(cc_coll.Method.__module__, "cc_coll._api")
+        self.assertEqual(cc_coll.Method.__module__, "cc_coll._methods")
         self.assertEqual(cc_coll.Method.__qualname__, "Method")
         for m in cc_coll.Method:
             self.assertIs(pickle.loads(pickle.dumps(m)), m)
@@ -208,21 +212,25 @@ class Enums(unittest.TestCase):
             self.assertIs(cc_coll.Params(method=m.name.lower()).method, m)
         with self.assertRaises(ValueError) as cm:
             cc_coll.Params(method="no-such-method")
-        for name in names:
+        for name, _ in names:
             self.assertIn(repr(name), str(cm.exception))
 
     def test_method_enum_follows_the_library(self):
         # A library with another method gives Method another member, with no
-        # change in the package.
-        from cc_coll._api import _enum_arg, _method_enum
-        fake = [b"none", b"topk", b"sketch", b"lowrank", b"newmethod"]
-        Method = _method_enum(lambda i: fake[i] if i < len(fake) else None)
+        # change in the package; ids may have gaps.
+        from cc_coll._args import _enum_arg
+        from cc_coll._methods import _method_enum
+        fake = [(0, "none", 2, "a"), (1, "topk", 71, "b"), (3, "lowrank", 93, "c"), (7, "newmethod", 1, "d")]
+        Method = _method_enum(fake)
         self.assertEqual([(m.name, int(m)) for m in Method],
-                         [("NONE", 0), ("TOPK", 1), ("SKETCH", 2), ("LOWRANK", 3), ("NEWMETHOD", 4)])
+                         [("NONE", 0), ("TOPK", 1), ("LOWRANK", 3), ("NEWMETHOD", 7)])
         self.assertIs(_enum_arg(Method, "NewMethod", "method"), Method.NEWMETHOD)
-        self.assertIs(_enum_arg(Method, 4, "method"), Method.NEWMETHOD)
+        self.assertIs(_enum_arg(Method, 7, "method"), Method.NEWMETHOD)
+        self.assertEqual(_enum_arg(Method, 2, "method"), 2)   # a gap: left for the library to refuse
+        self.assertEqual(Method.NEWMETHOD.caps, cc_coll.MethodCap.LOSSY)
+        self.assertEqual(Method.NEWMETHOD.summary, "d")
         with self.assertRaises(ImportError):
-            _method_enum(lambda i: None)
+            _method_enum([])
 
     def test_sparsifier(self):
         self.assertEqual({m.name: int(m) for m in cc_coll.Sparsifier}, self.header_enum("CC_COLL_SPARSIFY_"))
@@ -241,7 +249,7 @@ class Enums(unittest.TestCase):
                                 "START_ITER": _lib.PARAMS_FIELD_START_ITER,
                                 "MIN_COMPRESSION_RATE": _lib.PARAMS_FIELD_MIN_COMPRESSION_RATE})
         # every Params field sets its own bit, and together they set every bit
-        from cc_coll._api import _FIELDS
+        from cc_coll._params import _FIELDS
         self.assertEqual(sorted(bit for _, bit in _FIELDS.values()), sorted(bits.values()))
         self.assertEqual(list(_FIELDS), list(cc_coll.Params.__slots__))
         stats = re.findall(r"CC_COLL_STATS_FIELD_(\w+)\s*=\s*\(1ULL << (\d+)\)", header_text())
@@ -389,7 +397,7 @@ class NoMpi(unittest.TestCase):
         self.assertEqual((e2.status, e2.message), (e.status, e.message))
 
     def test_params_struct(self):
-        from cc_coll._api import _params
+        from cc_coll._params import _params
         p = _params("topk", 0.5, True, 7)
         self.assertEqual(p.mask, 0xF)
         self.assertEqual((p.method, p.density, p.ef, p.ef_key), (1, 0.5, 1, 7))
@@ -406,7 +414,7 @@ class NoMpi(unittest.TestCase):
             _params(None, None, "yes", None)
 
     def test_sketch_params(self):
-        from cc_coll._api import _params
+        from cc_coll._params import _params
         p = _params("sketch", 0.25, False, None, "threshold", 0.9, 0.75, (1 << 64) - 1)
         self.assertEqual(p.mask, 0xF7)  # all but EF_KEY
         self.assertEqual((p.method, p.density, p.ef, p.sparsifier, p.zero_fraction, p.load_factor, p.seed),
@@ -430,7 +438,7 @@ class NoMpi(unittest.TestCase):
                 _params(**bad)
 
     def test_lowrank_params(self):
-        from cc_coll._api import _params
+        from cc_coll._params import _params
         p = _params(method="lowrank", shape=(6, 7), rank=4, warm_start=False, start_iter=2,
                     min_compression_rate=1.5)
         self.assertEqual(p.mask, _lib.PARAMS_FIELD_METHOD | _lib.PARAMS_FIELD_SHAPE | _lib.PARAMS_FIELD_RANK
@@ -477,7 +485,7 @@ class NoMpi(unittest.TestCase):
             P(colour=1)
         self.assertEqual(P("topk", 0.5)._struct().mask, _lib.PARAMS_FIELD_METHOD | _lib.PARAMS_FIELD_DENSITY)
         # what the calls accept as params
-        from cc_coll._api import _as_params, _merge
+        from cc_coll._params import _as_params, _merge
         self.assertEqual(_as_params(None), P())
         self.assertIs(_as_params(p), p)
         self.assertEqual(_as_params({"method": "lowrank", "rank": 2, "shape": 4}), p)
@@ -489,22 +497,22 @@ class NoMpi(unittest.TestCase):
         self.assertEqual(_merge(p, {"rank": 8, "density": None}).to_dict(),
                          {"method": cc_coll.Method.LOWRANK, "shape": (4, 0), "rank": 8})
 
-    def test_lowrank_shape(self):
+    def test_matrix_shape(self):
         # the Python mirror of the library's shape resolution (for Q's size)
-        from cc_coll._api import _lowrank_shape
-        self.assertEqual(_lowrank_shape(12, (3, 4), 2), (3, 4, 2))
-        self.assertEqual(_lowrank_shape(12, (3, 0), 8), (3, 4, 3))
-        self.assertEqual(_lowrank_shape(12, None, 1), (4, 3, 1))      # ceil(sqrt(12)) = 4
-        self.assertEqual(_lowrank_shape(16, None, 9), (4, 4, 4))
-        self.assertEqual(_lowrank_shape(17, None, 2), (5, 4, 2))      # padded: 5 x 4 = 20
-        self.assertEqual(_lowrank_shape(1, None, 4), (1, 1, 1))
-        self.assertEqual(_lowrank_shape((1 << 40) + 1, None, 1)[:2], ((1 << 20) + 1, (1 << 20)))
+        from cc_coll._params import _matrix_shape
+        self.assertEqual(_matrix_shape(12, (3, 4), 2), (3, 4, 2))
+        self.assertEqual(_matrix_shape(12, (3, 0), 8), (3, 4, 3))
+        self.assertEqual(_matrix_shape(12, None, 1), (4, 3, 1))      # ceil(sqrt(12)) = 4
+        self.assertEqual(_matrix_shape(16, None, 9), (4, 4, 4))
+        self.assertEqual(_matrix_shape(17, None, 2), (5, 4, 2))      # padded: 5 x 4 = 20
+        self.assertEqual(_matrix_shape(1, None, 4), (1, 1, 1))
+        self.assertEqual(_matrix_shape((1 << 40) + 1, None, 1)[:2], ((1 << 20) + 1, (1 << 20)))
         # (0, 0) is the near-square view on request (no shape: an allreduce
         # sends the tensor densely; the mirror resolves it like the library)
-        self.assertEqual(_lowrank_shape(12, (0, 0), 1), (4, 3, 1))
-        self.assertEqual(_lowrank_shape(17, (0, 0), 2), (5, 4, 2))
+        self.assertEqual(_matrix_shape(12, (0, 0), 1), (4, 3, 1))
+        self.assertEqual(_matrix_shape(17, (0, 0), 2), (5, 4, 2))
         for bad in ((12, (5, 0)), (12, (3, 5)), (12, (0, 12)), (12, (0, 1)), (0, None), (0, (0, 0))):
-            self.assertIsNone(_lowrank_shape(bad[0], bad[1], 1), bad)
+            self.assertIsNone(_matrix_shape(bad[0], bad[1], 1), bad)
 
     def test_bfloat16(self):
         x = np.array([0.0, -0.0, 1.0, -2.5, 3.140625, np.inf, -np.inf, 2.0 ** 100], dtype=np.float32)
