@@ -231,10 +231,11 @@ cc_coll_params_t compress_params()
     p.method = s.cfg.method;
     p.density = s.cfg.density;
     p.ef = s.cfg.ef ? 1 : 0;
-    if (p.method == CC_COLL_METHOD_LOWRANK || p.method == CC_COLL_METHOD_AUTO) {
+    if (cc_coll_method_caps(p.method) & (CC_COLL_METHOD_CAP_MATRIX | CC_COLL_METHOD_CAP_SELECTS)) {
         // An MPI_Allreduce buffer has no tensor shape (it is often a
-        // whole bucket): LOWRANK's near-square view (rows = cols = 0),
-        // not the dense sending of a tensor without a shape.
+        // whole bucket): a method that views a tensor as a matrix, or
+        // may pick one per call, gets the near-square view (rows = cols
+        // = 0), not the dense sending of a tensor without a shape.
         p.mask |= CC_COLL_PARAMS_FIELD_SHAPE;
         p.rows = 0;
         p.cols = 0;

@@ -82,11 +82,12 @@ void print_summary(State &s, const std::uint64_t sum[kCounters], const std::uint
                    double t_max, double t_sum)
 {
     const PreloadSettings &c = s.cfg;
+    const std::string mode = !s.settings_valid           ? std::string("compression off (invalid CC_COLL_* settings)")
+                             : method_compresses(c.method) ? std::string("compression on")
+                                                           : std::string("method ") + cc_coll_method_name(c.method) +
+                                                                 " (no compression)";
     std::fprintf(stderr, "[cc_coll] preload summary: %d rank%s, thread level %s, %s\n", s.world_size,
-                 s.world_size == 1 ? "" : "s", thread_level_name(s.thread_level),
-                 !s.settings_valid ? "compression off (invalid CC_COLL_* settings)"
-                 : c.method == CC_COLL_METHOD_NONE ? "method none (no compression)"
-                                                    : "compression on");
+                 s.world_size == 1 ? "" : "s", thread_level_name(s.thread_level), mode.c_str());
     std::fprintf(stderr,
                  "[cc_coll] settings: method %s, density %g, ef %d, ef_max_bytes %" PRIu64 ", min_bytes %" PRIu64
                  ", min_repeats %" PRIu64 ", allow \"%s\", deny \"%s\"\n",
@@ -168,7 +169,7 @@ void teardown()
     if (s.world_rank != 0) return;
     if (s.cfg.stats) {
         print_summary(s, sum, max, t_max, t_sum);
-    } else if (s.settings_valid && s.cfg.method != CC_COLL_METHOD_NONE && !s.cfg.quiet) {
+    } else if (s.settings_valid && method_compresses(s.cfg.method) && !s.cfg.quiet) {
         std::fprintf(stderr,
                      "[cc_coll] preload: compressed %" PRIu64 " of %" PRIu64 " MPI_Allreduce calls (per rank, max "
                      "over ranks), %" PRIu64 " bytes before compression (summed over ranks); CC_COLL_STATS=1 "

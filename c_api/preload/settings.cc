@@ -84,7 +84,7 @@ void setup(int thread_level)
                      "[cc_coll] preload: compression is off for this run: every MPI_Allreduce passes through "
                      "to MPI unchanged\n");
     }
-    bool active = s.settings_valid && cfg.method != CC_COLL_METHOD_NONE;
+    bool active = s.settings_valid && method_compresses(cfg.method);
     if (active) {
         const int rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_entry, &s.keyval, nullptr);
         if (rc != MPI_SUCCESS) {
@@ -96,15 +96,16 @@ void setup(int thread_level)
                              rc);
         }
     }
-    s.ef_cap = cfg.ef && cfg.method != CC_COLL_METHOD_NONE && cfg.ef_max_bytes != 0;
+    s.ef_cap = cfg.ef && method_compresses(cfg.method) && cfg.ef_max_bytes != 0;
     s.preflight_device = (cc_coll_build_flags() & CC_COLL_BUILD_CUDA) != 0 && cc_coll_mpi_cuda_aware() != 0;
     if (active && !cfg.quiet && s.world_rank == 0) {
-        char density[64] = "";  // the one method parameter the shim passes itself
-        if (cfg.method == CC_COLL_METHOD_TOPK) std::snprintf(density, sizeof density, "density %g, ", cfg.density);
+        // The parameters the shim passes with every compressed call, whatever
+        // the method (compress_params).
         std::fprintf(stderr,
-                     "[cc_coll] preload: compressing MPI_Allreduce with method %s (%serror feedback %s): %s; "
-                     "every other call passes through to MPI unchanged (CC_COLL_QUIET=1 silences this line)\n",
-                     cc_coll_method_name(cfg.method), density, cfg.ef ? "on" : "off", eligibility_rule(cfg).c_str());
+                     "[cc_coll] preload: compressing MPI_Allreduce with method %s (density %g, error feedback %s): "
+                     "%s; every other call passes through to MPI unchanged (CC_COLL_QUIET=1 silences this line)\n",
+                     cc_coll_method_name(cfg.method), cfg.density, cfg.ef ? "on" : "off",
+                     eligibility_rule(cfg).c_str());
     }
     s.active = active;
     s.set_up = true;
