@@ -32,7 +32,7 @@ endforeach()
 if(_bad)
   string(JOIN ", " _bad ${_bad})
   message(FATAL_ERROR "libcc_coll_preload_core.so imports interposed MPI entry points (${_bad}): libcc_coll's "
-                      "calls to them would reach the front; define them in preload.cc (\"libcc_coll's MPI calls\")")
+                      "calls to them would reach the front; define them in mpi_forward.cc")
 endif()
 list(LENGTH _imported _n)
 message(STATUS "preload_core_binds_locally: ${_n} imported symbols, none interposed")

@@ -6,7 +6,7 @@
  *    Where they are of the MPI the shim was built for it loads the core and
  *    hands every call to it; otherwise it forwards every call to the
  *    program's MPI untouched.
- *  - libcc_coll_preload_core.so (preload.cc): the decision, libcc_coll and
+ *  - libcc_coll_preload_core.so (core.cc and the files it lists): the decision, libcc_coll and
  *    its MPI calls, linked with the MPI; loaded RTLD_LOCAL by the front.
  *
  * Only C types cross: the front is built without mpi.h. Handles are passed

@@ -1,9 +1,10 @@
-# Checks the shim's layering: its core, c_api/preload/preload.cc, includes,
-# of the project's headers, only the public C ABI (cc_coll.h), its settings
-# lookup (core/preload_settings.hpp) and the table it gives the front
-# (core_api.h); the settings header includes no project header but
-# cc_coll.h; the front (front.c, built_mpi.c) includes core_api.h only, and
-# core_api.h nothing. System and MPI headers (<...>) are not restricted.
+# Checks the shim's layering: its core, c_api/preload/*.cc and *.hpp,
+# includes, of the project's headers, only the public C ABI (cc_coll.h), its
+# settings lookup (core/preload_settings.hpp), the table it gives the front
+# (core_api.h) and its own headers (c_api/preload/*.hpp); the settings
+# header includes no project header but cc_coll.h; the front (front.c,
+# built_mpi.c) includes core_api.h only, and core_api.h nothing. System
+# and MPI headers (<...>) are not restricted.
 # Run with -DSOURCE_DIR=<project source directory>.
 cmake_policy(SET CMP0057 NEW)  # if(IN_LIST)
 
@@ -27,7 +28,14 @@ function(check file)
   message(STATUS "${file}: ${_n} project includes, all allowed")
 endfunction()
 
-check(c_api/preload/preload.cc cc_coll.h core/preload_settings.hpp core_api.h)
+file(GLOB _core_headers RELATIVE "${SOURCE_DIR}/c_api/preload" "${SOURCE_DIR}/c_api/preload/*.hpp")
+file(GLOB _core_files RELATIVE "${SOURCE_DIR}" "${SOURCE_DIR}/c_api/preload/*.cc" "${SOURCE_DIR}/c_api/preload/*.hpp")
+if(NOT _core_files)
+  message(FATAL_ERROR "no source of the shim's core in ${SOURCE_DIR}/c_api/preload")
+endif()
+foreach(_file IN LISTS _core_files)
+  check(${_file} cc_coll.h core/preload_settings.hpp core_api.h ${_core_headers})
+endforeach()
 check(src/core/preload_settings.hpp cc_coll.h)
 check(c_api/preload/front.c core_api.h)
 check(c_api/preload/built_mpi.c core_api.h)
