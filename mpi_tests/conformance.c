@@ -450,6 +450,7 @@ static void test_ef_invariant(cc_coll_comm_h h)
         const Method *m = &g_methods[mi];
         if (!lossy(m)) continue;
         double carried = 0.0;
+        char lossy_in[64] = "";
         for (int di = 0; di < 4; ++di) {
             const cc_coll_dtype_t d = kDtypes[di];
             const size_t es = cc_coll_dtype_size(d);
@@ -480,6 +481,7 @@ static void test_ef_invariant(cc_coll_comm_h h)
             CHECK_CC(cc_coll_ef_get_residual(h, &p, recv, n, d, e));
             const double e_max = check_ef_invariant(m, d, n, T, gmax, sum_res, sum_abs, sum_g, sum_abs_g, e, desc);
             if (e_max > carried) carried = e_max;
+            if (e_max > 1.0) snprintf(lossy_in + strlen(lossy_in), sizeof lossy_in - strlen(lossy_in), " %s", dtype_name(d));
             free(g);
             free(sum_g);
             free(sum_res);
@@ -493,6 +495,7 @@ static void test_ef_invariant(cc_coll_comm_h h)
          * one dtype at least (a method may send some dtypes densely at this
          * size, and a selecting method may send everything). */
         if (!selects(m) && !(carried > 1.0)) die("method %s: the residual never carried untransmitted values", m->name, 0);
+        if (g_rank == 0) printf("    %s: the residual carried untransmitted values in:%s\n", m->name, lossy_in);
         CHECK_CC(cc_coll_ef_reset_all(h));
     }
 }
@@ -842,6 +845,7 @@ static void test_reduce_scatter_ef(cc_coll_comm_h h)
         const Method *m = &g_methods[mi];
         if (!has_rs(m) || !lossy(m)) continue;
         double carried = 0.0;
+        char lossy_in[64] = "";
         for (int di = 0; di < 4; ++di) {
             const cc_coll_dtype_t d = kDtypes[di];
             const size_t es = cc_coll_dtype_size(d);
@@ -873,6 +877,7 @@ static void test_reduce_scatter_ef(cc_coll_comm_h h)
             CHECK_CC(cc_coll_ef_get_residual(h, &p, recv, n, d, e));
             const double e_max = check_ef_invariant(m, d, n, T, gmax, sum_res, sum_abs, sum_g, sum_abs_g, e, desc);
             if (e_max > carried) carried = e_max;
+            if (e_max > 1.0) snprintf(lossy_in + strlen(lossy_in), sizeof lossy_in - strlen(lossy_in), " %s", dtype_name(d));
             free(g);
             free(sum_g);
             free(sum_res);
@@ -887,6 +892,7 @@ static void test_reduce_scatter_ef(cc_coll_comm_h h)
          * one dtype at least (a method may send some dtypes densely at this
          * size, and a selecting method may send everything). */
         if (!selects(m) && !(carried > 1.0)) die("method %s: the residual never carried untransmitted values", m->name, 0);
+        if (g_rank == 0) printf("    %s: the residual carried untransmitted values in:%s\n", m->name, lossy_in);
         CHECK_CC(cc_coll_ef_reset_all(h));
     }
 }
