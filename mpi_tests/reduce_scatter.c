@@ -20,8 +20,11 @@
  *
  * Cases: NONE on MPI_COMM_WORLD and a split sub-communicator, every dtype,
  * SUM/AVG, in place and out of place, recvcount 0, 1, 1001 and 1 Mi; TOPK
- * dense fallback, sparse exactness, EF invariant, NaN/Inf; SKETCH lossless,
- * NaN; argument errors.
+ * dense fallback, sparse exactness, NaN/Inf; SKETCH lossless, NaN; argument
+ * errors. The error-feedback invariant over the gathered shards (every
+ * method with CC_COLL_METHOD_CAP_REDUCE_SCATTER, every dtype), the
+ * non-blocking form and the refusal of methods without that cap are in the
+ * conformance suite (conformance.c).
  *
  * Any failure prints the case and calls MPI_Abort (exit status non-zero).
  *
@@ -29,7 +32,6 @@
  */
 #define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 
-#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -342,66 +344,6 @@ static void test_topk_sparse(cc_coll_comm_h h)
     free(x);
 }
 
-static void test_topk_ef_invariant(cc_coll_comm_h h)
-{
-    const size_t rc = 2048, P = (size_t)g_size, n = rc * P;
-    const int T = 30;
-    const double density = 0.02;
-    CHECK(topk_is_sparse(rc, CC_COLL_F32, density, g_size), "test setup: EF invariant must run sparse");
-    float *send = xmalloc(n * sizeof *send), *recv = xmalloc(rc * sizeof *recv), *full = xmalloc(n * sizeof *full);
-    double *sum_g = xcalloc(n, sizeof(double)), *sum_res = xcalloc(n, sizeof(double));
-    double *e = xmalloc(n * sizeof *e), *G = xmalloc(n * sizeof *G), *E = xmalloc(n * sizeof *E);
-    const cc_coll_params_t p = keyed(topk_params(density, 1), 0x5EF);
-    CHECK_CC(cc_coll_ef_reset_all(h));
-    uint64_t seed = seed_for(g_rank, 500);
-    double gmax = 0;
-    for (int t = 0; t < T; ++t) {
-        for (size_t i = 0; i < n; ++i) {
-            send[i] = (float)((rng_uniform(&seed) * 2.0 - 1.0) * (1.0 + (double)(i % 7)));
-            sum_g[i] += send[i];
-            if (fabs(send[i]) > gmax) gmax = fabs(send[i]);
-        }
-        CHECK_CC(cc_coll_reduce_scatter(send, recv, rc, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL));
-        /* Every rank's shard, gathered: the full reduced vector. */
-        CHECK(MPI_Allgather(recv, (int)rc, MPI_FLOAT, full, (int)rc, MPI_FLOAT, MPI_COMM_WORLD) == MPI_SUCCESS,
-              "Allgather");
-        for (size_t i = 0; i < n; ++i) sum_res[i] += full[i];
-    }
-    CHECK_CC(cc_coll_ef_get_residual(h, &p, recv, n, CC_COLL_F32, e));
-    MPI_Allreduce(sum_g, G, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allreduce(e, E, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &gmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    const double tol = 64.0 * FLT_EPSILON * gmax * (double)T * (double)g_size;
-    double worst = 0, without_e = 0, e_norm = 0;
-    size_t worst_i = 0;
-    for (size_t i = 0; i < n; ++i) {
-        CHECK(isfinite(e[i]), "residual is not finite");
-        const double err = fabs(sum_res[i] + E[i] - G[i]);
-        if (err > worst) {
-            worst = err;
-            worst_i = i;
-        }
-        if (fabs(sum_res[i] - G[i]) > without_e) without_e = fabs(sum_res[i] - G[i]);
-        if (fabs(E[i]) > e_norm) e_norm = fabs(E[i]);
-    }
-    if (worst > tol) {
-        fprintf(stderr,
-                "[rank %d] TOPK reduce-scatter EF invariant at %zu: %.17g + %.17g vs %.17g (|diff| %.3g > tol %.3g)\n",
-                g_rank, worst_i, sum_res[worst_i], E[worst_i], G[worst_i], worst, tol);
-        die("%s", "TOPK EF invariant: sum_t result + sum_ranks e_T != sum_t sum_ranks g_t", 0);
-    }
-    CHECK(without_e > 100 * tol && e_norm > 100 * tol, "TOPK EF invariant: residual suspiciously small");
-    CHECK_CC(cc_coll_ef_reset_all(h));
-    free(send);
-    free(recv);
-    free(full);
-    free(sum_g);
-    free(sum_res);
-    free(e);
-    free(G);
-    free(E);
-}
-
 static void test_topk_nonfinite(cc_coll_comm_h h)
 {
     const size_t rc = 1000, P = (size_t)g_size, n = rc * P;
@@ -684,7 +626,6 @@ static const NamedTest kTests[] = {
     {"none_subcomm", test_none_subcomm},
     {"topk_dense", test_topk_dense},
     {"topk_sparse", test_topk_sparse},
-    {"topk_ef_invariant", test_topk_ef_invariant},
     {"topk_nonfinite", test_topk_nonfinite},
     {"sketch_nonfinite", test_sketch_nonfinite},
     {"sketch", test_sketch},
