@@ -6,7 +6,10 @@
 //      coding error g' - decode(code(g')) is the new residual;
 //   2. alltoall: rank r receives block r of every rank;
 //   3. rank r decodes the P blocks and sums them in the work type, in rank
-//      order (the same order on every rank), and codes its sum;
+//      order (the same order on every rank), and codes its sum; with EF the
+//      sum's coding error is added to rank r's residual in its block (the
+//      owner's stage of two-stage error feedback), so that the results and
+//      the residuals of all ranks add up to the inputs;
 //   4. allgather of the coded sums; every rank decodes all P into recvbuf
 //      (AVG: then / P), so every rank holds the same bits.
 // Each rank sends and receives 2 (P - 1) m c bytes for c coded bytes per
@@ -16,8 +19,9 @@
 // compressor folder:
 //   static std::size_t coded_bytes(const CallParams &p);   // c
 //   template <class W> static cc_coll_status_t encode(X &, const CallParams &,
-//       W *g, std::size_t n, unsigned char *out, bool keep_error);
-//     codes g[0..n) into out; with keep_error g becomes g - decode(out);
+//       const W *v, std::size_t n, unsigned char *out, W *error, bool accumulate);
+//     codes v[0..n) into out; error (may be null, may be v) gets
+//     v - decode(out), added to it when accumulate;
 //   template <class W> static cc_coll_status_t decode_sum(X &, const CallParams &,
 //       const unsigned char *in, std::size_t blocks, std::size_t n, W *sum);
 //     sum[i] = the sum over b < blocks, in order, of decode(block b)[i]
@@ -57,14 +61,19 @@ cc_coll_status_t codec_allreduce(X &x, const AllreduceArgs &a, const CallParams 
     W *sum = nullptr;
     CC_COLL_TRY(x.template buffer<W>(Buf::Other, std::max<std::size_t>(m, 1), &sum));
     CC_COLL_TRY(x.zero(blocks + n * c, (P * m - n) * c));
-    CC_COLL_TRY((C::template encode<W>(x, p, g, n, blocks, res != nullptr)));
+    CC_COLL_TRY((C::template encode<W>(x, p, g, n, blocks, res != nullptr ? g : nullptr, false)));
     CC_COLL_TRY(x.sync());
     const double t1 = now_seconds();
     CC_COLL_TRY(x.transport().alltoall_bytes(blocks, m * c, received, comm.mpi()));
     const double t2 = now_seconds();
     CC_COLL_TRY((C::template decode_sum<W>(x, p, received, P, m, sum)));
-    mine = blocks;  // the sent blocks are free again: the coded sum, then everyone's
-    CC_COLL_TRY((C::template encode<W>(x, p, sum, m, mine, false)));
+    // The sent blocks are free again: the coded sum goes there. Its elements
+    // past n (the last block's padding) keep no error.
+    mine = blocks;
+    const std::size_t start = std::min(n, static_cast<std::size_t>(comm.rank()) * m);
+    const std::size_t len = std::min(n - start, m);
+    CC_COLL_TRY((C::template encode<W>(x, p, sum, len, mine, res != nullptr ? g + start : nullptr, true)));
+    CC_COLL_TRY((C::template encode<W>(x, p, sum + len, m - len, mine + len * c, nullptr, false)));
     CC_COLL_TRY(x.sync());
     const double t3 = now_seconds();
     CC_COLL_TRY(x.transport().allgather_bytes(mine, m * c, received, comm.mpi()));
@@ -103,7 +112,7 @@ cc_coll_status_t codec_reduce_scatter(HostExec &x, const void *send, void *recv,
     unsigned char *received = blocks + n * c;
     W *sum = nullptr;
     CC_COLL_TRY(x.template buffer<W>(Buf::Other, std::max<std::size_t>(m, 1), &sum));
-    CC_COLL_TRY((C::template encode<W>(x, p, g, n, blocks, res != nullptr)));
+    CC_COLL_TRY((C::template encode<W>(x, p, g, n, blocks, res != nullptr ? g : nullptr, false)));
     const double t1 = now_seconds();
     CC_COLL_TRY(x.transport().alltoall_bytes(blocks, m * c, received, comm.mpi()));
     const double t2 = now_seconds();

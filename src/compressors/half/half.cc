@@ -23,15 +23,19 @@ std::uint16_t code_at(const unsigned char *in, std::size_t i)
 }  // namespace
 
 template <typename W>
-cc_coll_status_t HalfCodec::encode(HostExec &x, const CallParams &p, W *g, std::size_t n, unsigned char *out,
-                                   bool keep_error)
+cc_coll_status_t HalfCodec::encode(HostExec &x, const CallParams &p, const W *v, std::size_t n, unsigned char *out,
+                                   W *error, bool accumulate)
 {
     const half::Format f = format(p);
     parallel_for(n, x.comm().threads(), kGrain, [&](std::size_t b, std::size_t e) {
         for (std::size_t i = b; i < e; ++i) {
-            const std::uint16_t c = half::encode_one(g[i], f);
+            const W value = v[i];
+            const std::uint16_t c = half::encode_one(value, f);
             std::memcpy(out + 2 * i, &c, 2);
-            if (keep_error) g[i] -= static_cast<W>(half::decode_one(c, f));
+            if (error != nullptr) {
+                const W err = value - static_cast<W>(half::decode_one(c, f));
+                error[i] = accumulate ? error[i] + err : err;
+            }
         }
     });
     return CC_COLL_OK;
@@ -68,10 +72,10 @@ cc_coll_status_t HalfCodec::decode_store(HostExec &x, const CallParams &p, const
     return CC_COLL_OK;
 }
 
-template cc_coll_status_t HalfCodec::encode<float>(HostExec &, const CallParams &, float *, std::size_t,
-                                                   unsigned char *, bool);
-template cc_coll_status_t HalfCodec::encode<double>(HostExec &, const CallParams &, double *, std::size_t,
-                                                    unsigned char *, bool);
+template cc_coll_status_t HalfCodec::encode<float>(HostExec &, const CallParams &, const float *, std::size_t,
+                                                   unsigned char *, float *, bool);
+template cc_coll_status_t HalfCodec::encode<double>(HostExec &, const CallParams &, const double *, std::size_t,
+                                                    unsigned char *, double *, bool);
 template cc_coll_status_t HalfCodec::decode_sum<float>(HostExec &, const CallParams &, const unsigned char *,
                                                        std::size_t, std::size_t, float *);
 template cc_coll_status_t HalfCodec::decode_sum<double>(HostExec &, const CallParams &, const unsigned char *,

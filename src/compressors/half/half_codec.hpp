@@ -27,8 +27,8 @@ struct HalfCodec {
     static std::size_t coded_bytes(const CallParams &) { return 2; }
 
     template <typename W>
-    static cc_coll_status_t encode(HostExec &x, const CallParams &p, W *g, std::size_t n, unsigned char *out,
-                                   bool keep_error);
+    static cc_coll_status_t encode(HostExec &x, const CallParams &p, const W *v, std::size_t n, unsigned char *out,
+                                   W *error, bool accumulate);
     template <typename W>
     static cc_coll_status_t decode_sum(HostExec &x, const CallParams &p, const unsigned char *in, std::size_t blocks,
                                        std::size_t n, W *sum);
@@ -36,8 +36,8 @@ struct HalfCodec {
                                          cc_coll_dtype_t dtype, void *dst);
 #ifdef CC_COLL_HAVE_CUDA
     template <typename W>
-    static cc_coll_status_t encode(CudaExec &x, const CallParams &p, W *g, std::size_t n, unsigned char *out,
-                                   bool keep_error);
+    static cc_coll_status_t encode(CudaExec &x, const CallParams &p, const W *v, std::size_t n, unsigned char *out,
+                                   W *error, bool accumulate);
     template <typename W>
     static cc_coll_status_t decode_sum(CudaExec &x, const CallParams &p, const unsigned char *in, std::size_t blocks,
                                        std::size_t n, W *sum);

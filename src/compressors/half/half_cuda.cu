@@ -17,13 +17,17 @@ unsigned blocks_for(std::size_t n)
 cudaStream_t as_stream(void *s) { return static_cast<cudaStream_t>(s); }
 
 template <typename W>
-__global__ void encode_kernel(W *g, std::size_t n, Format f, std::uint16_t *out, bool keep_error)
+__global__ void encode_kernel(const W *v, std::size_t n, Format f, std::uint16_t *out, W *error, bool accumulate)
 {
     for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-        const std::uint16_t c = encode_one(g[i], f);
+        const W value = v[i];
+        const std::uint16_t c = encode_one(value, f);
         out[i] = c;
-        if (keep_error) g[i] -= static_cast<W>(decode_one(c, f));
+        if (error != nullptr) {
+            const W err = value - static_cast<W>(decode_one(c, f));
+            error[i] = accumulate ? error[i] + err : err;
+        }
     }
 }
 
@@ -56,11 +60,11 @@ __global__ void decode_store_kernel(const std::uint16_t *in, std::size_t n, Form
 }  // namespace
 
 template <typename W>
-gpu::Result encode(W *g, std::size_t n, Format f, unsigned char *out, bool keep_error, void *stream)
+gpu::Result encode(const W *v, std::size_t n, Format f, unsigned char *out, W *error, bool accumulate, void *stream)
 {
     if (n == 0) return gpu::Result::success();
-    encode_kernel<W><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(g, n, f, reinterpret_cast<std::uint16_t *>(out),
-                                                                        keep_error);
+    encode_kernel<W><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
+        v, n, f, reinterpret_cast<std::uint16_t *>(out), error, accumulate);
     return gpu::launch_result("half::encode_kernel");
 }
 
@@ -82,8 +86,8 @@ gpu::Result decode_store(const unsigned char *in, std::size_t n, Format f, cc_co
     return gpu::launch_result("half::decode_store_kernel");
 }
 
-template gpu::Result encode<float>(float *, std::size_t, Format, unsigned char *, bool, void *);
-template gpu::Result encode<double>(double *, std::size_t, Format, unsigned char *, bool, void *);
+template gpu::Result encode<float>(const float *, std::size_t, Format, unsigned char *, float *, bool, void *);
+template gpu::Result encode<double>(const double *, std::size_t, Format, unsigned char *, double *, bool, void *);
 template gpu::Result decode_sum<float>(const unsigned char *, std::size_t, std::size_t, Format, float *, void *);
 template gpu::Result decode_sum<double>(const unsigned char *, std::size_t, std::size_t, Format, double *, void *);
 

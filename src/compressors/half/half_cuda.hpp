@@ -12,7 +12,7 @@
 namespace cc_coll::detail::half::cuda {
 
 template <typename W>
-gpu::Result encode(W *g, std::size_t n, Format f, unsigned char *out, bool keep_error, void *stream);
+gpu::Result encode(const W *v, std::size_t n, Format f, unsigned char *out, W *error, bool accumulate, void *stream);
 template <typename W>
 gpu::Result decode_sum(const unsigned char *in, std::size_t blocks, std::size_t n, Format f, W *sum, void *stream);
 gpu::Result decode_store(const unsigned char *in, std::size_t n, Format f, cc_coll_dtype_t dtype, void *dst,

@@ -12,10 +12,10 @@ constexpr const char *kFn = "cc_coll (device, half)";
 }
 
 template <typename W>
-cc_coll_status_t HalfCodec::encode(CudaExec &x, const CallParams &p, W *g, std::size_t n, unsigned char *out,
-                                   bool keep_error)
+cc_coll_status_t HalfCodec::encode(CudaExec &x, const CallParams &p, const W *v, std::size_t n, unsigned char *out,
+                                   W *error, bool accumulate)
 {
-    return gpu::check(half::cuda::encode<W>(g, n, format(p), out, keep_error, x.stream()), kFn);
+    return gpu::check(half::cuda::encode<W>(v, n, format(p), out, error, accumulate, x.stream()), kFn);
 }
 
 template <typename W>
@@ -31,10 +31,10 @@ cc_coll_status_t HalfCodec::decode_store(CudaExec &x, const CallParams &p, const
     return gpu::check(half::cuda::decode_store(in, n, format(p), dtype, dst, x.stream()), kFn);
 }
 
-template cc_coll_status_t HalfCodec::encode<float>(CudaExec &, const CallParams &, float *, std::size_t,
-                                                   unsigned char *, bool);
-template cc_coll_status_t HalfCodec::encode<double>(CudaExec &, const CallParams &, double *, std::size_t,
-                                                    unsigned char *, bool);
+template cc_coll_status_t HalfCodec::encode<float>(CudaExec &, const CallParams &, const float *, std::size_t,
+                                                   unsigned char *, float *, bool);
+template cc_coll_status_t HalfCodec::encode<double>(CudaExec &, const CallParams &, const double *, std::size_t,
+                                                    unsigned char *, double *, bool);
 template cc_coll_status_t HalfCodec::decode_sum<float>(CudaExec &, const CallParams &, const unsigned char *,
                                                        std::size_t, std::size_t, float *);
 template cc_coll_status_t HalfCodec::decode_sum<double>(CudaExec &, const CallParams &, const unsigned char *,
