@@ -9,7 +9,7 @@
 
 #include "cc_coll.h"
 #include "collectives/allreduce/allreduce.hpp"
-#include "methods/lowrank_state.hpp"
+#include "compressors/lowrank/lowrank_state.hpp"
 #include "compressors/lowrank/powersgd.hpp"
 #include "core/dtype.hpp"
 #include "gpu/gpu.hpp"

@@ -18,7 +18,7 @@
 #include "core/config.hpp"
 #include "core/ef_store.hpp"
 #include "core/error.hpp"
-#include "methods/lowrank_state.hpp"
+#include "compressors/lowrank/lowrank_state.hpp"
 #include "gpu/gpu.hpp"
 
 namespace {

@@ -28,7 +28,7 @@
 #include "core/error.hpp"
 #include "core/state_blob.hpp"
 #include "gpu/gpu.hpp"
-#include "methods/lowrank_state.hpp"
+#include "compressors/lowrank/lowrank_state.hpp"
 
 namespace cc_coll::detail {
 namespace {

@@ -1,6 +1,6 @@
 // The accounting of the methods' per-tensor state other than residuals
 // (core/state_budget.hpp, CC_COLL_STATE_MAX_BYTES) and LOWRANK's stores on
-// it (methods/lowrank_state.hpp): what an entry is charged, the cap, pending
+// it (compressors/lowrank/lowrank_state.hpp): what an entry is charged, the cap, pending
 // charges and their rollback, and resets giving the bytes back. The calls
 // that reach them with real ranks are in mpi_tests/state_cap.c.
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include "cc_coll.h"
 #include "compressors/lowrank/powersgd.hpp"
 #include "core/state_budget.hpp"
-#include "methods/lowrank_state.hpp"
+#include "compressors/lowrank/lowrank_state.hpp"
 
 namespace cc_coll::detail {
 namespace {

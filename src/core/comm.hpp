@@ -82,13 +82,13 @@ public:
         return method_state_[static_cast<unsigned>(method) % kMaxMethods];
     }
     // Scratch memory owned by the collectives layer (type-erased here so
-    // that core does not depend on it); see collectives/common/workspace.hpp.
+    // that core does not depend on it); see exec/workspace.hpp.
     std::shared_ptr<void> &workspace_slot() { return workspace_; }
     // The device-side counterpart (handles, transport, device scratch) for
     // calls on device buffers; see exec/cuda_exec.cc.
     std::shared_ptr<void> &device_slot() { return device_; }
     // Point-to-point scratch (a pool of workspaces, one leased per call);
-    // see collectives/common/workspace.hpp.
+    // see exec/workspace.hpp.
     std::shared_ptr<void> &p2p_scratch_slot() { return p2p_scratch_; }
     // The cost model of CC_COLL_METHOD=auto, once measured; see
     // methods/auto/cost_model.hpp. Set and read under collective_mutex.

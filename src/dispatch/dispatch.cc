@@ -80,8 +80,10 @@ cc_coll_status_t run_reduce_scatter(Comm &comm, const ReduceScatterArgs &args, c
 
 cc_coll_status_t predict_selection(Comm &comm, const CostTensor &tensor, const CallParams &p, Prediction *out)
 {
-    const Method *m = find_method(CC_COLL_METHOD_AUTO);
-    if (m == nullptr || m->predict == nullptr)
+    const Method *m = nullptr;  // the selecting method that predicts (AUTO)
+    for (const Method *candidate : methods())
+        if (candidate->predict != nullptr && m == nullptr) m = candidate;
+    if (m == nullptr)
         return fail(CC_COLL_ERR_NOT_SUPPORTED, "cc_coll_auto_predict: this library has no selecting method");
     return m->predict(comm, tensor, p, &out->chosen, &out->predicted_none, &out->predicted_lossy);
 }

@@ -20,7 +20,7 @@
 #include "compressors/sketch/count_sketch.hpp"
 #include "core/comm.hpp"
 #include "core/ef_store.hpp"
-#include "methods/lowrank_state.hpp"
+#include "compressors/lowrank/lowrank_state.hpp"
 #include "core/params.hpp"
 #include "exec/host_exec.hpp"
 #include "transport/transport.hpp"

@@ -23,13 +23,13 @@
 #include <vector>
 
 #include "cc_coll.h"
-#include "collectives/common/workspace.hpp"
+#include "exec/workspace.hpp"
 #include "compressors/lowrank/powersgd.hpp"
 #include "compressors/sketch/count_sketch.hpp"
 #include "core/comm.hpp"
 #include "core/dtype.hpp"
 #include "core/ef_store.hpp"
-#include "methods/lowrank_state.hpp"
+#include "compressors/lowrank/lowrank_state.hpp"
 #include "core/params.hpp"
 #include "core/parallel.hpp"
 #include "exec/host_kernels.hpp"

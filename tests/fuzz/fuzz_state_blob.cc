@@ -48,7 +48,7 @@
 #include "core/error.hpp"
 #include "core/state_blob.hpp"
 #include "fuzz_rng.hpp"
-#include "methods/lowrank_state.hpp"
+#include "compressors/lowrank/lowrank_state.hpp"
 
 using namespace cc_coll::detail;
 using fuzz::Rng;

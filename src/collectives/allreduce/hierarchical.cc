@@ -27,7 +27,8 @@ namespace {
 // (LOWRANK with an explicit shape); 0 when shards split elements.
 std::uint64_t row_split(std::size_t n, const CallParams &p, std::uint64_t *cols)
 {
-    if (p.method != CC_COLL_METHOD_LOWRANK || !p.has_shape || p.rows == 0) return 0;
+    const Method *m = find_method(p.method);
+    if (m == nullptr || !m->matrix_view || !p.has_shape || p.rows == 0) return 0;
     *cols = p.cols != 0 ? p.cols : n / p.rows;
     return p.rows;
 }

@@ -29,7 +29,7 @@
 #include "collectives/common/steps.hpp"
 #include "compressors/lowrank/powersgd.hpp"
 #include "core/dtype.hpp"
-#include "methods/lowrank_state.hpp"
+#include "compressors/lowrank/lowrank_state.hpp"
 #include "exec/exec.hpp"
 
 namespace cc_coll::detail {

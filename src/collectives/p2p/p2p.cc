@@ -37,9 +37,9 @@
 #include "exec/exec.hpp"
 #include "exec/host_kernels.hpp"
 #include "wire/p2p_wire.hpp"
-#include "collectives/common/workspace.hpp"
+#include "exec/workspace.hpp"
 #include "gpu/gpu.hpp"
-#include "methods/lowrank_state.hpp"
+#include "compressors/lowrank/lowrank_state.hpp"
 #include "core/method.hpp"
 #include "compressors/lowrank/powersgd.hpp"
 #include "wire/topk_payload.hpp"
@@ -54,6 +54,13 @@ namespace cc_coll::detail {
 using namespace p2p_wire;
 
 namespace {
+
+// The point-to-point codec of a method (its descriptor's p2p).
+P2pCompression p2p_codec(cc_coll_method_t method)
+{
+    const Method *m = find_method(method);
+    return m != nullptr ? m->p2p : P2pCompression::Refused;
+}
 
 const char *kind_name(unsigned kind)
 {
@@ -232,7 +239,7 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
     // The channel's LOWRANK state (call count, factors for the warm start),
     // charged to CC_COLL_STATE_MAX_BYTES before anything is sent, with room
     // for this message's factors; held pending until the receiver accepts.
-    const bool lowrank = p.method == CC_COLL_METHOD_LOWRANK;
+    const bool lowrank = p2p_codec(p.method) == P2pCompression::LowRank;
     LowRankState *state = nullptr;
     if (lowrank) {
         const std::uint64_t fb = m.kind == kLowRank ? factor_bytes(m.shape, a.dtype) : 0;
@@ -432,7 +439,7 @@ bool check_topk(const WireHeader &h, const unsigned char *payload, const RecvArg
     const std::size_t n = a.count;
     const std::size_t k = topk::k_for(p.density, n);
     ack->rank_or_k = k;
-    if (p.method != CC_COLL_METHOD_TOPK)
+    if (p2p_codec(p.method) != P2pCompression::Topk)
         return reject(ack, "method differs: the sender sent TOPK (k = %llu), this receiver's method is %s",
                       ull(h.rank_or_k), method_name(p.method));
     if (n == 0) return reject(ack, "TOPK message of count 0 (a sender sends count 0 uncompressed)");
@@ -473,7 +480,7 @@ bool check_topk(const WireHeader &h, const unsigned char *payload, const RecvArg
 bool check_lowrank(const WireHeader &h, const RecvArgs &a, const CallParams &p, WireAck *ack)
 {
     const std::size_t n = a.count;
-    if (p.method != CC_COLL_METHOD_LOWRANK)
+    if (p2p_codec(p.method) != P2pCompression::LowRank)
         return reject(ack,
                       "method differs: the sender sent LOWRANK (%llu x %llu, rank %llu), this receiver's method "
                       "is %s",

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <string>
 
-#include "collectives/common/workspace.hpp"
+#include "exec/workspace.hpp"
 #include "collectives/p2p/p2p.hpp"
 #include "core/params.hpp"
 #include "wire/p2p_wire.hpp"

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "collectives/common/workspace.hpp"
+#include "exec/workspace.hpp"
 #include "collectives/reduce_scatter/reduce_scatter.hpp"
 #include "compressors/sketch/count_sketch.hpp"
 #include "core/dtype.hpp"

@@ -27,7 +27,7 @@
 
 #include "collectives/common/outcome.hpp"
 #include "collectives/common/steps.hpp"
-#include "collectives/common/workspace.hpp"
+#include "exec/workspace.hpp"
 #include "collectives/reduce_scatter/common.hpp"
 #include "collectives/reduce_scatter/reduce_scatter.hpp"
 #include "exec/host_exec.hpp"
