@@ -19,7 +19,7 @@
 //   lowrank_unfused   LOWRANK's decompression of a 4096 x 4096 rank-4 M^ as
 //                     two steps: M^ = P Q^T (one gemm), then e -= M^, out = M^
 //   lowrank_fused     the same in blocks of rows on the threads
-//                     (host::reconstruct_store, what HostExec runs)
+//                     (host::reconstruct_store, what the host backend runs)
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -32,6 +32,7 @@
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
+#include "compressors/lowrank/lowrank_backend.hpp"
 #include "exec/host_kernels.hpp"
 #include "wire/topk_payload.hpp"
 

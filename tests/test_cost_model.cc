@@ -197,7 +197,7 @@ TEST(CostModel, Settings)
     Config base;
     ASSERT_EQ(resolve_params(&prm, base, &out), CC_COLL_OK);
     EXPECT_EQ(out.method, CC_COLL_METHOD_AUTO);
-    prm.method = static_cast<cc_coll_method_t>(5);
+    prm.method = static_cast<cc_coll_method_t>(kMaxMethods);  // no method has this id
     EXPECT_EQ(resolve_params(&prm, base, &out), CC_COLL_ERR_INVALID_METHOD);
 }
 

@@ -5,20 +5,17 @@
 #include "exec/cuda_exec.hpp"
 
 #include <cstring>
+#include <map>
 #include <memory>
+#include <typeindex>
 
 #include <cuda_runtime_api.h>
 
-#include "compressors/lowrank/powersgd_cuda.hpp"
-#include "compressors/sketch/count_sketch_cuda.hpp"
-#include "compressors/threshold/threshold_cuda.hpp"
-#include "compressors/topk/topk_cuda.hpp"
 #include "core/error.hpp"
 #include "gpu/cuda_util.hpp"
 #include "gpu/elementwise.hpp"
 #include "gpu/gpu.hpp"
 #include "transport/device_transport.hpp"
-#include "wire/sketch_support.hpp"
 
 namespace cc_coll::detail {
 
@@ -35,13 +32,11 @@ struct TypedScratch {
 struct DeviceContext {
     int device = -1;
     std::unique_ptr<DeviceTransport> transport;
-    std::unique_ptr<lowrank::cuda::Context> blas;  // created on the first LOWRANK call
-    topk::cuda::SelectScratch select;
-    threshold::cuda::Scratch threshold;
-    sketch::cuda::DecodeScratch decode;
     gpu::DeviceArray<unsigned char> slots[static_cast<int>(Buf::Count)];
-    gpu::DeviceArray<std::uint32_t> indices, flags, loads;
-    gpu::PinnedArray<unsigned char> host_bytes;
+    gpu::DeviceArray<std::uint32_t> flags;
+    gpu::PinnedArray<unsigned char> host_bytes;  // read_records
+    // The compressors' own scratch, by type (CudaExec::state).
+    std::map<std::type_index, std::shared_ptr<void>> states;
     TypedScratch<float> f32;
     TypedScratch<double> f64;
 
@@ -216,181 +211,7 @@ cc_coll_status_t CudaExec::nonfinite(const std::vector<const W *> &bufs, const s
     return CC_COLL_OK;
 }
 
-template <typename W>
-cc_coll_status_t CudaExec::topk_select(const W *g, std::size_t n, std::size_t k, std::uint32_t *idx)
-{
-    return check(topk::cuda::select<W>(g, n, k, idx, &ctx_->select, as_stream(stream_)));
-}
-
-template <typename W>
-cc_coll_status_t CudaExec::topk_encode(const W *g, std::size_t n, const std::uint32_t *idx, std::size_t k,
-                                       cc_coll_dtype_t dtype, unsigned char *payload, W *sent)
-{
-    return check(topk::cuda::encode<W>(g, n, idx, k, dtype, payload, sent, &ctx_->select, as_stream(stream_)));
-}
-
-cc_coll_status_t CudaExec::topk_scatter_add(const unsigned char *payload, std::size_t k, cc_coll_dtype_t dtype,
-                                            void *out)
-{
-    return check(topk::cuda::scatter_add(payload, k, dtype, out, as_stream(stream_)));
-}
-
-template <typename W>
-cc_coll_status_t CudaExec::sparsify(const W *g, std::size_t n, const CallParams &p, std::uint32_t **idx,
-                                    std::size_t *kept)
-{
-    const cudaStream_t s = as_stream(stream_);
-    if (p.sparsifier == CC_COLL_SPARSIFY_THRESHOLD) {
-        double tau = 0;
-        CC_COLL_TRY(room(ctx_->indices, n, idx));
-        CC_COLL_TRY(check(threshold::cuda::pick<W>(g, n, p.zero_fraction, &tau, &ctx_->threshold, s)));
-        return check(threshold::cuda::collect<W>(g, n, tau, *idx, kept, &ctx_->threshold, s));
-    }
-    *kept = topk::k_for(p.density, n);
-    CC_COLL_TRY(room(ctx_->indices, *kept, idx));
-    return check(topk::cuda::select<W>(g, n, *kept, *idx, &ctx_->select, s));
-}
-
-template <typename W>
-cc_coll_status_t CudaExec::support_message(const W *g, std::size_t n, const std::uint32_t *idx, std::size_t kept,
-                                           unsigned char *msg)
-{
-    const cudaStream_t s = as_stream(stream_);
-    std::uint32_t *flag = nullptr;
-    CC_COLL_TRY(room(ctx_->flags, 1, &flag));
-    CC_COLL_TRY(zero(msg, sketch_support::buffer_bytes(n)));
-    CC_COLL_TRY(zero(flag, sizeof(std::uint32_t)));
-    CC_COLL_TRY(check(sketch::cuda::bitmap_set(msg, idx, kept, s)));
-    CC_COLL_TRY(check(gpu::flag_nonfinite<W>(g, n, flag, s)));
-    // The flag's low byte (little-endian) is the message's flag byte.
-    return check_cuda(cudaMemcpyAsync(msg + sketch_support::flag_offset(n), flag, 1, cudaMemcpyDeviceToDevice, s),
-                      "cudaMemcpyAsync");
-}
-
-cc_coll_status_t CudaExec::sketch_rows(const unsigned char *msg, std::size_t n, double load_factor, std::uint32_t *m,
-                                       bool *nonfinite)
-{
-    const cudaStream_t s = as_stream(stream_);
-    std::uint32_t *loads = nullptr;
-    CC_COLL_TRY(room(ctx_->loads, sketch::kBlock, &loads));
-    CC_COLL_TRY(check(sketch::cuda::column_loads(msg, n, loads, s)));
-    const std::size_t lb = sketch::kBlock * sizeof(std::uint32_t);
-    CC_COLL_TRY(check(ctx_->host_bytes.reserve(lb + 1)));
-    unsigned char *host = ctx_->host_bytes.data();
-    CC_COLL_TRY(check_cuda(cudaMemcpyAsync(host, loads, lb, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync"));
-    CC_COLL_TRY(check_cuda(
-        cudaMemcpyAsync(host + lb, msg + sketch_support::flag_offset(n), 1, cudaMemcpyDeviceToHost, s),
-        "cudaMemcpyAsync"));
-    CC_COLL_TRY(sync());
-    std::vector<std::uint32_t> column(sketch::kBlock);
-    std::memcpy(column.data(), host, lb);
-    *m = sketch::rows_for_loads(column.data(), load_factor);
-    *nonfinite = host[lb] != 0;
-    return CC_COLL_OK;
-}
-
-template <typename W>
-cc_coll_status_t CudaExec::sketch_encode(const sketch::Layout &layout, const W *g, const std::uint32_t *idx,
-                                         std::size_t kept, W *cells)
-{
-    return check(sketch::cuda::encode<W>(layout, g, idx, kept, cells, as_stream(stream_)));
-}
-
-template <typename W>
-cc_coll_status_t CudaExec::sketch_decode(const sketch::Layout &layout, const unsigned char *support, W *cells, W *out,
-                                         sketch::DecodeInfo *info)
-{
-    return check(sketch::cuda::decode<W>(layout, support, cells, out, &ctx_->decode, info, as_stream(stream_)));
-}
-
-namespace {
-cc_coll_status_t blas_of(DeviceContext &ctx, lowrank::cuda::Context **out)
-{
-    if (!ctx.blas) CC_COLL_TRY(gpu::check(lowrank::cuda::Context::create(&ctx.blas), "LOWRANK (device)"));
-    *out = ctx.blas.get();
-    return CC_COLL_OK;
-}
-}  // namespace
-
-template <typename W>
-cc_coll_status_t CudaExec::lr_start_q(const W *previous, std::uint64_t seed, std::uint64_t stream,
-                                      const lowrank::Shape &s, bool half, W *q)
-{
-    lowrank::cuda::Context *blas = nullptr;
-    CC_COLL_TRY(blas_of(*ctx_, &blas));
-    return check(lowrank::cuda::start_q<W>(*blas, previous, seed, stream, s, half, q, as_stream(stream_)));
-}
-
-template <typename W>
-cc_coll_status_t CudaExec::lr_multiply_mq(const W *m, const lowrank::Shape &s, const W *q, W *p)
-{
-    lowrank::cuda::Context *blas = nullptr;
-    CC_COLL_TRY(blas_of(*ctx_, &blas));
-    return check(lowrank::cuda::multiply_mq<W>(*blas, m, s, q, p, as_stream(stream_)));
-}
-
-template <typename W>
-cc_coll_status_t CudaExec::lr_orthogonalize(W *a, std::size_t rows, int r, bool half)
-{
-    lowrank::cuda::Context *blas = nullptr;
-    CC_COLL_TRY(blas_of(*ctx_, &blas));
-    return check(lowrank::cuda::orthogonalize<W>(*blas, a, rows, r, half, as_stream(stream_)));
-}
-
-template <typename W>
-cc_coll_status_t CudaExec::lr_multiply_mtp(const W *m, const lowrank::Shape &s, const W *p, W *q)
-{
-    lowrank::cuda::Context *blas = nullptr;
-    CC_COLL_TRY(blas_of(*ctx_, &blas));
-    return check(lowrank::cuda::multiply_mtp<W>(*blas, m, s, p, q, as_stream(stream_)));
-}
-
-template <typename W>
-cc_coll_status_t CudaExec::lr_scale(W *x, std::size_t n, W alpha)
-{
-    lowrank::cuda::Context *blas = nullptr;
-    CC_COLL_TRY(blas_of(*ctx_, &blas));
-    return check(lowrank::cuda::scale<W>(*blas, x, n, alpha, as_stream(stream_)));
-}
-
-template <typename W>
-cc_coll_status_t CudaExec::lr_reconstruct(const W *p, const W *q, const lowrank::Shape &s, W *out)
-{
-    lowrank::cuda::Context *blas = nullptr;
-    CC_COLL_TRY(blas_of(*ctx_, &blas));
-    return check(lowrank::cuda::reconstruct<W>(*blas, p, q, s, W(1), out, as_stream(stream_)));
-}
-
-template <typename W>
-const W *CudaExec::lr_stored_q(LowRankState &state, const lowrank::Shape &s)
-{
-    if (!state.has_device_q<W>(s.rows, s.cols, s.rank)) return nullptr;
-    return static_cast<const W *>(state.device.get()) + s.rows * static_cast<std::size_t>(s.rank);
-}
-
-template <typename W>
-cc_coll_status_t CudaExec::lr_keep_factors(LowRankState &state, const lowrank::Shape &s, const W *p, const W *q)
-{
-    const std::size_t pn = s.rows * static_cast<std::size_t>(s.rank);
-    const std::size_t qn = s.cols * static_cast<std::size_t>(s.rank);
-    if (!state.has_device_q<W>(s.rows, s.cols, s.rank)) {
-        cc_coll_status_t st = CC_COLL_OK;
-        state.device = gpu::device_zeroed((pn + qn) * sizeof(W), &st);
-        if (state.device == nullptr) return st;
-    }
-    W *factors = static_cast<W *>(state.device.get());
-    CC_COLL_TRY(copy(factors, p, pn * sizeof(W)));
-    CC_COLL_TRY(copy(factors + pn, q, qn * sizeof(W)));
-    state.rows = s.rows;
-    state.cols = s.cols;
-    state.rank = s.rank;
-    state.device_work = sizeof(W);
-    state.p_f32.clear();
-    state.q_f32.clear();
-    state.p_f64.clear();
-    state.q_f64.clear();
-    return CC_COLL_OK;
-}
+std::shared_ptr<void> &CudaExec::state_slot(const std::type_info &type) { return ctx_->states[std::type_index(type)]; }
 
 #define CC_EXEC_BUFFER(T) template cc_coll_status_t CudaExec::buffer<T>(Buf, std::size_t, T **);
 CC_EXEC_BUFFER(unsigned char)
@@ -408,28 +229,7 @@ CC_EXEC_BUFFER(double)
     template cc_coll_status_t CudaExec::zero_at<W>(W *, const std::uint32_t *, std::size_t);                   \
     template cc_coll_status_t CudaExec::residual_and_store<W>(W *, W *, std::size_t, W, cc_coll_dtype_t, void *); \
     template cc_coll_status_t CudaExec::nonfinite<W>(const std::vector<const W *> &,                           \
-                                                     const std::vector<std::size_t> &, std::vector<std::uint8_t> *); \
-    template cc_coll_status_t CudaExec::topk_select<W>(const W *, std::size_t, std::size_t, std::uint32_t *);  \
-    template cc_coll_status_t CudaExec::topk_encode<W>(const W *, std::size_t, const std::uint32_t *,         \
-                                                       std::size_t, cc_coll_dtype_t, unsigned char *, W *);    \
-    template cc_coll_status_t CudaExec::sparsify<W>(const W *, std::size_t, const CallParams &,              \
-                                                    std::uint32_t **, std::size_t *);                         \
-    template cc_coll_status_t CudaExec::support_message<W>(const W *, std::size_t, const std::uint32_t *,     \
-                                                           std::size_t, unsigned char *);                     \
-    template cc_coll_status_t CudaExec::sketch_encode<W>(const sketch::Layout &, const W *,                   \
-                                                         const std::uint32_t *, std::size_t, W *);            \
-    template cc_coll_status_t CudaExec::sketch_decode<W>(const sketch::Layout &, const unsigned char *, W *,  \
-                                                         W *, sketch::DecodeInfo *);                           \
-    template cc_coll_status_t CudaExec::lr_start_q<W>(const W *, std::uint64_t, std::uint64_t,                \
-                                                      const lowrank::Shape &, bool, W *);                      \
-    template cc_coll_status_t CudaExec::lr_multiply_mq<W>(const W *, const lowrank::Shape &, const W *, W *); \
-    template cc_coll_status_t CudaExec::lr_orthogonalize<W>(W *, std::size_t, int, bool);                     \
-    template cc_coll_status_t CudaExec::lr_multiply_mtp<W>(const W *, const lowrank::Shape &, const W *, W *);\
-    template cc_coll_status_t CudaExec::lr_scale<W>(W *, std::size_t, W);                                     \
-    template cc_coll_status_t CudaExec::lr_reconstruct<W>(const W *, const W *, const lowrank::Shape &, W *); \
-    template const W *CudaExec::lr_stored_q<W>(LowRankState &, const lowrank::Shape &);                       \
-    template cc_coll_status_t CudaExec::lr_keep_factors<W>(LowRankState &, const lowrank::Shape &, const W *, \
-                                                           const W *);
+                                                     const std::vector<std::size_t> &, std::vector<std::uint8_t> *);
 CC_EXEC_INSTANTIATE(float)
 CC_EXEC_INSTANTIATE(double)
 

@@ -13,14 +13,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <typeinfo>
 #include <vector>
 
 #include "cc_coll.h"
-#include "compressors/lowrank/powersgd.hpp"
-#include "compressors/sketch/count_sketch.hpp"
 #include "core/comm.hpp"
 #include "core/ef_store.hpp"
-#include "compressors/lowrank/lowrank_state.hpp"
 #include "core/params.hpp"
 #include "exec/host_exec.hpp"
 #include "transport/transport.hpp"
@@ -58,14 +57,6 @@ public:
 
     template <typename W>
     cc_coll_status_t load_input(const void *src, cc_coll_dtype_t dtype, std::size_t n, W *g, bool accumulate);
-    // load_input, then topk_select (two kernels on the device).
-    template <typename W>
-    cc_coll_status_t load_select(const void *src, cc_coll_dtype_t dtype, std::size_t n, W *g, bool accumulate,
-                                 std::size_t k, std::uint32_t *idx)
-    {
-        const cc_coll_status_t st = load_input<W>(src, dtype, n, g, accumulate);
-        return st != CC_COLL_OK ? st : topk_select<W>(g, n, k, idx);
-    }
     template <typename W>
     void undo_input(W *g, const void *src, cc_coll_dtype_t dtype, std::size_t n);
     template <typename W>
@@ -83,56 +74,21 @@ public:
     cc_coll_status_t nonfinite(const std::vector<const W *> &bufs, const std::vector<std::size_t> &ns,
                                std::vector<std::uint8_t> *flags);
 
-    template <typename W>
-    cc_coll_status_t topk_select(const W *g, std::size_t n, std::size_t k, std::uint32_t *idx);
-    template <typename W>
-    cc_coll_status_t topk_encode(const W *g, std::size_t n, const std::uint32_t *idx, std::size_t k,
-                                 cc_coll_dtype_t dtype, unsigned char *payload, W *sent);
-    cc_coll_status_t topk_scatter_add(const unsigned char *payload, std::size_t k, cc_coll_dtype_t dtype, void *out);
-
-    template <typename W>
-    cc_coll_status_t sparsify(const W *g, std::size_t n, const CallParams &p, std::uint32_t **idx, std::size_t *kept);
-    template <typename W>
-    cc_coll_status_t support_message(const W *g, std::size_t n, const std::uint32_t *idx, std::size_t kept,
-                                     unsigned char *msg);
-    cc_coll_status_t sketch_rows(const unsigned char *msg, std::size_t n, double load_factor, std::uint32_t *m,
-                                 bool *nonfinite);
-    template <typename W>
-    cc_coll_status_t sketch_encode(const sketch::Layout &layout, const W *g, const std::uint32_t *idx,
-                                   std::size_t kept, W *cells);
-    template <typename W>
-    cc_coll_status_t sketch_decode(const sketch::Layout &layout, const unsigned char *support, W *cells, W *out,
-                                   sketch::DecodeInfo *info);
-
-    template <typename W>
-    cc_coll_status_t lr_start_q(const W *previous, std::uint64_t seed, std::uint64_t stream, const lowrank::Shape &s,
-                                bool half, W *q);
-    template <typename W>
-    cc_coll_status_t lr_multiply_mq(const W *m, const lowrank::Shape &s, const W *q, W *p);
-    template <typename W>
-    cc_coll_status_t lr_orthogonalize(W *a, std::size_t rows, int r, bool half);
-    template <typename W>
-    cc_coll_status_t lr_multiply_mtp(const W *m, const lowrank::Shape &s, const W *p, W *q);
-    template <typename W>
-    cc_coll_status_t lr_scale(W *x, std::size_t n, W alpha);
-    template <typename W>
-    cc_coll_status_t lr_reconstruct(const W *p, const W *q, const lowrank::Shape &s, W *out);
-    // lr_reconstruct into the Mhat buffer, then residual_and_store.
-    template <typename W>
-    cc_coll_status_t lr_reconstruct_store(const W *p, const W *q, const lowrank::Shape &s, W *e, std::size_t count,
-                                          W alpha, cc_coll_dtype_t dtype, void *dst)
+    // A compressor's scratch of type S on this device (default-constructed
+    // on first use, kept with the communicator's device context): the
+    // device forms of the compressors' steps keep their handles and arrays
+    // here, so the executor knows none of them.
+    template <typename S>
+    cc_coll_status_t state(S **out)
     {
-        W *mhat = nullptr;
-        cc_coll_status_t st = buffer<W>(Buf::Mhat, s.elements(), &mhat);
-        if (st == CC_COLL_OK) st = lr_reconstruct<W>(p, q, s, mhat);
-        return st != CC_COLL_OK ? st : residual_and_store<W>(e, mhat, count, alpha, dtype, dst);
+        std::shared_ptr<void> &slot = state_slot(typeid(S));
+        if (!slot) slot = std::make_shared<S>();
+        *out = static_cast<S *>(slot.get());
+        return CC_COLL_OK;
     }
-    template <typename W>
-    const W *lr_stored_q(LowRankState &state, const lowrank::Shape &s);
-    template <typename W>
-    cc_coll_status_t lr_keep_factors(LowRankState &state, const lowrank::Shape &s, const W *p, const W *q);
 
 private:
+    std::shared_ptr<void> &state_slot(const std::type_info &type);
     Comm *comm_ = nullptr;
     DeviceContext *ctx_ = nullptr;
     void *stream_ = nullptr;

@@ -24,23 +24,20 @@
 
 #include "cc_coll.h"
 #include "exec/workspace.hpp"
-#include "compressors/lowrank/powersgd.hpp"
-#include "compressors/sketch/count_sketch.hpp"
 #include "core/comm.hpp"
 #include "core/dtype.hpp"
 #include "core/ef_store.hpp"
-#include "compressors/lowrank/lowrank_state.hpp"
 #include "core/params.hpp"
 #include "core/parallel.hpp"
 #include "exec/host_kernels.hpp"
 #include "transport/transport.hpp"
-#include "wire/sketch_support.hpp"
-#include "wire/topk_payload.hpp"
 
 namespace cc_coll::detail {
 
-// Named scratch buffers of a backend.
-enum class Buf { Work, Other, Sent, Mhat, P, Q, Indices, SendBytes, RecvBytes, Count };
+// Scratch buffers of a backend: Work (g' without a residual), Other, Sent,
+// three more a method names for itself (LOWRANK: M^, P, Q), Indices and
+// byte buffers for what is sent and received.
+enum class Buf { Work, Other, Sent, Extra0, Extra1, Extra2, Indices, SendBytes, RecvBytes, Count };
 
 class HostExec {
 public:
@@ -109,15 +106,6 @@ public:
         const std::size_t es = dtype_size(dtype);
         each(n, kElementwiseGrain,
              [&](std::size_t b, std::size_t e) { load_as<W>(at(src, b * es), dtype, e - b, g + b, accumulate); });
-        return CC_COLL_OK;
-    }
-    // load_input, and the top k of g into idx (ascending), in one pass.
-    // With poll set, the pass calls it now and then on this thread.
-    template <typename W>
-    cc_coll_status_t load_select(const void *src, cc_coll_dtype_t dtype, std::size_t n, W *g, bool accumulate,
-                                 std::size_t k, std::uint32_t *idx, const std::function<void()> *poll = nullptr)
-    {
-        topk::load_select<W>(src, dtype, accumulate, g, n, k, idx, &ws_.select, threads_, nullptr, poll);
         return CC_COLL_OK;
     }
     // g -= src; cannot fail on the host (on the device: best effort).
@@ -189,155 +177,16 @@ public:
         return CC_COLL_OK;
     }
 
-    // --- TOPK -------------------------------------------------------------------
-    template <typename W>
-    cc_coll_status_t topk_select(const W *g, std::size_t n, std::size_t k, std::uint32_t *idx)
-    {
-        topk::select<W>(g, n, k, idx, &ws_.select, nullptr, threads_);
-        return CC_COLL_OK;
-    }
-    // The payload of the k pairs at idx (wire/topk_payload.hpp, flags from
-    // the non-finite rule) and the transmitted values as W in sent.
-    template <typename W>
-    cc_coll_status_t topk_encode(const W *g, std::size_t n, const std::uint32_t *idx, std::size_t k,
-                                 cc_coll_dtype_t dtype, unsigned char *payload, W *sent)
-    {
-        const std::uint32_t flags = topk::nonfinite_overflow<W>(g, n, idx, k);
-        std::memset(payload, 0, topk::payload_bytes(k, dtype));
-        topk::encode<W>(g, n, idx, k, flags, dtype, payload, sent, threads_);
-        return CC_COLL_OK;
-    }
-    cc_coll_status_t topk_scatter_add(const unsigned char *payload, std::size_t k, cc_coll_dtype_t dtype, void *out)
-    {
-        (void)k;
-        const std::uint64_t n = topk::header_of(payload).n;
-        each(static_cast<std::size_t>(n), kScatterGrain,
-             [&](std::size_t b, std::size_t e) { topk::scatter_add_range(payload, dtype, out, b, e); });
-        return CC_COLL_OK;
-    }
-
-    // --- SKETCH -----------------------------------------------------------------
-    // The elements to send (top k or the threshold ladder's pick), ascending:
-    // *idx (backend memory) and their number *kept.
-    template <typename W>
-    cc_coll_status_t sparsify(const W *g, std::size_t n, const CallParams &p, std::uint32_t **idx, std::size_t *kept)
-    {
-        host::sparsify<W>(g, n, p, &ws_.select, &ws_.indices, threads_);
-        *idx = ws_.indices.data();
-        *kept = ws_.indices.size();
-        return CC_COLL_OK;
-    }
-    // The support message (wire/sketch_support.hpp) of the kept positions
-    // and g's non-finite flag into `msg` (sketch_support::buffer_bytes(n)).
-    template <typename W>
-    cc_coll_status_t support_message(const W *g, std::size_t n, const std::uint32_t *idx, std::size_t kept,
-                                     unsigned char *msg)
-    {
-        std::memset(msg, 0, sketch_support::buffer_bytes(n));
-        sketch::bitmap_set(msg, idx, kept);
-        msg[sketch_support::flag_offset(n)] = host::any_nonfinite(g, n) ? 1 : 0;
-        return CC_COLL_OK;
-    }
-    // From an OR-ed support message: the rows per table for the load factor
-    // and whether any rank flagged NaN/Inf.
-    cc_coll_status_t sketch_rows(const unsigned char *msg, std::size_t n, double load_factor, std::uint32_t *m,
-                                 bool *nonfinite)
-    {
-        *m = sketch::rows_per_table(msg, n, load_factor);
-        *nonfinite = msg[sketch_support::flag_offset(n)] != 0;
-        return CC_COLL_OK;
-    }
-    template <typename W>
-    cc_coll_status_t sketch_encode(const sketch::Layout &layout, const W *g, const std::uint32_t *idx,
-                                   std::size_t kept, W *cells)
-    {
-        sketch::encode<W>(layout, g, idx, kept, cells);
-        return CC_COLL_OK;
-    }
-    template <typename W>
-    cc_coll_status_t sketch_decode(const sketch::Layout &layout, const unsigned char *support, W *cells, W *out,
-                                   sketch::DecodeInfo *info)
-    {
-        *info = sketch::decode<W>(layout, support, cells, out, &ws_.decode);
-        return CC_COLL_OK;
-    }
-
-    // --- LOWRANK ----------------------------------------------------------------
-    template <typename W>
-    cc_coll_status_t lr_start_q(const W *previous, std::uint64_t seed, std::uint64_t stream, const lowrank::Shape &s,
-                                bool half, W *q)
-    {
-        lowrank::start_q<W>(previous, seed, stream, s, half, q);
-        return CC_COLL_OK;
-    }
-    template <typename W>
-    cc_coll_status_t lr_multiply_mq(const W *m, const lowrank::Shape &s, const W *q, W *p)
-    {
-        lowrank::multiply_mq<W>(m, s, q, p);
-        return CC_COLL_OK;
-    }
-    template <typename W>
-    cc_coll_status_t lr_orthogonalize(W *a, std::size_t rows, int r, bool half)
-    {
-        lowrank::orthogonalize<W>(a, rows, r, half);
-        return CC_COLL_OK;
-    }
-    template <typename W>
-    cc_coll_status_t lr_multiply_mtp(const W *m, const lowrank::Shape &s, const W *p, W *q)
-    {
-        lowrank::multiply_mtp<W>(m, s, p, q);
-        return CC_COLL_OK;
-    }
-    template <typename W>
-    cc_coll_status_t lr_scale(W *x, std::size_t n, W alpha)
-    {
-        lowrank::scale<W>(x, n, alpha);
-        return CC_COLL_OK;
-    }
-    template <typename W>
-    cc_coll_status_t lr_reconstruct(const W *p, const W *q, const lowrank::Shape &s, W *out)
-    {
-        lowrank::reconstruct<W>(p, q, s, W(1), out);
-        return CC_COLL_OK;
-    }
-    // M^ = P Q^T, then residual_and_store of its first `count` elements
-    // (e may be null), fused in blocks of rows of kRowBlockBytes on the
-    // threads (host::reconstruct_store): the same values as lr_reconstruct
-    // then residual_and_store.
-    template <typename W>
-    cc_coll_status_t lr_reconstruct_store(const W *p, const W *q, const lowrank::Shape &s, W *e, std::size_t count,
-                                          W alpha, cc_coll_dtype_t dtype, void *dst)
-    {
-        host::reconstruct_store<W>(p, q, s, e, count, alpha, dtype, dst, threads_, kRowBlockBytes);
-        return CC_COLL_OK;
-    }
-    // The stored Q of `state` for the warm start when it fits `s` in work
-    // type W and this backend's memory, else nullptr.
-    template <typename W>
-    const W *lr_stored_q(LowRankState &state, const lowrank::Shape &s)
-    {
-        return state.has_q<W>(s.rows, s.cols, s.rank) ? state.q<W>().data() : nullptr;
-    }
-    // Keeps P and Q (backend memory) as `state`'s factors.
-    template <typename W>
-    cc_coll_status_t lr_keep_factors(LowRankState &state, const lowrank::Shape &s, const W *p, const W *q)
-    {
-        state.keep_host<W>(s, p, q);
-        return CC_COLL_OK;
-    }
-
     int threads() const { return threads_; }
+    // The host scratch the compressors' host steps use (their backend forms
+    // in src/compressors/<name>/).
+    Workspace &workspace() { return ws_; }
 
 private:
-    // Bytes per range below which memset and memcpy are not split, and
-    // output elements per range of the scatter-add (whose work is the
-    // payload's pairs in the range, not the range).
+    // Bytes per range below which memset and memcpy are not split.
     static constexpr std::size_t kByteGrain = std::size_t{1} << 18;
-    static constexpr std::size_t kScatterGrain = std::size_t{1} << 20;
     // Pairs per range of the residual's update at k scattered positions.
     static constexpr std::size_t kPairGrain = std::size_t{1} << 14;
-    // Bytes of M^ per block of lr_reconstruct_store (a quarter of a 1 MiB L2).
-    static constexpr std::size_t kRowBlockBytes = std::size_t{1} << 18;
     static void *at(void *p, std::size_t bytes) { return static_cast<unsigned char *>(p) + bytes; }
     static const void *at(const void *p, std::size_t bytes) { return static_cast<const unsigned char *>(p) + bytes; }
     // f(begin, end) over the ranges of [0, n) on this communicator's threads.

@@ -11,9 +11,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "compressors/lowrank/powersgd.hpp"
-#include "compressors/threshold/threshold_ladder.hpp"
-#include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
 #include "core/params.hpp"
@@ -40,22 +37,6 @@ bool any_nonfinite(const W *g, std::size_t n)
     for (std::size_t i = 0; i < n; ++i)
         if (!finite(g[i])) return true;
     return false;
-}
-
-// The elements a rank sends, ascending: the top k = ceil(density n), or the
-// elements at or above the threshold ladder's pick.
-template <typename W>
-void sparsify(const W *g, std::size_t n, const CallParams &p, topk::SelectScratch *scratch,
-              std::vector<std::uint32_t> *idx, int threads = 1)
-{
-    idx->clear();
-    if (p.sparsifier == CC_COLL_SPARSIFY_THRESHOLD) {
-        threshold::collect<W>(g, n, threshold::pick<W>(g, n, p.zero_fraction), idx);
-        return;
-    }
-    const std::size_t k = topk::k_for(p.density, n);
-    idx->resize(k);
-    topk::select<W>(g, n, k, idx->data(), scratch, nullptr, threads);
 }
 
 // The residual after a sparse send: e = g' - sent at the k kept positions
@@ -97,33 +78,6 @@ void residual_and_store(W *e, W *mhat, std::size_t n, W alpha, cc_coll_dtype_t d
     if (alpha != W(1))
         for (std::size_t i = 0; i < n; ++i) mhat[i] *= alpha;
     store_as<W>(mhat, n, dtype, dst);
-}
-
-// LOWRANK's decompression: M^ = P Q^T, then residual_and_store of its first
-// `count` elements (e may be null), fused: the rows in blocks of about
-// block_bytes of M^, split among `threads` threads (core/parallel.hpp); each
-// block's product lands in a thread's scratch and is stored and subtracted
-// while still in the cache. The same values as the whole product followed
-// by residual_and_store (lowrank::reconstruct_rows).
-template <typename W>
-void reconstruct_store(const W *p, const W *q, const lowrank::Shape &s, W *e, std::size_t count, W alpha,
-                       cc_coll_dtype_t dtype, void *dst, int threads, std::size_t block_bytes)
-{
-    const std::size_t cols = s.cols, es = dtype_size(dtype);
-    const std::size_t block = std::max<std::size_t>(1, block_bytes / (cols * sizeof(W)));
-    auto *out = static_cast<unsigned char *>(dst);
-    parallel_for(s.rows, threads, block, [&](std::size_t r0, std::size_t r1) {
-        thread_local std::vector<W> scratch;
-        for (std::size_t b = r0; b < r1; b += block) {
-            const std::size_t be = std::min(r1, b + block), lo = b * cols;
-            if (lo >= count) break;
-            const std::size_t hi = std::min(be * cols, count);
-            scratch.resize((be - b) * cols);
-            lowrank::reconstruct_rows<W>(p, q, s, b, be - b, W(1), scratch.data());
-            residual_and_store<W>(e != nullptr ? e + lo : nullptr, scratch.data(), hi - lo, alpha, dtype,
-                                  out + lo * es);
-        }
-    });
 }
 
 }  // namespace cc_coll::detail::host

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "collectives/allreduce/allreduce.hpp"
+#include "compressors/lowrank/lowrank_backend.hpp"
 #include "collectives/common/outcome.hpp"
 #include "collectives/common/powersgd_step.hpp"
 #include "collectives/common/steps.hpp"
@@ -105,13 +106,13 @@ cc_coll_status_t lowrank_batch(X &x, const std::vector<GroupTensor> &tensors, co
 
     // 1-2. Q (warm or seeded Gaussian), orthogonalised; P = M Q.
     W *pbuf = nullptr, *qbuf = nullptr;
-    CC_COLL_TRY(x.template buffer<W>(Buf::P, p_total, &pbuf));
-    CC_COLL_TRY(x.template buffer<W>(Buf::Q, q_total, &qbuf));
+    CC_COLL_TRY(x.template buffer<W>(kLowRankP, p_total, &pbuf));
+    CC_COLL_TRY(x.template buffer<W>(kLowRankQ, q_total, &qbuf));
     for (std::size_t j = 0; j < items.size(); ++j) {
         Item &it = items[j];
         const lowrank::Shape &s = it.shape;
         const CallParams &p = it.t->params;
-        const W *previous = p.warm_start ? x.template lr_stored_q<W>(*it.state, s) : nullptr;
+        const W *previous = p.warm_start ? lr_stored_q<W>(x, *it.state, s) : nullptr;
         W *q = qbuf + it.q_off;
         CC_COLL_TRY((powersgd_p<X, W>(x, static_cast<const W *>(it.m), s, previous, p.seed,
                                       lowrank_q_stream(j, s, it.state->calls), is_half(it.t->args.dtype), q,
@@ -169,7 +170,7 @@ cc_coll_status_t lowrank_batch(X &x, const std::vector<GroupTensor> &tensors, co
     out.same(q_digest, "summed LOWRANK Q factors");
     CC_COLL_TRY(out.exchange());
     guard.release();
-    CC_COLL_TRY(x.template lr_scale<W>(qbuf, q_total, W(1) / static_cast<W>(comm.size())));
+    CC_COLL_TRY(lr_scale<W>(x, qbuf, q_total, W(1) / static_cast<W>(comm.size())));
 
     // 4. M^ = P Q^T; recvbuf and the residual; the warm-start state.
     for (Item &it : items) {
@@ -179,9 +180,9 @@ cc_coll_status_t lowrank_batch(X &x, const std::vector<GroupTensor> &tensors, co
         const W *p = pbuf + it.p_off;
         const W *q = qbuf + it.q_off;
         const W alpha = a.op == CC_COLL_SUM ? static_cast<W>(comm.size()) : W(1);
-        CC_COLL_TRY(x.template lr_reconstruct_store<W>(p, q, s, it.res != nullptr ? static_cast<W *>(it.g) : nullptr,
+        CC_COLL_TRY(lr_reconstruct_store<W>(x, p, q, s, it.res != nullptr ? static_cast<W *>(it.g) : nullptr,
                                                        a.count, alpha, a.dtype, a.recv));
-        CC_COLL_TRY(x.template lr_keep_factors<W>(*it.state, s, p, q));
+        CC_COLL_TRY(lr_keep_factors<W>(x, *it.state, s, p, q));
         // Each tensor's M^ buffer is reused by the next: finish this one first.
         CC_COLL_TRY(x.sync());
     }

@@ -22,6 +22,7 @@
 // has NaN/Inf (a sketch cell cannot carry them without poisoning its
 // neighbours), or when the sketch plus bitmap would outweigh the buffer.
 #include "collectives/allreduce/allreduce.hpp"
+#include "compressors/sketch/sketch_backend.hpp"
 #include "collectives/common/outcome.hpp"
 #include "collectives/common/steps.hpp"
 #include "compressors/sketch/count_sketch.hpp"
@@ -51,11 +52,11 @@ cc_coll_status_t sketch_allreduce(X &x, const AllreduceArgs &a, const CallParams
     // 1-2. Select, then the global support and the non-finite flag.
     std::uint32_t *idx = nullptr;
     std::size_t kept = 0;
-    CC_COLL_TRY(x.template sparsify<W>(g, n, p, &idx, &kept));
+    CC_COLL_TRY(sketch_sparsify<W>(x, g, n, p, &idx, &kept));
     const std::size_t msg_bytes = sketch_support::message_bytes(n);
     unsigned char *support = nullptr;
     CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, sketch_support::buffer_bytes(n), &support));
-    CC_COLL_TRY(x.template support_message<W>(g, n, idx, kept, support));
+    CC_COLL_TRY(sketch_support_message<W>(x, g, n, idx, kept, support));
     CC_COLL_TRY(x.sync());
     const double t1 = now_seconds();
     stats->time_compress += t1 - t0;
@@ -85,7 +86,7 @@ cc_coll_status_t sketch_allreduce(X &x, const AllreduceArgs &a, const CallParams
             outcome.fault(fail(CC_COLL_ERR_MISMATCH, "%s: %s", outcome.name(), sketch_support::describe(fault).c_str()),
                       FaultKind::Support);
         else
-            outcome.check(x.sketch_rows(support, n, p.load_factor, &layout.m, &nonfinite));
+            outcome.check(sketch_rows(x, support, n, p.load_factor, &layout.m, &nonfinite));
     }
     if (outcome.ok()) outcome.check(digest_of(x, support, msg_bytes, &digest));
     outcome.same(digest, "OR-ed SKETCH supports");
@@ -106,7 +107,7 @@ cc_coll_status_t sketch_allreduce(X &x, const AllreduceArgs &a, const CallParams
     W *cells = nullptr;
     CC_COLL_TRY(x.template buffer<W>(Buf::Other, layout.cells(), &cells));
     CC_COLL_TRY(x.zero(cells, layout.cells() * sizeof(W)));
-    CC_COLL_TRY(x.template sketch_encode<W>(layout, g, idx, kept, cells));
+    CC_COLL_TRY(sketch_encode<W>(x, layout, g, idx, kept, cells));
     CC_COLL_TRY(x.sync());
     const double t3 = now_seconds();
     stats->time_compress += t3 - t2;
@@ -129,7 +130,7 @@ cc_coll_status_t sketch_allreduce(X &x, const AllreduceArgs &a, const CallParams
     W *out = g;  // without EF, g' is no longer needed
     if (res != nullptr) CC_COLL_TRY(x.template buffer<W>(Buf::Work, n, &out));
     sketch::DecodeInfo info;
-    CC_COLL_TRY(x.template sketch_decode<W>(layout, support, cells, out, &info));
+    CC_COLL_TRY(sketch_decode<W>(x, layout, support, cells, out, &info));
     CC_COLL_TRY(x.template store<W>(out, n, a.dtype, a.recv));
     if (a.op == CC_COLL_AVG) CC_COLL_TRY(x.divide(a.recv, n, a.dtype, comm.size()));
     CC_COLL_TRY(x.sync());

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "collectives/allreduce/allreduce.hpp"
+#include "compressors/topk/topk_backend.hpp"
 #include "collectives/common/outcome.hpp"
 #include "collectives/common/steps.hpp"
 #include "compressors/topk/topk_select.hpp"
@@ -139,10 +140,10 @@ cc_coll_status_t sparse_allgather_pipelined(HostExec &x, const AllreduceArgs &a,
     const auto *send = static_cast<const unsigned char *>(a.send);
     for (std::size_t c = 0; c < chunks; ++c) {
         const std::size_t nc = lo[c + 1] - lo[c];
-        CC_COLL_TRY(x.template load_select<W>(send + lo[c] * es, a.dtype, nc, g + lo[c], res != nullptr, k[c],
+        CC_COLL_TRY(topk_load_select<W>(x, send + lo[c] * es, a.dtype, nc, g + lo[c], res != nullptr, k[c],
                                               idx + at_k[c], &poll));
         guard.add(g + lo[c], res, send + lo[c] * es, nc, a.dtype);
-        CC_COLL_TRY(x.template topk_encode<W>(g + lo[c], nc, idx + at_k[c], k[c], a.dtype, payload + at_b[c],
+        CC_COLL_TRY(topk_encode<W>(x, g + lo[c], nc, idx + at_k[c], k[c], a.dtype, payload + at_b[c],
                                               sent + at_k[c]));
         CC_COLL_TRY(start_allgather_bytes(payload + at_b[c], bytes[c], gathered + at_b[c] * P, comm.mpi(), &reqs[c]));
         started = c + 1;
@@ -179,7 +180,7 @@ cc_coll_status_t sparse_allgather_pipelined(HostExec &x, const AllreduceArgs &a,
     auto *out = static_cast<unsigned char *>(a.recv);
     for (std::size_t c = 0; c < chunks; ++c)
         for (std::size_t r = 0; r < P; ++r)
-            CC_COLL_TRY(x.topk_scatter_add(gathered + at_b[c] * P + r * bytes[c], k[c], a.dtype, out + lo[c] * es));
+            CC_COLL_TRY(topk_scatter_add(x, gathered + at_b[c] * P + r * bytes[c], k[c], a.dtype, out + lo[c] * es));
     if (a.op == CC_COLL_AVG) CC_COLL_TRY(x.divide(a.recv, n, a.dtype, comm.size()));
     if (res != nullptr)
         for (std::size_t c = 0; c < chunks; ++c)
@@ -232,7 +233,7 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     CC_COLL_TRY(x.template buffer<W>(Buf::Sent, k, &sent));
     CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, bytes, &payload));
     CC_COLL_TRY(x.template buffer<unsigned char>(Buf::RecvBytes, bytes * P, &gathered));
-    CC_COLL_TRY(x.template topk_encode<W>(g, n, idx, k, a.dtype, payload, sent));
+    CC_COLL_TRY(topk_encode<W>(x, g, n, idx, k, a.dtype, payload, sent));
     CC_COLL_TRY(x.sync());
     const double t1 = now_seconds();
     stats->time_compress += t1 - t0;
@@ -262,7 +263,7 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
 
     // 4. Decode: scatter-add in rank order.
     CC_COLL_TRY(x.zero(a.recv, n * es));
-    for (std::size_t r = 0; r < P; ++r) CC_COLL_TRY(x.topk_scatter_add(gathered + r * bytes, k, a.dtype, a.recv));
+    for (std::size_t r = 0; r < P; ++r) CC_COLL_TRY(topk_scatter_add(x, gathered + r * bytes, k, a.dtype, a.recv));
     if (a.op == CC_COLL_AVG) CC_COLL_TRY(x.divide(a.recv, n, a.dtype, comm.size()));
 
     // 5. Residual: what was not transmitted.

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "collectives/allreduce/allreduce.hpp"
+#include "compressors/topk/topk_backend.hpp"
 #include "collectives/common/outcome.hpp"
 #include "collectives/common/steps.hpp"
 #include "compressors/topk/topk_select.hpp"
@@ -91,8 +92,8 @@ cc_coll_status_t sparse_split(HostExec &x, const AllreduceArgs &a, const CallPar
     CC_COLL_TRY(x.buffer<std::uint32_t>(Buf::Indices, k, &idx));
     CC_COLL_TRY(x.buffer<W>(Buf::Sent, k, &sent));
     CC_COLL_TRY(x.buffer<unsigned char>(Buf::SendBytes, bytes, &payload));
-    CC_COLL_TRY(x.topk_select<W>(g, n, k, idx));
-    CC_COLL_TRY(x.topk_encode<W>(g, n, idx, k, a.dtype, payload, sent));
+    CC_COLL_TRY(topk_select<W>(x, g, n, k, idx));
+    CC_COLL_TRY(topk_encode<W>(x, g, n, idx, k, a.dtype, payload, sent));
     const std::uint32_t own_flags = topk::header_of(payload).flags;
     const unsigned char *own_idx = payload + sizeof(topk::PayloadHeader);
     const unsigned char *own_val = own_idx + k * sizeof(std::uint32_t);
@@ -151,8 +152,8 @@ cc_coll_status_t sparse_split(HostExec &x, const AllreduceArgs &a, const CallPar
     // 3. Reduce this region: check, add in sender order, mark the support.
     W *acc = nullptr;
     unsigned char *mark = nullptr;
-    CC_COLL_TRY(x.buffer<W>(Buf::Mhat, std::max<std::size_t>(mine.n, 1), &acc));
-    CC_COLL_TRY(x.buffer<unsigned char>(Buf::Q, std::max<std::size_t>(mine.n, 1), &mark));
+    CC_COLL_TRY(x.buffer<W>(Buf::Extra0, std::max<std::size_t>(mine.n, 1), &acc));
+    CC_COLL_TRY(x.buffer<unsigned char>(Buf::Extra2, std::max<std::size_t>(mine.n, 1), &mark));
     std::fill(acc, acc + mine.n, W(0));
     std::memset(mark, 0, mine.n);
     for (std::size_t s = 0, at = 0; s < P && fault == 0 && failed == 0 && !overflow; ++s) {
@@ -173,7 +174,7 @@ cc_coll_status_t sparse_split(HostExec &x, const AllreduceArgs &a, const CallPar
     const std::size_t kr = topk::k_for(p.density, std::max<std::size_t>(mine.n, 1));
     std::uint32_t *support = nullptr;
     W *mag = nullptr;
-    CC_COLL_TRY(x.buffer<std::uint32_t>(Buf::P, std::max<std::size_t>(mine.n, 1), &support));
+    CC_COLL_TRY(x.buffer<std::uint32_t>(Buf::Extra1, std::max<std::size_t>(mine.n, 1), &support));
     std::size_t u = 0;
     for (std::size_t i = 0; i < mine.n; ++i)
         if (mark[i]) support[u++] = static_cast<std::uint32_t>(i);
@@ -183,7 +184,7 @@ cc_coll_status_t sparse_split(HostExec &x, const AllreduceArgs &a, const CallPar
         CC_COLL_TRY(x.buffer<W>(Buf::Other, u, &mag));
         for (std::size_t j = 0; j < u; ++j) mag[j] = acc[support[j]];
         chosen.resize(keep);
-        CC_COLL_TRY(x.topk_select<W>(mag, u, keep, chosen.data()));  // the workspace's scratch
+        CC_COLL_TRY(topk_select<W>(x, mag, u, keep, chosen.data()));  // the workspace's scratch
     }
     const double t3 = now_seconds();
     stats->time_decompress += t3 - t2;

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cc_coll.h"
+#include "compressors/lowrank/lowrank_backend.hpp"
 #include "compressors/lowrank/powersgd.hpp"
 
 namespace cc_coll::detail {
@@ -17,8 +18,8 @@ template <typename X, typename W>
 cc_coll_status_t powersgd_p(X &x, const W *m, const lowrank::Shape &s, const W *previous, std::uint64_t seed,
                             std::uint64_t stream, bool half, W *q, W *p)
 {
-    cc_coll_status_t st = x.template lr_start_q<W>(previous, seed, stream, s, half, q);
-    if (st == CC_COLL_OK) st = x.template lr_multiply_mq<W>(m, s, q, p);
+    cc_coll_status_t st = lr_start_q<W>(x, previous, seed, stream, s, half, q);
+    if (st == CC_COLL_OK) st = lr_multiply_mq<W>(x, m, s, q, p);
     return st;
 }
 
@@ -26,8 +27,8 @@ cc_coll_status_t powersgd_p(X &x, const W *m, const lowrank::Shape &s, const W *
 template <typename X, typename W>
 cc_coll_status_t powersgd_q(X &x, const W *m, const lowrank::Shape &s, bool half, W *p, W *q)
 {
-    cc_coll_status_t st = x.template lr_orthogonalize<W>(p, s.rows, s.rank, half);
-    if (st == CC_COLL_OK) st = x.template lr_multiply_mtp<W>(m, s, p, q);
+    cc_coll_status_t st = lr_orthogonalize<W>(x, p, s.rows, s.rank, half);
+    if (st == CC_COLL_OK) st = lr_multiply_mtp<W>(x, m, s, p, q);
     return st;
 }
 

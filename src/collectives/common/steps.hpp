@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cc_coll.h"
+#include "compressors/topk/topk_backend.hpp"
 #include "collectives/allreduce/allreduce.hpp"
 #include "core/dtype.hpp"
 #include "core/ef_store.hpp"
@@ -50,7 +51,7 @@ cc_coll_status_t load_input(X &x, const CallParams &p, const void *send, const v
 {
     const cc_coll_status_t st = acquire_input<X, W>(x, p, key_buf, n, dtype, create, g, res);
     if (st != CC_COLL_OK) return st;
-    if (select_k > 0) return x.template load_select<W>(send, dtype, n, *g, *res != nullptr, select_k, idx);
+    if (select_k > 0) return topk_load_select<W>(x, send, dtype, n, *g, *res != nullptr, select_k, idx);
     return x.template load_input<W>(send, dtype, n, *g, *res != nullptr);
 }
 

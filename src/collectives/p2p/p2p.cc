@@ -23,6 +23,7 @@
 // (p2p_receive_message, p2p_receive.hpp). A malformed answer is
 // CC_COLL_ERR_MISMATCH on the sender (p2p_read_ack).
 #include "collectives/p2p/p2p.hpp"
+#include "compressors/lowrank/lowrank_backend.hpp"
 #include "collectives/p2p/p2p_receive.hpp"
 
 #include <algorithm>
@@ -157,7 +158,7 @@ bool lowrank_factors(Comm &comm, Workspace &ws, const W *m, const lowrank::Shape
     pbuf.resize(pn);
     qbuf.resize(qn);
     HostExec x(comm, ws);
-    const W *previous = p.warm_start && state != nullptr ? x.lr_stored_q<W>(*state, s) : nullptr;
+    const W *previous = p.warm_start && state != nullptr ? lr_stored_q<W>(x, *state, s) : nullptr;
     const bool half = is_half(dtype);
     // Host steps cannot fail.
     (void)powersgd_p<HostExec, W>(x, m, s, previous, p.seed, q_stream(s, state != nullptr ? state->calls : 0), half,

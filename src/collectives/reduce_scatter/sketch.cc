@@ -29,6 +29,7 @@
 #include "collectives/common/steps.hpp"
 #include "exec/workspace.hpp"
 #include "collectives/reduce_scatter/common.hpp"
+#include "compressors/sketch/sketch_backend.hpp"
 #include "collectives/reduce_scatter/reduce_scatter.hpp"
 #include "exec/host_exec.hpp"
 #include "compressors/sketch/count_sketch.hpp"

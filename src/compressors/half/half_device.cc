@@ -3,6 +3,7 @@
 #ifdef CC_COLL_HAVE_CUDA
 #include "compressors/half/half_codec.hpp"
 #include "compressors/half/half_cuda.hpp"
+#include "core/error.hpp"
 #include "gpu/gpu.hpp"
 
 namespace cc_coll::detail {
