@@ -1,4 +1,4 @@
-// Checkpoints of a communicator's compression state (core/state_blob.hpp;
+// Checkpoints of a communicator's compression state (dispatch/checkpoint.hpp;
 // docs/wire.md, "State checkpoint"), without MPI: communicators built
 // directly, their residuals, LEP residuals and LOWRANK entries set through
 // the stores, then exported and imported.
@@ -26,7 +26,7 @@
 #include "core/config.hpp"
 #include "core/ef_store.hpp"
 #include "core/error.hpp"
-#include "core/state_blob.hpp"
+#include "dispatch/checkpoint.hpp"
 #include "gpu/gpu.hpp"
 #include "compressors/lowrank/lowrank_state.hpp"
 

@@ -16,10 +16,10 @@
 #include "core/comm.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "core/state_blob.hpp"
 #include "gpu/gpu.hpp"
 #include "compressors/lowrank/lowrank_state.hpp"
 #include "core/method.hpp"
+#include "wire/state_codec.hpp"
 
 namespace cc_coll::detail {
 

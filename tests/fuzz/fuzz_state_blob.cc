@@ -1,5 +1,5 @@
 // Seeded mutation fuzzing of the import of state checkpoints
-// (cc_coll_state_import's import_state, core/state_blob.hpp), without MPI
+// (cc_coll_state_import's import_state, dispatch/checkpoint.hpp), without MPI
 // and without libFuzzer.
 //
 // Each input: a communicator of 1 to 4 ranks holding a random state
@@ -46,7 +46,8 @@
 #include "core/config.hpp"
 #include "core/ef_store.hpp"
 #include "core/error.hpp"
-#include "core/state_blob.hpp"
+#include "dispatch/checkpoint.hpp"
+#include "wire/state_codec.hpp"
 #include "fuzz_rng.hpp"
 #include "compressors/lowrank/lowrank_state.hpp"
 

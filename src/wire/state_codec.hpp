@@ -1,10 +1,11 @@
-// Checkpoints of a communicator's compression state (cc_coll_state_export,
-// cc_coll_state_import): the byte format of docs/wire.md, "State
-// checkpoint". Core writes and reads the blob's header, its checksum and the
-// residual sections (the error-feedback store is core's); each method with
-// per-tensor state of its own writes and reads its section's payload through
-// its descriptor (core/method.hpp: state_export, state_parse,
-// state_install), with the writer and reader below.
+// The byte format of state checkpoints (docs/wire.md, "State checkpoint"):
+// the blob's header constants and checksum, a little-endian writer and a
+// bounds-checked reader, section headers and keys. What a blob holds and
+// how an import checks and installs it is the checkpoint's
+// (dispatch/checkpoint.hpp); each method with per-tensor state of its own
+// writes and reads its section's payload with the writer and reader below,
+// through its descriptor (core/method.hpp: state_export, state_parse,
+// state_install).
 //
 // Every field is little-endian whatever the host's byte order, and floating
 // point values are IEEE-754 bit patterns, so a blob means the same on every
@@ -17,13 +18,13 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cc_coll.h"
 
 namespace cc_coll::detail {
 
-class Comm;
 struct EfKey;
 
 static_assert(std::numeric_limits<float>::is_iec559 && std::numeric_limits<double>::is_iec559,
@@ -52,6 +53,10 @@ constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ull;
 std::uint64_t fnv1a64(const void *data, std::size_t bytes, std::uint64_t hash = kFnvOffset);
 // The checksum of a blob: FNV-1a 64 over every byte but the checksum field's.
 std::uint64_t state_checksum(const unsigned char *blob, std::size_t bytes);
+// Computes a whole blob's checksum and stores it in its header.
+void store_state_checksum(unsigned char *blob, std::size_t bytes);
+// The little-endian unsigned integer of n bytes (1 to 8) at p.
+std::uint64_t load_le(const unsigned char *p, int n);
 
 // Appends fields to a blob, or only counts their bytes (a null output: the
 // size query and the first of export's two passes).
@@ -139,6 +144,19 @@ private:
     std::string context_;
 };
 
+// A section's 16-byte header: kind, payload version, reserved, payload
+// bytes.
+struct SectionHeader {
+    std::uint16_t kind = 0;
+    std::uint16_t version = 0;
+    std::uint32_t reserved = 0;
+    std::uint64_t bytes = 0;
+};
+// Writes a section header whose length is patched in later, at *length_at.
+void write_section_header(StateWriter &out, std::uint16_t kind, std::uint16_t version, std::size_t *length_at);
+// Reads a section header's fields (their values unchecked).
+cc_coll_status_t read_section_header(StateReader &in, SectionHeader *h);
+
 // A residual key: 24 bytes (docs/wire.md). Keys of tensors (kind 0 by
 // address, 1 by ef_key) and of point-to-point channels (2 by ef_key, 3 by
 // tag).
@@ -149,21 +167,14 @@ enum class KeyScope { Tensor, Channel, Any };
 cc_coll_status_t read_state_key(StateReader &in, KeyScope scope, int ranks, EfKey *key);
 // Orders keys as export writes them (so one state gives one blob).
 bool state_key_less(const EfKey &a, const EfKey &b);
+// Names a key in messages.
+std::string state_key_text(const EfKey &key);
 
-// What a method's state_parse produced: its state, not yet installed, and
-// the bytes it will charge to the StateBudget.
+// What a method's state_parse produced from its section: its state, not
+// yet installed, and the bytes it will charge to the StateBudget.
 struct StagedState {
     std::shared_ptr<void> state;
     std::uint64_t bytes = 0;
 };
-
-// cc_coll_state_export: the blob's size in *size; with `buf` (of *size
-// bytes at least) also the blob. The caller holds Comm::collective_mutex
-// and Comm::p2p_mutex.
-cc_coll_status_t export_state(Comm &comm, void *buf, std::size_t *size, bool *too_small, const char *fn);
-// cc_coll_state_import: checks the whole blob, then replaces every residual,
-// LEP residual and method state of `comm` with the blob's; on any error
-// nothing has changed. The caller holds both locks.
-cc_coll_status_t import_state(Comm &comm, const void *buf, std::size_t size, const char *fn);
 
 }  // namespace cc_coll::detail
