@@ -158,7 +158,7 @@ struct Method {
     void (*group_abort)(Comm &comm) = nullptr;
 
     // Checkpoints (cc_coll_state_export / cc_coll_state_import,
-    // core/state_blob.hpp; the format in docs/wire.md, "State checkpoint").
+    // wire/state_codec.hpp; the format in docs/wire.md, "State checkpoint").
     // A method with per-tensor state of its own sets all three; the others
     // leave them null (their residuals are core's). state_export writes the
     // payload of the method's section, in its format version state_version,

@@ -189,7 +189,7 @@ void copy_out(const std::vector<W> &src, std::size_t n, double *dst)
     if (dst != nullptr && src.size() == n) std::copy(src.begin(), src.end(), dst);
 }
 
-// ---- checkpoints (core/state_blob.hpp; docs/wire.md, "State checkpoint") ----
+// ---- checkpoints (wire/state_codec.hpp; docs/wire.md, "State checkpoint") ----
 
 // The payload's format version, and where an entry's factors are.
 constexpr std::uint16_t kStateVersion = 1;
