@@ -14,8 +14,6 @@
 
 namespace cc_coll::detail {
 
-namespace {
-
 std::string trim_lower(const std::string &text)
 {
     std::size_t b = 0, e = text.size();
@@ -26,22 +24,21 @@ std::string trim_lower(const std::string &text)
     return s;
 }
 
-// Sets *out to values[i] when the text, trimmed and in any case, is
-// names[i]; else says what is accepted.
-template <typename E, std::size_t N>
-bool apply_choice(const std::string &text, const char *const (&names)[N], const E (&values)[N], E *out,
-                  std::string *why)
+bool parse_u64(const std::string &text, std::uint64_t *out)
 {
     const std::string s = trim_lower(text);
-    for (std::size_t i = 0; i < N; ++i)
-        if (s == names[i]) {
-            *out = values[i];
-            return true;
-        }
-    *why = "expected one of: ";
-    for (std::size_t i = 0; i < N; ++i) *why += std::string(i ? ", " : "") + names[i];
-    return false;
+    errno = 0;
+    char *end = nullptr;
+    if (s.empty() || s[0] == '-') return false;
+    const unsigned long long v = std::strtoull(s.c_str(), &end, 0);
+    if (end != s.c_str() + s.size() || errno != 0) return false;
+    *out = v;
+    return true;
 }
+
+namespace {
+
+
 
 bool apply_method(const std::string &text, Config *cfg, std::string *why)
 {
@@ -50,36 +47,7 @@ bool apply_method(const std::string &text, Config *cfg, std::string *why)
     return false;
 }
 
-bool apply_auto_method(const std::string &text, Config *cfg, std::string *why)
-{
-    cc_coll_method_t m = CC_COLL_METHOD_NONE;
-    if (parse_method(text, &m) && find_method(m)->auto_candidate) {
-        cfg->auto_method = m;
-        return true;
-    }
-    *why = "expected a lossy method: " + auto_candidate_names();
-    return false;
-}
 
-bool apply_link(const std::string &text, Config *cfg, std::string *why)
-{
-    const std::string s = trim_lower(text);
-    if (s == "measure") {
-        cfg->link_gbits = 0;
-        cfg->link_latency_us = 0;
-        return true;
-    }
-    const std::size_t comma = s.find(',');
-    double g = 0, us = 0;
-    if (comma != std::string::npos && parse_double(s.substr(0, comma), &g) && g > 0 && g <= 1e6 &&
-        parse_double(s.substr(comma + 1), &us) && us >= 0 && us <= 1e7) {
-        cfg->link_gbits = g;
-        cfg->link_latency_us = us;
-        return true;
-    }
-    *why = "expected measure, or <Gbit/s>,<latency in microseconds> such as 10,25";
-    return false;
-}
 
 bool apply_density(const std::string &text, Config *cfg, std::string *why)
 {
@@ -99,34 +67,8 @@ bool apply_ef(const std::string &text, Config *cfg, std::string *why)
     return false;
 }
 
-bool apply_sparsifier(const std::string &text, Config *cfg, std::string *why)
-{
-    if (parse_sparsifier(text, &cfg->sparsifier)) return true;
-    *why = "expected topk or threshold";
-    return false;
-}
 
-bool apply_zero_fraction(const std::string &text, Config *cfg, std::string *why)
-{
-    double f = 0;
-    if (parse_double(text, &f) && zero_fraction_valid(f)) {
-        cfg->zero_fraction = f;
-        return true;
-    }
-    *why = "expected a number in [0, 1)";
-    return false;
-}
 
-bool apply_load_factor(const std::string &text, Config *cfg, std::string *why)
-{
-    double f = 0;
-    if (parse_double(text, &f) && load_factor_valid(f)) {
-        cfg->load_factor = f;
-        return true;
-    }
-    *why = "expected a number in (0, 16]";
-    return false;
-}
 
 bool apply_seed(const std::string &text, Config *cfg, std::string *why)
 {
@@ -181,53 +123,10 @@ bool apply_cuda_chunk_bytes(const std::string &text, Config *cfg, std::string *w
     return false;
 }
 
-bool parse_u64(const std::string &text, std::uint64_t *out)
-{
-    const std::string s = trim_lower(text);
-    errno = 0;
-    char *end = nullptr;
-    if (s.empty() || s[0] == '-') return false;
-    const unsigned long long v = std::strtoull(s.c_str(), &end, 0);
-    if (end != s.c_str() + s.size() || errno != 0) return false;
-    *out = v;
-    return true;
-}
 
-bool apply_lowrank_rank(const std::string &text, Config *cfg, std::string *why)
-{
-    std::uint64_t r = 0;
-    if (parse_u64(text, &r) && lowrank_rank_valid(static_cast<long long>(r))) {
-        cfg->lowrank_rank = static_cast<int>(r);
-        return true;
-    }
-    *why = "expected an integer in [1, 65536]";
-    return false;
-}
 
-bool apply_warm_start(const std::string &text, Config *cfg, std::string *why)
-{
-    if (parse_bool(text, &cfg->warm_start)) return true;
-    *why = "expected 1/0, true/false, yes/no or on/off";
-    return false;
-}
 
-bool apply_start_iter(const std::string &text, Config *cfg, std::string *why)
-{
-    if (parse_u64(text, &cfg->start_iter)) return true;
-    *why = "expected an unsigned integer";
-    return false;
-}
 
-bool apply_min_compression_rate(const std::string &text, Config *cfg, std::string *why)
-{
-    double r = 0;
-    if (parse_double(text, &r) && min_compression_rate_valid(r)) {
-        cfg->min_compression_rate = r;
-        return true;
-    }
-    *why = "expected a number >= 1";
-    return false;
-}
 
 bool apply_hierarchy(const std::string &text, Config *cfg, std::string *why)
 {
@@ -262,23 +161,7 @@ bool apply_threads(const std::string &text, Config *cfg, std::string *why)
     return false;
 }
 
-bool apply_pipeline_bytes(const std::string &text, Config *cfg, std::string *why)
-{
-    std::uint64_t v = 0;
-    if (parse_bytes(text, &v) && (v == 0 || (v >= (std::uint64_t{64} << 10) && v <= (std::uint64_t{1} << 31)))) {
-        cfg->pipeline_bytes = v;
-        return true;
-    }
-    *why = "expected 0 (off) or a byte count from 64K to 2G, such as 8M";
-    return false;
-}
 
-bool apply_topk_algorithm(const std::string &text, Config *cfg, std::string *why)
-{
-    static const char *const names[] = {"auto", "allgather", "split"};
-    static const TopkAlgorithm values[] = {TopkAlgorithm::Auto, TopkAlgorithm::Allgather, TopkAlgorithm::Split};
-    return apply_choice(text, names, values, &cfg->topk_algorithm, why);
-}
 
 bool apply_progress(const std::string &text, Config *cfg, std::string *why)
 {
@@ -295,41 +178,11 @@ const SettingDef kSettings[] = {
      "payload = 16 + k * (4 + element size) rounded up to 8 bytes) the call sends the buffer densely "
      "instead.",
      apply_density},
-    {"SPARSIFIER", "CC_COLL_SPARSIFIER", "topk",
-     "SKETCH: how each rank picks the elements it sends: topk (the k = ceil(density * count) largest "
-     "magnitudes) or threshold (TAGC's ladder: the largest threshold from 1e-20 to 0.5 that zeroes at "
-     "most ZERO_FRACTION of the elements).",
-     apply_sparsifier},
-    {"ZERO_FRACTION", "CC_COLL_ZERO_FRACTION", "0.8",
-     "SKETCH with the threshold sparsifier: target fraction of elements zeroed, in [0, 1).",
-     apply_zero_fraction},
-    {"LOAD_FACTOR", "CC_COLL_LOAD_FACTOR", "0.77",
-     "SKETCH: the sketch is sized so that the union support over its cells stays at or under this "
-     "load, in (0, 16]. Peeling recovers every element with high probability up to about 0.8; above "
-     "(and beyond 1, where the sketch has fewer cells than elements) more elements get count-sketch "
-     "estimates.",
-     apply_load_factor},
     {"SEED", "CC_COLL_SEED", "0x5eed5eed",
      "SKETCH: seed of the block hashes; LOWRANK: seed of the initial Gaussian Q. Must be the same on "
      "every rank. Different SKETCH seeds give different layouts and the same result when decoding is "
      "lossless.",
      apply_seed},
-    {"LOWRANK_RANK", "CC_COLL_LOWRANK_RANK", "1",
-     "LOWRANK: target rank of the approximation, in [1, 65536]; a rows x cols tensor uses "
-     "r = min(rows, cols, rank). PyTorch's PowerSGD advises 1 to 4, up to 32 for NLP models.",
-     apply_lowrank_rank},
-    {"LOWRANK_WARM_START", "CC_COLL_LOWRANK_WARM_START", "1",
-     "LOWRANK: 1 starts each step from the tensor's previous Q (re-orthogonalised), 0 draws a fresh "
-     "Gaussian Q every step.",
-     apply_warm_start},
-    {"LOWRANK_START_ITER", "CC_COLL_LOWRANK_START_ITER", "0",
-     "LOWRANK: the first this-many calls on each tensor are plain allreduces (PyTorch's "
-     "start_powerSGD_iter, whose default there is 1000).",
-     apply_start_iter},
-    {"LOWRANK_MIN_COMPRESSION_RATE", "CC_COLL_LOWRANK_MIN_COMPRESSION_RATE", "2",
-     "LOWRANK: a rows x cols tensor is compressed only when (rows + cols) x r x rate < rows x cols; "
-     "other tensors are allreduced densely (batched into one call in a group). At least 1.",
-     apply_min_compression_rate},
     {"EF", "CC_COLL_EF", "1",
      "Error feedback for lossy methods: what a call did not transmit is kept per tensor and added to "
      "that tensor's next input. 1 = on, 0 = off.",
@@ -370,14 +223,6 @@ const SettingDef kSettings[] = {
      "cc_coll_wait and cc_coll_waitall), or auto (thread when MPI_Query_thread reports "
      "MPI_THREAD_MULTIPLE, else caller). Blocking calls are unaffected.",
      apply_progress},
-    {"TOPK_ALGORITHM", "CC_COLL_TOPK_ALGORITHM", "auto",
-     "TOPK's allreduce of host buffers: allgather (every rank's pairs to every rank: exact sum of "
-     "the selected pairs, bytes received grow with the ranks), split (each rank owns a region of "
-     "the index space: sparse reduce-scatter, the owner keeps the largest sums of its region and "
-     "feeds the rest back into its residual, allgather of the regions: bytes received stay about "
-     "constant as ranks grow), or auto (split from 8 ranks on, else allgather). Device buffers "
-     "always use allgather. Every rank must use the same value.",
-     apply_topk_algorithm},
     {"HIERARCHY", "CC_COLL_HIERARCHY", "auto",
      "Node-by-node allreduce of host tensors (cc_coll_allreduce, cc_coll_allreduce_group and their "
      "non-blocking forms): off "
@@ -401,24 +246,6 @@ const SettingDef kSettings[] = {
      "else the ranks MPI_Comm_split_type puts on its node). Results do not depend on it. LOWRANK's "
      "matrix products run in the BLAS, with its own threads (OPENBLAS_NUM_THREADS).",
      apply_threads},
-    {"PIPELINE_BYTES", "CC_COLL_PIPELINE_BYTES", "0",
-     "TOPK's allgather algorithm on host buffers: 0 (off), or cut a call of more bytes than this into "
-     "chunks of about this many input bytes, each with its own top k (k = ceil(density * chunk)), "
-     "its own payload and its own MPI_Iallgather, so that selecting chunk i+1 overlaps sending chunk "
-     "i (64K to 2G). Every rank gets the same result; it differs from the unchunked call's (the top "
-     "k of each chunk, not of the whole buffer). Every rank must use the same value.",
-     apply_pipeline_bytes},
-    {"AUTO_METHOD", "CC_COLL_AUTO_METHOD", "topk",
-     "The lossy method of CC_COLL_METHOD=auto (a method whose caps include CC_COLL_METHOD_CAP_AUTO_CANDIDATE: "
-     "topk, sketch or lowrank in this release). Auto compresses a call with it "
-     "when the communicator's cost model predicts it faster than NONE (docs/algorithms.md, \"The cost "
-     "model\"). Every rank must use the same value.",
-     apply_auto_method},
-    {"LINK", "CC_COLL_LINK", "measure",
-     "The link of CC_COLL_METHOD=auto's cost model: measure (an 8-byte and a 2 MiB MPI_Allreduce, timed "
-     "on every rank when the model is built, the slowest rank's times taken), or <Gbit/s>,<latency in "
-     "microseconds> (such as 10,25) to give it. The lossy method's compute is always measured.",
-     apply_link},
 };
 
 }  // namespace

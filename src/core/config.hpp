@@ -117,6 +117,28 @@ const SettingDef *preload_setting_defs(std::size_t *count);
 // variable, the value and what is accepted. Never records a last error.
 cc_coll_status_t load_config(const EnvLookup &env, Config *cfg, std::string *why);
 
+// Helpers of the settings' parsers (core's rows and the methods' own rows,
+// Method::settings): the text trimmed and in lower case; an unsigned
+// integer (decimal, or 0x hexadecimal); one of a list of names.
+std::string trim_lower(const std::string &text);
+bool parse_u64(const std::string &text, std::uint64_t *out);
+// Sets *out to values[i] when the text, trimmed and in any case, is
+// names[i]; else says what is accepted.
+template <typename E, std::size_t N>
+bool apply_choice(const std::string &text, const char *const (&names)[N], const E (&values)[N], E *out,
+                  std::string *why)
+{
+    const std::string s = trim_lower(text);
+    for (std::size_t i = 0; i < N; ++i)
+        if (s == names[i]) {
+            *out = values[i];
+            return true;
+        }
+    *why = "expected one of: ";
+    for (std::size_t i = 0; i < N; ++i) *why += std::string(i ? ", " : "") + names[i];
+    return false;
+}
+
 // Parsers shared by the settings (and tested on their own). Each returns
 // false for text it does not accept. Leading/trailing blanks are ignored.
 bool parse_method(const std::string &text, cc_coll_method_t *out);

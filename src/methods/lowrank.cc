@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "gpu/gpu.hpp"
 #include "compressors/lowrank/lowrank_state.hpp"
+#include "core/config.hpp"
 #include "core/method.hpp"
 #include "wire/state_codec.hpp"
 
@@ -415,6 +416,63 @@ bool exchange_cost(const CostTensor &t, const CallParams &p, int, ExchangeCost *
     return true;
 }
 
+
+// The method's own settings (Method::settings: rows of the settings table).
+bool apply_lowrank_rank(const std::string &text, Config *cfg, std::string *why)
+{
+    std::uint64_t r = 0;
+    if (parse_u64(text, &r) && lowrank_rank_valid(static_cast<long long>(r))) {
+        cfg->lowrank_rank = static_cast<int>(r);
+        return true;
+    }
+    *why = "expected an integer in [1, 65536]";
+    return false;
+}
+
+bool apply_warm_start(const std::string &text, Config *cfg, std::string *why)
+{
+    if (parse_bool(text, &cfg->warm_start)) return true;
+    *why = "expected 1/0, true/false, yes/no or on/off";
+    return false;
+}
+
+bool apply_start_iter(const std::string &text, Config *cfg, std::string *why)
+{
+    if (parse_u64(text, &cfg->start_iter)) return true;
+    *why = "expected an unsigned integer";
+    return false;
+}
+
+bool apply_min_compression_rate(const std::string &text, Config *cfg, std::string *why)
+{
+    double r = 0;
+    if (parse_double(text, &r) && min_compression_rate_valid(r)) {
+        cfg->min_compression_rate = r;
+        return true;
+    }
+    *why = "expected a number >= 1";
+    return false;
+}
+
+const SettingDef kSettings[] = {
+    {"LOWRANK_RANK", "CC_COLL_LOWRANK_RANK", "1",
+     "LOWRANK: target rank of the approximation, in [1, 65536]; a rows x cols tensor uses "
+     "r = min(rows, cols, rank). PyTorch's PowerSGD advises 1 to 4, up to 32 for NLP models.",
+     apply_lowrank_rank},
+    {"LOWRANK_WARM_START", "CC_COLL_LOWRANK_WARM_START", "1",
+     "LOWRANK: 1 starts each step from the tensor's previous Q (re-orthogonalised), 0 draws a fresh "
+     "Gaussian Q every step.",
+     apply_warm_start},
+    {"LOWRANK_START_ITER", "CC_COLL_LOWRANK_START_ITER", "0",
+     "LOWRANK: the first this-many calls on each tensor are plain allreduces (PyTorch's "
+     "start_powerSGD_iter, whose default there is 1000).",
+     apply_start_iter},
+    {"LOWRANK_MIN_COMPRESSION_RATE", "CC_COLL_LOWRANK_MIN_COMPRESSION_RATE", "2",
+     "LOWRANK: a rows x cols tensor is compressed only when (rows + cols) x r x rate < rows x cols; "
+     "other tensors are allreduced densely (batched into one call in a group). At least 1.",
+     apply_min_compression_rate},
+};
+
 }  // namespace
 
 LowRankStore &lowrank_tensor_states(Comm &comm) { return stores(comm).tensors; }
@@ -533,6 +591,8 @@ const Method &lowrank_method()
         .matrix_view = true,
         .auto_candidate = true,
         .exchange_cost = exchange_cost,
+        .settings = kSettings,
+        .settings_count = sizeof kSettings / sizeof kSettings[0],
         .allreduce = nullptr,  // a single tensor runs as a group of one
         .group_plan = plan,
         .group_batch = allreduce_lowrank,

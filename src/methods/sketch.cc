@@ -7,6 +7,7 @@
 #include "collectives/reduce_scatter/reduce_scatter.hpp"
 #include "collectives/common/agreement.hpp"
 #include "core/dtype.hpp"
+#include "core/config.hpp"
 #include "core/method.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "wire/topk_payload.hpp"
@@ -37,6 +38,54 @@ bool exchange_cost(const CostTensor &t, const CallParams &p, int ranks, Exchange
     return true;
 }
 
+
+// The method's own settings (Method::settings: rows of the settings table).
+bool apply_sparsifier(const std::string &text, Config *cfg, std::string *why)
+{
+    if (parse_sparsifier(text, &cfg->sparsifier)) return true;
+    *why = "expected topk or threshold";
+    return false;
+}
+
+bool apply_zero_fraction(const std::string &text, Config *cfg, std::string *why)
+{
+    double f = 0;
+    if (parse_double(text, &f) && zero_fraction_valid(f)) {
+        cfg->zero_fraction = f;
+        return true;
+    }
+    *why = "expected a number in [0, 1)";
+    return false;
+}
+
+bool apply_load_factor(const std::string &text, Config *cfg, std::string *why)
+{
+    double f = 0;
+    if (parse_double(text, &f) && load_factor_valid(f)) {
+        cfg->load_factor = f;
+        return true;
+    }
+    *why = "expected a number in (0, 16]";
+    return false;
+}
+
+const SettingDef kSettings[] = {
+    {"SPARSIFIER", "CC_COLL_SPARSIFIER", "topk",
+     "SKETCH: how each rank picks the elements it sends: topk (the k = ceil(density * count) largest "
+     "magnitudes) or threshold (TAGC's ladder: the largest threshold from 1e-20 to 0.5 that zeroes at "
+     "most ZERO_FRACTION of the elements).",
+     apply_sparsifier},
+    {"ZERO_FRACTION", "CC_COLL_ZERO_FRACTION", "0.8",
+     "SKETCH with the threshold sparsifier: target fraction of elements zeroed, in [0, 1).",
+     apply_zero_fraction},
+    {"LOAD_FACTOR", "CC_COLL_LOAD_FACTOR", "0.77",
+     "SKETCH: the sketch is sized so that the union support over its cells stays at or under this "
+     "load, in (0, 16]. Peeling recovers every element with high probability up to about 0.8; above "
+     "(and beyond 1, where the sketch has fewer cells than elements) more elements get count-sketch "
+     "estimates.",
+     apply_load_factor},
+};
+
 }  // namespace
 
 const Method &sketch_method()
@@ -48,6 +97,8 @@ const Method &sketch_method()
         .homomorphic = true,
         .auto_candidate = true,
         .exchange_cost = exchange_cost,
+        .settings = kSettings,
+        .settings_count = sizeof kSettings / sizeof kSettings[0],
         .allreduce = allreduce_sketch,
         .reduce_scatter = reduce_scatter_sketch,
         .p2p = P2pCompression::Refused,

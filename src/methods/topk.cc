@@ -5,6 +5,7 @@
 #include "collectives/allreduce/allreduce.hpp"
 #include "collectives/reduce_scatter/reduce_scatter.hpp"
 #include "collectives/common/agreement.hpp"
+#include "core/config.hpp"
 #include "core/method.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "wire/topk_payload.hpp"
@@ -60,6 +61,44 @@ bool exchange_cost(const CostTensor &t, const CallParams &p, int ranks, Exchange
     return true;
 }
 
+
+// The method's own settings (Method::settings: rows of the settings table).
+bool apply_pipeline_bytes(const std::string &text, Config *cfg, std::string *why)
+{
+    std::uint64_t v = 0;
+    if (parse_bytes(text, &v) && (v == 0 || (v >= (std::uint64_t{64} << 10) && v <= (std::uint64_t{1} << 31)))) {
+        cfg->pipeline_bytes = v;
+        return true;
+    }
+    *why = "expected 0 (off) or a byte count from 64K to 2G, such as 8M";
+    return false;
+}
+
+bool apply_topk_algorithm(const std::string &text, Config *cfg, std::string *why)
+{
+    static const char *const names[] = {"auto", "allgather", "split"};
+    static const TopkAlgorithm values[] = {TopkAlgorithm::Auto, TopkAlgorithm::Allgather, TopkAlgorithm::Split};
+    return apply_choice(text, names, values, &cfg->topk_algorithm, why);
+}
+
+const SettingDef kSettings[] = {
+    {"PIPELINE_BYTES", "CC_COLL_PIPELINE_BYTES", "0",
+     "TOPK's allgather algorithm on host buffers: 0 (off), or cut a call of more bytes than this into "
+     "chunks of about this many input bytes, each with its own top k (k = ceil(density * chunk)), "
+     "its own payload and its own MPI_Iallgather, so that selecting chunk i+1 overlaps sending chunk "
+     "i (64K to 2G). Every rank gets the same result; it differs from the unchunked call's (the top "
+     "k of each chunk, not of the whole buffer). Every rank must use the same value.",
+     apply_pipeline_bytes},
+    {"TOPK_ALGORITHM", "CC_COLL_TOPK_ALGORITHM", "auto",
+     "TOPK's allreduce of host buffers: allgather (every rank's pairs to every rank: exact sum of "
+     "the selected pairs, bytes received grow with the ranks), split (each rank owns a region of "
+     "the index space: sparse reduce-scatter, the owner keeps the largest sums of its region and "
+     "feeds the rest back into its residual, allgather of the regions: bytes received stay about "
+     "constant as ranks grow), or auto (split from 8 ranks on, else allgather). Device buffers "
+     "always use allgather. Every rank must use the same value.",
+     apply_topk_algorithm},
+};
+
 }  // namespace
 
 const Method &topk_method()
@@ -71,6 +110,8 @@ const Method &topk_method()
         .homomorphic = false,
         .auto_candidate = true,
         .exchange_cost = exchange_cost,
+        .settings = kSettings,
+        .settings_count = sizeof kSettings / sizeof kSettings[0],
         .allreduce = allreduce_topk,
         .reduce_scatter = reduce_scatter_sparse_alltoall,
         .p2p = P2pCompression::Topk,

@@ -9,6 +9,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/config.hpp"
 #include "core/method.hpp"
 #include "core/stats.hpp"
 #include "methods/auto/cost_model.hpp"
@@ -67,6 +68,53 @@ cc_coll_status_t predict_call(Comm &comm, const CostTensor &t, const CallParams 
     return CC_COLL_OK;
 }
 
+
+// The method's own settings (Method::settings: rows of the settings table).
+bool apply_auto_method(const std::string &text, Config *cfg, std::string *why)
+{
+    cc_coll_method_t m = CC_COLL_METHOD_NONE;
+    if (parse_method(text, &m) && find_method(m)->auto_candidate) {
+        cfg->auto_method = m;
+        return true;
+    }
+    *why = "expected a lossy method: " + auto_candidate_names();
+    return false;
+}
+
+bool apply_link(const std::string &text, Config *cfg, std::string *why)
+{
+    const std::string s = trim_lower(text);
+    if (s == "measure") {
+        cfg->link_gbits = 0;
+        cfg->link_latency_us = 0;
+        return true;
+    }
+    const std::size_t comma = s.find(',');
+    double g = 0, us = 0;
+    if (comma != std::string::npos && parse_double(s.substr(0, comma), &g) && g > 0 && g <= 1e6 &&
+        parse_double(s.substr(comma + 1), &us) && us >= 0 && us <= 1e7) {
+        cfg->link_gbits = g;
+        cfg->link_latency_us = us;
+        return true;
+    }
+    *why = "expected measure, or <Gbit/s>,<latency in microseconds> such as 10,25";
+    return false;
+}
+
+const SettingDef kSettings[] = {
+    {"AUTO_METHOD", "CC_COLL_AUTO_METHOD", "topk",
+     "The lossy method of CC_COLL_METHOD=auto (a method whose caps include CC_COLL_METHOD_CAP_AUTO_CANDIDATE: "
+     "topk, sketch, lowrank or half in this release). Auto compresses a call with it "
+     "when the communicator's cost model predicts it faster than NONE (docs/algorithms.md, \"The cost "
+     "model\"). Every rank must use the same value.",
+     apply_auto_method},
+    {"LINK", "CC_COLL_LINK", "measure",
+     "The link of CC_COLL_METHOD=auto's cost model: measure (an 8-byte and a 2 MiB MPI_Allreduce, timed "
+     "on every rank when the model is built, the slowest rank's times taken), or <Gbit/s>,<latency in "
+     "microseconds> (such as 10,25) to give it. The lossy method's compute is always measured.",
+     apply_link},
+};
+
 }  // namespace
 
 const Method &auto_method()
@@ -80,6 +128,8 @@ const Method &auto_method()
         .select = select,
         .comm_created = comm_created,
         .predict = predict_call,
+        .settings = kSettings,
+        .settings_count = sizeof kSettings / sizeof kSettings[0],
         .p2p = P2pCompression::None,
     };
     return m;
