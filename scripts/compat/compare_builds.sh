@@ -4,8 +4,11 @@
 # cc_coll.h and library, runs it under mpirun on 1 to 4 ranks for every
 # method of 0.6 (none, topk, sketch, lowrank, auto: AUTO three times, a slow
 # given link with TOPK and with LOWRANK as its lossy method, so that it
-# compresses, and a fast one, so that it runs NONE), and compares the
-# digests of every call's results and residual, line by line.
+# compresses, and a fast one, so that it runs NONE) and for the algorithm
+# settings of 0.6 (TOPK's split algorithm and its pipelined allgather; the
+# hierarchical allreduce with nodes of 2 ranks for TOPK, SKETCH and LOWRANK),
+# and compares the digests of every call's results and residual, line by
+# line.
 #
 #   scripts/compat/compare_builds.sh BEFORE_BUILD AFTER_BUILD
 #
@@ -31,7 +34,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 [ "$#" = 2 ] || die "usage: $me BEFORE_BUILD AFTER_BUILD"
 ranks=${CC_COMPAT_RANKS:-1 2 3 4}
 tmo=${CC_COMPAT_TIMEOUT:-900}
-runs=${CC_COMPAT_RUNS:-"none=none topk=topk sketch=sketch lowrank=lowrank auto-slow=auto:CC_COLL_LINK=0.01,1000 auto-lowrank-slow=auto:CC_COLL_LINK=0.01,1000,CC_COLL_AUTO_METHOD=lowrank auto-fast=auto:CC_COLL_LINK=100000,1"}
+runs=${CC_COMPAT_RUNS:-"none=none topk=topk sketch=sketch lowrank=lowrank auto-slow=auto:CC_COLL_LINK=0.01,1000 auto-lowrank-slow=auto:CC_COLL_LINK=0.01,1000,CC_COLL_AUTO_METHOD=lowrank auto-fast=auto:CC_COLL_LINK=100000,1 topk-split=topk:CC_COLL_TOPK_ALGORITHM=split topk-pipeline=topk:CC_COLL_PIPELINE_BYTES=64K hier-topk=topk:CC_COLL_HIERARCHY=on,CC_COLL_NODES=2 hier-sketch=sketch:CC_COLL_HIERARCHY=on,CC_COLL_NODES=2 hier-lowrank=lowrank:CC_COLL_HIERARCHY=on,CC_COLL_NODES=2"}
 command -v mpicc >/dev/null || die "mpicc is missing"
 command -v mpirun >/dev/null || die "mpirun is missing"
 
