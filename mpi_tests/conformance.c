@@ -444,40 +444,51 @@ static const double kEfDensity = 0.01;
 static const size_t kEfRecvcount = 16384;
 static const double kEfRsDensity = 0.01;
 
-static void test_ef_invariant(cc_coll_comm_h h)
+/* The EF invariant over T SUM steps of one collective: what every rank
+ * received (the gathered shards, for the reduce-scatter) plus the residuals
+ * summed over ranks are the summed inputs. */
+static void ef_invariant_over(cc_coll_comm_h h, int reduce_scatter)
 {
-    const size_t n = kEfCount;
-    const int T = 12;
+    const size_t rc = kEfRecvcount;
+    const size_t n = reduce_scatter ? rc * (size_t)g_size : kEfCount;
+    const int T = reduce_scatter ? 8 : 12;
     for (int mi = 0; mi < g_nmethods; ++mi) {
         const Method *m = &g_methods[mi];
-        if (!lossy(m)) continue;
+        if (!lossy(m) || (reduce_scatter && !has_rs(m))) continue;
         double carried = 0.0;
         char lossy_in[64] = "";
         for (int di = 0; di < 4; ++di) {
             const cc_coll_dtype_t d = kDtypes[di];
             const size_t es = cc_coll_dtype_size(d);
             char desc[160];
-            snprintf(desc, sizeof desc, "EF invariant: method %s %s, %d steps (P=%d)", m->name, dtype_name(d), T,
-                     g_size);
+            snprintf(desc, sizeof desc, "%sEF invariant: method %s %s, %d steps (P=%d)",
+                     reduce_scatter ? "reduce-scatter " : "", m->name, dtype_name(d), T, g_size);
             double *g = xmalloc(n * sizeof *g), *sum_g = xcalloc(n, sizeof(double));
             double *sum_res = xcalloc(n, sizeof(double)), *sum_abs = xcalloc(n, sizeof(double));
             double *sum_abs_g = xcalloc(n, sizeof(double)), *e = xmalloc(n * sizeof *e);
-            unsigned char *send = xmalloc(n * es), *recv = xmalloc(n * es);
-            const cc_coll_params_t p = params_for(m, 1, kEfDensity);
-            uint64_t seed = seed_for(g_rank, 300 + 10 * mi + di);
+            unsigned char *send = xmalloc(n * es), *recv = xmalloc(n * es), *all = xmalloc(n * es);
+            const cc_coll_params_t p = params_for(m, 1, reduce_scatter ? kEfRsDensity : kEfDensity);
+            uint64_t seed = seed_for(g_rank, (reduce_scatter ? 800 : 300) + 10 * mi + di);
             double gmax = 0.0;
             for (int t = 0; t < T; ++t) {
                 for (size_t i = 0; i < n; ++i) {
-                    g[i] = round_to(d, (rng_uniform(&seed) * 2.0 - 1.0) * (1.0 + (double)(i % 7)));
+                    g[i] = round_to(d, (rng_uniform(&seed) * 2.0 - 1.0) * (1.0 + (double)(i % (reduce_scatter ? 5 : 7))));
                     sum_g[i] += g[i];
                     sum_abs_g[i] += fabs(g[i]);
                     if (fabs(g[i]) > gmax) gmax = fabs(g[i]);
                 }
                 pack(d, g, n, send);
-                call_ok(cc_coll_allreduce(send, recv, n, d, CC_COLL_SUM, &p, h, NULL), m, desc);
+                const unsigned char *result = recv;
+                if (reduce_scatter) {
+                    call_ok(cc_coll_reduce_scatter(send, recv, rc, d, CC_COLL_SUM, &p, h, NULL), m, desc);
+                    MPI_Allgather(recv, (int)(rc * es), MPI_BYTE, all, (int)(rc * es), MPI_BYTE, MPI_COMM_WORLD);
+                    result = all;
+                } else {
+                    call_ok(cc_coll_allreduce(send, recv, n, d, CC_COLL_SUM, &p, h, NULL), m, desc);
+                }
                 for (size_t i = 0; i < n; ++i) {
-                    sum_res[i] += element(d, recv, i);
-                    sum_abs[i] += fabs(element(d, recv, i));
+                    sum_res[i] += element(d, result, i);
+                    sum_abs[i] += fabs(element(d, result, i));
                 }
             }
             CHECK_CC(cc_coll_ef_get_residual(h, &p, recv, n, d, e));
@@ -492,6 +503,7 @@ static void test_ef_invariant(cc_coll_comm_h h)
             free(e);
             free(send);
             free(recv);
+            free(all);
         }
         /* The check has teeth: the residual held what was not sent, in
          * one dtype at least, beyond the invariant's tolerance (a method may
@@ -502,6 +514,8 @@ static void test_ef_invariant(cc_coll_comm_h h)
         CHECK_CC(cc_coll_ef_reset_all(h));
     }
 }
+
+static void test_ef_invariant(cc_coll_comm_h h) { ef_invariant_over(h, 0); }
 
 /* ---- 4. count 0 ----------------------------------------------------------------- */
 
@@ -838,68 +852,8 @@ static void test_reduce_scatter(cc_coll_comm_h h)
     free(exact);
 }
 
-/* Error feedback through the reduce-scatter: the gathered shards of T SUM
- * steps plus the residuals summed over ranks are the summed inputs. */
-static void test_reduce_scatter_ef(cc_coll_comm_h h)
-{
-    const size_t rc = kEfRecvcount, n = rc * (size_t)g_size;
-    const int T = 8;
-    for (int mi = 0; mi < g_nmethods; ++mi) {
-        const Method *m = &g_methods[mi];
-        if (!has_rs(m) || !lossy(m)) continue;
-        double carried = 0.0;
-        char lossy_in[64] = "";
-        for (int di = 0; di < 4; ++di) {
-            const cc_coll_dtype_t d = kDtypes[di];
-            const size_t es = cc_coll_dtype_size(d);
-            char desc[160];
-            snprintf(desc, sizeof desc, "reduce-scatter EF invariant: method %s %s, %d steps (P=%d)", m->name,
-                     dtype_name(d), T, g_size);
-            double *g = xmalloc(n * sizeof *g), *sum_g = xcalloc(n, sizeof(double));
-            double *sum_res = xcalloc(n, sizeof(double)), *sum_abs = xcalloc(n, sizeof(double));
-            double *sum_abs_g = xcalloc(n, sizeof(double)), *e = xmalloc(n * sizeof *e);
-            unsigned char *send = xmalloc(n * es), *recv = xmalloc(rc * es), *all = xmalloc(n * es);
-            const cc_coll_params_t p = params_for(m, 1, kEfRsDensity);
-            uint64_t seed = seed_for(g_rank, 800 + 10 * mi + di);
-            double gmax = 0.0;
-            for (int t = 0; t < T; ++t) {
-                for (size_t i = 0; i < n; ++i) {
-                    g[i] = round_to(d, (rng_uniform(&seed) * 2.0 - 1.0) * (1.0 + (double)(i % 5)));
-                    sum_g[i] += g[i];
-                    sum_abs_g[i] += fabs(g[i]);
-                    if (fabs(g[i]) > gmax) gmax = fabs(g[i]);
-                }
-                pack(d, g, n, send);
-                call_ok(cc_coll_reduce_scatter(send, recv, rc, d, CC_COLL_SUM, &p, h, NULL), m, desc);
-                MPI_Allgather(recv, (int)(rc * es), MPI_BYTE, all, (int)(rc * es), MPI_BYTE, MPI_COMM_WORLD);
-                for (size_t i = 0; i < n; ++i) {
-                    sum_res[i] += element(d, all, i);
-                    sum_abs[i] += fabs(element(d, all, i));
-                }
-            }
-            CHECK_CC(cc_coll_ef_get_residual(h, &p, recv, n, d, e));
-            const double e_max = check_ef_invariant(m, d, n, T, gmax, sum_res, sum_abs, sum_g, sum_abs_g, e, desc);
-            if (e_max > carried) carried = e_max;
-            if (e_max > 1.0) snprintf(lossy_in + strlen(lossy_in), sizeof lossy_in - strlen(lossy_in), " %s", dtype_name(d));
-            free(g);
-            free(sum_g);
-            free(sum_res);
-            free(sum_abs);
-            free(sum_abs_g);
-            free(e);
-            free(send);
-            free(recv);
-            free(all);
-        }
-        /* The check has teeth: the residual held what was not sent, in
-         * one dtype at least, beyond the invariant's tolerance (a method may
-         * send some dtypes densely at this size, and a selecting method may
-         * send everything). */
-        if (!selects(m) && !(carried > 1.0)) die("method %s: the residual never carried untransmitted values", m->name, 0);
-        if (g_rank == 0) printf("    %s: the residual carried untransmitted values in:%s\n", m->name, lossy_in);
-        CHECK_CC(cc_coll_ef_reset_all(h));
-    }
-}
+/* Error feedback through the reduce-scatter (ef_invariant_over). */
+static void test_reduce_scatter_ef(cc_coll_comm_h h) { ef_invariant_over(h, 1); }
 
 /* The non-blocking reduce-scatter gives the blocking one's bits. */
 static void test_ireduce_scatter(cc_coll_comm_h h)
