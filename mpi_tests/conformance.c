@@ -188,6 +188,15 @@ static void input(cc_coll_dtype_t d, double *x, size_t n, int test_case, int int
  * exact only where every partial sum is). */
 static int exact_data(const Method *m, cc_coll_dtype_t d) { return !lossy(m) && cc_coll_dtype_size(d) == 2; }
 
+/* AVG of an F32/F64 sum: / P in the element type, as MPI users would. */
+static void divide_by_ranks(cc_coll_dtype_t d, void *out, size_t n)
+{
+    for (size_t i = 0; i < n; ++i) {
+        if (d == CC_COLL_F32) ((float *)out)[i] = ((float *)out)[i] / (float)g_size;
+        else ((double *)out)[i] = ((double *)out)[i] / (double)g_size;
+    }
+}
+
 /* MPI's result in the dtype: F32/F64 MPI_Allreduce(SUM) of the packed
  * inputs, AVG then / W in the type; F16/BF16 summed as binary32 and rounded
  * (the dtype's rule). */
@@ -199,11 +208,7 @@ static void mpi_allreduce_ref(cc_coll_dtype_t d, cc_coll_op_t op, const double *
         CHECK(MPI_Allreduce(tmp, out, (int)n, mpi_type(d), MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS,
               "reference MPI_Allreduce");
         free(tmp);
-        if (op == CC_COLL_AVG)
-            for (size_t i = 0; i < n; ++i) {
-                if (d == CC_COLL_F32) ((float *)out)[i] = ((float *)out)[i] / (float)g_size;
-                else ((double *)out)[i] = ((double *)out)[i] / (double)g_size;
-            }
+        if (op == CC_COLL_AVG) divide_by_ranks(d, out, n);
         return;
     }
     float *f = xmalloc(n * sizeof *f), *s = xmalloc(n * sizeof *s);
@@ -731,11 +736,7 @@ static void mpi_rs_ref(cc_coll_dtype_t d, cc_coll_op_t op, const double *x, size
                   "reference MPI_Reduce_scatter_block");
         }
         free(tmp);
-        if (op == CC_COLL_AVG)
-            for (size_t i = 0; i < rc; ++i) {
-                if (d == CC_COLL_F32) ((float *)out)[i] = ((float *)out)[i] / (float)g_size;
-                else ((double *)out)[i] = ((double *)out)[i] / (double)g_size;
-            }
+        if (op == CC_COLL_AVG) divide_by_ranks(d, out, rc);
         return;
     }
     float *f = xmalloc(n * sizeof *f), *s = xmalloc(rc * sizeof *s);
