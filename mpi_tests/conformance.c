@@ -197,6 +197,18 @@ static void divide_by_ranks(cc_coll_dtype_t d, void *out, size_t n)
     }
 }
 
+/* A 16-bit dtype's reference from MPI's binary32 sums s (count of them,
+ * freed here): rounded to the dtype, or AVG divided in binary32 then
+ * rounded, packed into out. */
+static void finish_16bit(cc_coll_dtype_t d, cc_coll_op_t op, float *s, size_t count, void *out)
+{
+    double *acc = xmalloc(count * sizeof *acc);
+    for (size_t i = 0; i < count; ++i) acc[i] = op == CC_COLL_AVG ? div_in(d, s[i], g_size) : round_to(d, s[i]);
+    pack(d, acc, count, out);
+    free(acc);
+    free(s);
+}
+
 /* MPI's result in the dtype: F32/F64 MPI_Allreduce(SUM) of the packed
  * inputs, AVG then / W in the type; F16/BF16 summed as binary32 and rounded
  * (the dtype's rule). */
@@ -212,14 +224,10 @@ static void mpi_allreduce_ref(cc_coll_dtype_t d, cc_coll_op_t op, const double *
         return;
     }
     float *f = xmalloc(n * sizeof *f), *s = xmalloc(n * sizeof *s);
-    double *acc = xmalloc(n * sizeof *acc);
     for (size_t i = 0; i < n; ++i) f[i] = (float)x[i];
     CHECK(MPI_Allreduce(f, s, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS, "reference MPI_Allreduce");
-    for (size_t i = 0; i < n; ++i) acc[i] = op == CC_COLL_AVG ? div_in(d, s[i], g_size) : round_to(d, s[i]);
-    pack(d, acc, n, out);
+    finish_16bit(d, op, s, n, out);
     free(f);
-    free(s);
-    free(acc);
 }
 
 /* The exact sum over ranks (binary64) of x; AVG divided by W. */
@@ -740,15 +748,11 @@ static void mpi_rs_ref(cc_coll_dtype_t d, cc_coll_op_t op, const double *x, size
         return;
     }
     float *f = xmalloc(n * sizeof *f), *s = xmalloc(rc * sizeof *s);
-    double *acc = xmalloc(rc * sizeof *acc);
     for (size_t i = 0; i < n; ++i) f[i] = (float)x[i];
     CHECK(MPI_Reduce_scatter_block(f, s, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS,
           "reference MPI_Reduce_scatter_block");
-    for (size_t i = 0; i < rc; ++i) acc[i] = op == CC_COLL_AVG ? div_in(d, s[i], g_size) : round_to(d, s[i]);
-    pack(d, acc, rc, out);
+    finish_16bit(d, op, s, rc, out);
     free(f);
-    free(s);
-    free(acc);
 }
 
 /* The reduce-scatter of a method without CAP_REDUCE_SCATTER: NOT_SUPPORTED
