@@ -121,6 +121,10 @@ program fortran_methods
   call cc_coll_method_from_name('', m, ierr)
   if (ierr /= CC_COLL_ERR_INVALID_METHOD .or. m /= -1) call fail('cc_coll_method_from_name("")')
 
+  ! The main program's allocatables are saved: freed here, or LeakSanitizer reports them.
+  if (allocated(name)) deallocate(name)
+  if (allocated(summary)) deallocate(summary)
+
   if (nfail /= 0) then
     print '(i0,a)', nfail, ' check(s) failed'
     error stop 1
