@@ -30,7 +30,7 @@
 
 /* The single source of the version: CMake reads these three lines. */
 #define CC_COLL_VERSION_MAJOR 0
-#define CC_COLL_VERSION_MINOR 7
+#define CC_COLL_VERSION_MINOR 8
 #define CC_COLL_VERSION_PATCH 0
 
 /* One integer, ordered like the version: MAJOR*10000 + MINOR*100 + PATCH. */
@@ -719,7 +719,9 @@ enum cc_coll_stats_field {
     CC_COLL_STATS_FIELD_TIME_TOTAL         = (1ULL << 8),
     CC_COLL_STATS_FIELD_AUTO_CALLS         = (1ULL << 9),
     CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS   = (1ULL << 10),
-    CC_COLL_STATS_FIELD_AUTO_PREDICTED     = (1ULL << 11)
+    CC_COLL_STATS_FIELD_AUTO_PREDICTED     = (1ULL << 11),
+    CC_COLL_STATS_FIELD_AUTO_EXPLORED_CALLS = (1ULL << 12),
+    CC_COLL_STATS_FIELD_AUTO_MEASURED      = (1ULL << 13)
 };
 
 /* Per-communicator counters, summed over this rank's calls since creation or
@@ -748,8 +750,13 @@ typedef struct cc_coll_stats {
     uint64_t auto_lossy_calls;     /* of those, how many the cost model sent
                                       with its lossy method (the rest: NONE) */
     double   auto_predicted;       /* seconds the cost model predicted for
-                                      those calls' choices, summed: compare
-                                      with time_total over the same calls    */
+                                      those calls' choices (as corrected by
+                                      the calls before them), summed         */
+    uint64_t auto_explored_calls;  /* of those, how many ran the runner-up
+                                      to check the model (since 0.8)         */
+    double   auto_measured;        /* seconds those calls took on this rank,
+                                      as AUTO timed them: compare with
+                                      auto_predicted (since 0.8)             */
 } cc_coll_stats_t;
 
 CC_COLL_API cc_coll_status_t cc_coll_comm_get_stats(cc_coll_comm_h comm, cc_coll_stats_t *stats);

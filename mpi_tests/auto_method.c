@@ -13,9 +13,19 @@
  *     tensors and groups; the statistics count the calls, the compressed
  *     ones and the predicted seconds (those cc_coll_auto_predict gives);
  *   - reduce-scatter with AUTO runs NONE: MPI_Reduce_scatter_block's bits;
- *   - CC_COLL_METHOD=auto names "auto"; a bad CC_COLL_AUTO_METHOD or
- *     CC_COLL_LINK fails communicator creation with CC_COLL_ERR_CONFIG and
- *     a message naming the variable.
+ *   - CC_COLL_METHOD=auto names "auto"; a bad CC_COLL_AUTO_METHOD,
+ *     CC_COLL_AUTO_CHECK or CC_COLL_LINK fails communicator creation with
+ *     CC_COLL_ERR_CONFIG and a message naming the variable;
+ *   - several candidates (CC_COLL_AUTO_METHOD=half,topk): AUTO runs one of
+ *     them or NONE, bit for bit that method's call;
+ *   - the online check (CC_COLL_AUTO_CHECK=on; the cases above run with it
+ *     off, so that a call runs exactly the model's prediction): on one
+ *     node, with the link given as 20 Mbit/s (a wrong model that favours
+ *     LOWRANK) and with the link measured, AUTO ends up running NONE for
+ *     4 MiB, which one node's shared memory moves ten to a hundred times
+ *     faster than LOWRANK at rank 128 compresses it (2 ranks; with 3 and 4 ranks oversubscribing this
+ *     machine's cores the times are not trusted here); the statistics count
+ *     the calls that checked the model and their measured seconds.
  * Any failure prints the case and calls MPI_Abort (exit status non-zero).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -196,9 +206,10 @@ static void settings(void)
 {
     g_test = "settings";
     CHECK(strcmp(cc_coll_method_name(CC_COLL_METHOD_AUTO), "auto") == 0, "CC_COLL_METHOD_AUTO is not named auto");
-    static const char *const bad[][2] = {{"CC_COLL_AUTO_METHOD", "none"}, {"CC_COLL_AUTO_METHOD", "auto"},
-                                         {"CC_COLL_LINK", "fast"},        {"CC_COLL_LINK", "10"},
-                                         {"CC_COLL_LINK", "-1,5"},        {"CC_COLL_LINK", "10,-1"}};
+    static const char *const bad[][2] = {{"CC_COLL_AUTO_METHOD", "none"},      {"CC_COLL_AUTO_METHOD", "auto"},
+                                         {"CC_COLL_AUTO_METHOD", "topk,none"}, {"CC_COLL_AUTO_CHECK", "maybe"},
+                                         {"CC_COLL_LINK", "fast"},             {"CC_COLL_LINK", "10"},
+                                         {"CC_COLL_LINK", "-1,5"},             {"CC_COLL_LINK", "10,-1"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
         setenv(bad[i][0], bad[i][1], 1);
         cc_coll_comm_h h = NULL;
@@ -207,6 +218,7 @@ static void settings(void)
         CHECK(st == CC_COLL_ERR_CONFIG && h == NULL, "a bad setting did not fail creation with CC_COLL_ERR_CONFIG");
         CHECK(strstr(cc_coll_last_error(), bad[i][0]) != NULL, "the message does not name the variable");
     }
+    setenv("CC_COLL_AUTO_CHECK", "off", 1);
     /* CC_COLL_METHOD=auto: the default of calls without a method, measured
      * at creation (collective), then the same as params' AUTO. */
     setenv("CC_COLL_METHOD", "auto", 1);
@@ -226,6 +238,103 @@ static void settings(void)
     free(x);
 }
 
+/* Several candidates: every choice is NONE or one of them, bit for bit. */
+static void candidates(void)
+{
+    g_test = "candidates";
+    setenv("CC_COLL_AUTO_METHOD", "half,topk", 1);
+    cc_coll_comm_h a = comm_on_link("0.001,100"), b = comm_on_link("0.001,100");
+    unsetenv("CC_COLL_AUTO_METHOD");
+    const size_t sizes[] = {100, 1u << 16, 1u << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
+        const size_t n = sizes[i];
+        cc_coll_params_t pa = auto_params();
+        cc_coll_method_t chosen;
+        double t_none, t_lossy;
+        CHECK_CC(cc_coll_auto_predict(a, n, CC_COLL_F32, &pa, &chosen, &t_none, &t_lossy));
+        int m = (int)chosen;
+        expect_same_everywhere(&m, sizeof m, "the choices differ between ranks");
+        CHECK(chosen == CC_COLL_METHOD_NONE || chosen == CC_COLL_METHOD_HALF || chosen == CC_COLL_METHOD_TOPK,
+              "AUTO chose a method that is no candidate");
+        if (g_ranks > 1 && n >= (1u << 20)) CHECK(chosen != CC_COLL_METHOD_NONE, "a 1 Mbit/s link does not compress 4 MiB");
+        cc_coll_params_t pb = pa;
+        pb.method = chosen;
+        float *x = xmalloc(n * sizeof *x), *ra = xmalloc(n * sizeof *ra), *rb = xmalloc(n * sizeof *rb);
+        fill(x, n, 99u + i);
+        CHECK_CC(cc_coll_allreduce(x, ra, n, CC_COLL_F32, CC_COLL_SUM, &pa, a, NULL));
+        if (chosen == CC_COLL_METHOD_NONE) MPI_Allreduce(x, rb, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        else CHECK_CC(cc_coll_allreduce(x, rb, n, CC_COLL_F32, CC_COLL_SUM, &pb, b, NULL));
+        CHECK(memcmp(ra, rb, n * sizeof *ra) == 0, "AUTO's result differs from its choice's");
+        free(x);
+        free(ra);
+        free(rb);
+    }
+    CHECK_CC(cc_coll_comm_destroy(a));
+    CHECK_CC(cc_coll_comm_destroy(b));
+}
+
+/* The online check on one node: `calls` calls of 4 MiB; every call's
+ * result is MPI's or the same on every rank, and the last 20 ran NONE but
+ * for at most one check of the model. */
+static void online_check(const char *link, const char *desc)
+{
+    g_test = desc;
+    /* The compute made slow through the settings: LOWRANK at rank 128 on a
+     * 1024 x 1024 matrix sends a quarter of the bytes, but computes for
+     * ten to a hundred times as long as one node's shared memory takes to
+     * move them whole. */
+    setenv("CC_COLL_AUTO_CHECK", "on", 1);
+    setenv("CC_COLL_AUTO_METHOD", "lowrank", 1);
+    setenv("CC_COLL_LOWRANK_RANK", "128", 1);
+    cc_coll_comm_h h = link ? comm_on_link(link) : NULL;
+    if (!link) CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
+    setenv("CC_COLL_AUTO_CHECK", "off", 1);
+    unsetenv("CC_COLL_AUTO_METHOD");
+    unsetenv("CC_COLL_LOWRANK_RANK");
+    const size_t n = 1u << 20;
+    const int calls = 60, tail = 20;
+    float *x = xmalloc(n * sizeof *x), *r = xmalloc(n * sizeof *r);
+    cc_coll_params_t p = method_params(CC_COLL_METHOD_AUTO);
+    p.mask |= CC_COLL_PARAMS_FIELD_SHAPE;
+    p.rows = 1024;
+    p.cols = 1024;
+    if (link) {
+        cc_coll_method_t chosen;
+        CHECK_CC(cc_coll_auto_predict(h, n, CC_COLL_F32, &p, &chosen, NULL, NULL));
+        CHECK(g_ranks == 1 || chosen == CC_COLL_METHOD_LOWRANK, "the wrong model does not favour LOWRANK");
+    }
+    cc_coll_stats_t before_tail, s;
+    memset(&before_tail, 0, sizeof before_tail);
+    for (int i = 0; i < calls; ++i) {
+        if (i == calls - tail) before_tail = auto_stats(h);
+        fill(x, n, 500u + (uint64_t)i);
+        CHECK_CC(cc_coll_allreduce(x, r, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL));
+        expect_same_everywhere(r, n * sizeof *r, "AUTO's result differs between ranks");
+    }
+    memset(&s, 0, sizeof s);
+    s.mask = CC_COLL_STATS_FIELD_AUTO_CALLS | CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS |
+             CC_COLL_STATS_FIELD_AUTO_EXPLORED_CALLS | CC_COLL_STATS_FIELD_AUTO_MEASURED |
+             CC_COLL_STATS_FIELD_AUTO_PREDICTED;
+    CHECK_CC(cc_coll_comm_get_stats(h, &s));
+    CHECK(s.auto_calls == (uint64_t)calls, "auto_calls did not count every call");
+    CHECK(s.auto_measured > 0, "auto_measured is 0");
+    CHECK(g_ranks == 1 ? s.auto_predicted == 0 : s.auto_predicted > 0, "auto_predicted is wrong");
+    uint64_t counts[2] = {s.auto_lossy_calls - before_tail.auto_lossy_calls, s.auto_explored_calls};
+    expect_same_everywhere(counts, sizeof counts, "the ranks' AUTO counts differ");
+    if (g_ranks == 2) {
+        if (counts[0] > 1 && g_rank == 0)
+            fprintf(stderr, "%s: %llu of the last %d calls compressed (%llu checks in all)\n", desc,
+                    (unsigned long long)counts[0], tail, (unsigned long long)s.auto_explored_calls);
+        CHECK(counts[0] <= 1, "AUTO still compresses 4 MiB on one node after 40 calls");
+        /* The wrong model must be checked (the measured one, right, need not). */
+        CHECK(s.auto_explored_calls >= (link ? 1u : 0u) && s.auto_explored_calls <= (uint64_t)(calls / 50 + 1),
+              "AUTO did not check its wrong model, or checked it more than once in 50 calls");
+    }
+    CHECK_CC(cc_coll_comm_destroy(h));
+    free(x);
+    free(r);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -233,6 +342,8 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_ranks);
+    /* The exact checks below need a call to run the model's prediction. */
+    setenv("CC_COLL_AUTO_CHECK", "off", 1);
     cc_coll_comm_h slow = comm_on_link("0.001,100"), fast = comm_on_link("100000,0");
     cc_coll_comm_h slow_ref = comm_on_link("0.001,100");
     predictions(slow, fast);
@@ -242,6 +353,9 @@ int main(int argc, char **argv)
     runs_its_choice(slow, slow_ref, 100, 0, "slow link, 100 elements");
     group_and_reduce_scatter(slow);
     settings();
+    candidates();
+    online_check("0.02,100", "online check, the link given as 20 Mbit/s");
+    online_check(NULL, "online check, the link measured");
     CHECK_CC(cc_coll_comm_destroy(slow));
     CHECK_CC(cc_coll_comm_destroy(fast));
     CHECK_CC(cc_coll_comm_destroy(slow_ref));

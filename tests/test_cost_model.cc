@@ -11,6 +11,7 @@
 #include "core/config.hpp"
 #include "core/params.hpp"
 #include "methods/auto/cost_model.hpp"
+#include "methods/auto/online.hpp"
 #include "wire/topk_payload.hpp"
 
 namespace {
@@ -25,17 +26,18 @@ double work(double b) { return 2e-6 + b * 0.25e-9; }
 CostModel model(cc_coll_method_t lossy, int ranks)
 {
     CostModel m;
-    m.lossy = lossy;
     m.ranks = ranks;
-    const double lb[kLinkPoints] = {4, 4096, 65536, 1 << 20, 32 << 20};
+    m.candidates = 1;
+    m.candidate[0].method = lossy;
+    const double lb[kLinkPoints] = {4, 4096, 65536, 1 << 20, 4 << 20, 32 << 20};
     const double cb[kComputePoints] = {4096, 32768, 262144, 2097152, 16777216};
     for (int i = 0; i < kLinkPoints; ++i) {
         m.link_bytes[i] = lb[i];
         m.link_seconds[i] = link(lb[i]);
     }
     for (int i = 0; i < kComputePoints; ++i) {
-        m.compute_bytes[i] = cb[i];
-        m.compute_seconds[i] = work(cb[i]);
+        m.candidate[0].compute_bytes[i] = cb[i];
+        m.candidate[0].compute_seconds[i] = work(cb[i]);
     }
     m.latency = m.link_seconds[0];
     m.bandwidth = 1e8;
@@ -60,8 +62,9 @@ TEST(CostModel, CurvesInterpolateAndExtrapolateLinearly)
 {
     const CostModel m = model(CC_COLL_METHOD_TOPK, 2);
     for (double b : {4096.0, 10000.0, 300000.0, 16777216.0, 1e9})
-        expect_near_rel(compute_seconds(m, b), work(b));  // a straight line stays one
-    EXPECT_EQ(compute_seconds(m, 1.0), work(4096.0));     // below the first point: the first point
+        expect_near_rel(compute_seconds(m.candidate[0], b), work(b));  // a straight line stays one
+    EXPECT_EQ(compute_seconds(m.candidate[0], 1.0), work(4096.0));     // below the first point: the first point
+    for (double b : {4.0, 5000.0, 3e6, 1e8}) expect_near_rel(link_seconds(m, b), link(b));
 }
 
 TEST(CostModel, TopkAllgatherAgainstNone)
@@ -152,7 +155,8 @@ TEST(CostModel, ChoiceFollowsTheLink)
     // pay; large ones: bandwidth-bound, it does. The choice switches once.
     CostModel m = model(CC_COLL_METHOD_TOPK, 2);
     for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] = 5e-6 + m.link_bytes[i] / 1e10;  // 10 GB/s
-    for (int i = 0; i < kComputePoints; ++i) m.compute_seconds[i] = 1e-6 + m.compute_bytes[i] * 1e-9;  // 1 GB/s
+    for (int i = 0; i < kComputePoints; ++i)
+        m.candidate[0].compute_seconds[i] = 1e-6 + m.candidate[0].compute_bytes[i] * 1e-9;  // 1 GB/s
     EXPECT_EQ(predict(m, {CostTensor{1 << 22, CC_COLL_F32}}, params()).method, CC_COLL_METHOD_NONE);
     for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] = 5e-6 + m.link_bytes[i] / 1e7;  // 10 MB/s
     EXPECT_EQ(predict(m, {CostTensor{1 << 22, CC_COLL_F32}}, params()).method, CC_COLL_METHOD_TOPK);
@@ -172,13 +176,22 @@ TEST(CostModel, Settings)
     ASSERT_EQ(load_config(env("CC_COLL_METHOD", "auto"), &cfg, &why), CC_COLL_OK) << why;
     EXPECT_EQ(cfg.method, CC_COLL_METHOD_AUTO);
     ASSERT_EQ(load_config(env("CC_COLL_AUTO_METHOD", "lowrank"), &cfg, &why), CC_COLL_OK) << why;
-    EXPECT_EQ(cfg.auto_method, CC_COLL_METHOD_LOWRANK);
+    EXPECT_EQ(cfg.auto_candidates, 1u << CC_COLL_METHOD_LOWRANK);
+    ASSERT_EQ(load_config(env("CC_COLL_AUTO_METHOD", " TopK, half ,topk"), &cfg, &why), CC_COLL_OK) << why;
+    EXPECT_EQ(cfg.auto_candidates, (1u << CC_COLL_METHOD_TOPK) | (1u << CC_COLL_METHOD_HALF));
+    EXPECT_EQ(auto_candidates(cfg.auto_candidates),
+              (std::vector<cc_coll_method_t>{CC_COLL_METHOD_TOPK, CC_COLL_METHOD_HALF}));
+    ASSERT_EQ(load_config(env("CC_COLL_AUTO_CHECK", "off"), &cfg, &why), CC_COLL_OK) << why;
+    EXPECT_FALSE(cfg.auto_check);
+    why.clear();
+    EXPECT_EQ(load_config(env("CC_COLL_AUTO_CHECK", "sometimes"), &cfg, &why), CC_COLL_ERR_CONFIG);
+    EXPECT_NE(why.find("CC_COLL_AUTO_CHECK"), std::string::npos) << why;
     ASSERT_EQ(load_config(env("CC_COLL_LINK", " 2.5,40 "), &cfg, &why), CC_COLL_OK) << why;
     EXPECT_EQ(cfg.link_gbits, 2.5);
     EXPECT_EQ(cfg.link_latency_us, 40.0);
     ASSERT_EQ(load_config(env("CC_COLL_LINK", "measure"), &cfg, &why), CC_COLL_OK) << why;
     EXPECT_EQ(cfg.link_gbits, 0.0);
-    for (const char *bad : {"none", "auto", "dense", ""}) {
+    for (const char *bad : {"none", "auto", "dense", "", "topk,none", "topk,,half", "topk,"}) {
         why.clear();
         EXPECT_EQ(load_config(env("CC_COLL_AUTO_METHOD", bad), &cfg, &why), CC_COLL_ERR_CONFIG) << bad;
         EXPECT_NE(why.find("CC_COLL_AUTO_METHOD"), std::string::npos) << why;
@@ -199,6 +212,176 @@ TEST(CostModel, Settings)
     EXPECT_EQ(out.method, CC_COLL_METHOD_AUTO);
     prm.method = static_cast<cc_coll_method_t>(kMaxMethods);  // no method has this id
     EXPECT_EQ(resolve_params(&prm, base, &out), CC_COLL_ERR_INVALID_METHOD);
+}
+
+TEST(CostModel, SeveralCandidatesTheFastestWins)
+{
+    // TOPK and HALF on one model: HALF's compute is half TOPK's here, but
+    // it sends half the bytes; on a slow link TOPK wins, on a fast one HALF
+    // (NONE's link is fast there but HALF's compute is cheaper than the
+    // difference), on a very fast one NONE.
+    CostModel m = model(CC_COLL_METHOD_TOPK, 2);
+    m.candidates = 2;
+    m.candidate[1] = m.candidate[0];
+    m.candidate[1].method = CC_COLL_METHOD_HALF;
+    for (int i = 0; i < kComputePoints; ++i) m.candidate[1].compute_seconds[i] = 0.5 * m.candidate[0].compute_seconds[i];
+    const std::size_t n = 1 << 22;
+    AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+    EXPECT_EQ(c.method, CC_COLL_METHOD_TOPK);
+    EXPECT_EQ(c.best_candidate, 0);
+    EXPECT_LT(c.predicted[0], c.predicted[1]);
+    EXPECT_EQ(c.predicted_lossy, c.predicted[0]);
+    expect_near_rel(c.predicted[1], 0.5 * work(4.0 * n) + link(2.0 * n));
+    for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] = 1e-6 + m.link_bytes[i] / 4e9;
+    c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+    EXPECT_EQ(c.method, CC_COLL_METHOD_NONE);
+    EXPECT_LT(c.predicted_none, c.predicted_lossy);
+}
+
+// Two ranks' online checks, their agreement simulated as MPI_MAX does it.
+void agree_both(OnlineCheck &a, OnlineCheck &b)
+{
+    std::vector<std::uint64_t> wa = a.agreement_words(), wb = b.agreement_words();
+    for (std::size_t i = 0; i < wa.size(); ++i) wa[i] = std::max(wa[i], wb[i]);
+    EXPECT_TRUE(a.apply_agreement(wa));
+    EXPECT_TRUE(b.apply_agreement(wa));
+}
+
+// Runs `calls` calls of `bytes` on two ranks whose real times are
+// none_s/lossy_s (rank b 10% slower), the ranks agreeing when due;
+// returns how many ran the lossy method in the last `tail` calls.
+int run_calls(const CostModel &m, OnlineCheck &a, OnlineCheck &b, std::size_t n, int calls, double none_s,
+              double lossy_s, int tail, int *explored = nullptr, double *explored_seconds = nullptr,
+              double *seconds = nullptr)
+{
+    int lossy = 0;
+    for (int i = 0; i < calls; ++i) {
+        if (a.agreement_due(m)) {
+            EXPECT_TRUE(b.agreement_due(m));
+            agree_both(a, b);
+        }
+        const AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+        const Decision da = a.decide(m, c, 4.0 * n), db = b.decide(m, c, 4.0 * n);
+        EXPECT_EQ(da.choice, db.choice) << "call " << i;  // the same choice on every rank
+        EXPECT_EQ(da.explored, db.explored);
+        const double t = da.choice == 0 ? none_s : lossy_s;
+        a.observe(da, t);
+        b.observe(db, 1.1 * t);
+        if (i >= calls - tail && da.choice != 0) ++lossy;
+        if (explored != nullptr && da.explored) ++*explored;
+        if (explored_seconds != nullptr && da.explored) *explored_seconds += 1.1 * t;
+        if (seconds != nullptr) *seconds += 1.1 * t;
+    }
+    return lossy;
+}
+
+TEST(OnlineCheck, AWrongModelIsCorrected)
+{
+    // The model believes a 400 MB/s link: TOPK is predicted 7 times faster
+    // than NONE. The calls say NONE takes 1 ms and TOPK 5 ms (one node's
+    // shared memory): after NONE's first look AUTO runs NONE.
+    CostModel m = model(CC_COLL_METHOD_TOPK, 2);
+    for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] = 1e-5 + m.link_bytes[i] / 4e8;
+    const std::size_t n = 1 << 20;
+    const AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+    ASSERT_EQ(c.method, CC_COLL_METHOD_TOPK);
+    OnlineCheck a, b;
+    int explored = 0;
+    // TOPK at calls 1 and 2, NONE's first look at call 3, then NONE: TOPK,
+    // measured 5x slower, is not rechecked at call 53.
+    EXPECT_EQ(run_calls(m, a, b, n, 60, 1e-3, 5e-3, 56, &explored), 0);
+    EXPECT_EQ(explored, 1);
+    EXPECT_GT(a.agreements(), 0u);
+    // The corrections are the slowest rank's ratios, the same on both.
+    const int k = size_class(4.0 * n);
+    EXPECT_EQ(a.correction(0, k), b.correction(0, k));
+    expect_near_rel(a.correction(0, k), 1.1e-3 / c.predicted_none);
+    // cc_coll_auto_predict's view: corrected, NONE first.
+    double none = 0, lossy = 0;
+    int best = -1;
+    a.corrected(m, c, 4.0 * n, &none, &lossy, &best);
+    EXPECT_LT(none, lossy);
+    EXPECT_EQ(best, 0);
+}
+
+TEST(OnlineCheck, ARightModelStaysAndExplorationIsBounded)
+{
+    // Here the model is right (TOPK 15x faster than NONE): AUTO keeps TOPK.
+    // NONE is too slow for a first look; it is checked once the checks'
+    // budget (2% of the predicted time) pays for it, then about every 1000
+    // calls: the checks take at most 2% of the time.
+    const CostModel m = model(CC_COLL_METHOD_TOPK, 2);
+    const std::size_t n = 1 << 20;
+    const AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+    ASSERT_EQ(c.method, CC_COLL_METHOD_TOPK);
+    ASSERT_GT(c.predicted_none, kFirstLookFactor * c.predicted_lossy);
+    OnlineCheck a, b;
+    int explored = 0;
+    double explored_seconds = 0, seconds = 0;
+    const int calls = 5000;
+    const int lossy = run_calls(m, a, b, n, calls, c.predicted_none, c.predicted_lossy, calls, &explored,
+                                &explored_seconds, &seconds);
+    EXPECT_GE(explored, 1);
+    EXPECT_LE(explored, 5);
+    EXPECT_EQ(lossy, calls - explored);
+    EXPECT_LE(explored_seconds, kExploreBudget * seconds);
+}
+
+TEST(OnlineCheck, CloseChoicesAreRecheckedAndDriftIsFollowed)
+{
+    // A model that predicts both about 1.1 ms; the calls take 1.0 ms
+    // (NONE) and 0.9 ms (TOPK): close, so the runner-up is rechecked every
+    // 50 calls of the class (and never more). Then TOPK's calls become 4x
+    // slower (another job on the node): the model follows and runs NONE.
+    CostModel m = model(CC_COLL_METHOD_TOPK, 2);
+    for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] = 1e-5 + m.link_bytes[i] / 4e9;
+    const std::size_t n = 1 << 20;
+    OnlineCheck a, b;
+    int explored = 0;
+    EXPECT_GT(run_calls(m, a, b, n, 500, 1e-3, 0.9e-3, 100, &explored), 90);
+    EXPECT_EQ(explored, 10);
+    explored = 0;
+    EXPECT_EQ(run_calls(m, a, b, n, 300, 1e-3, 3.6e-3, 100, &explored), 0);
+    EXPECT_EQ(explored, 1);  // TOPK rechecked once after the drift, then left
+}
+
+TEST(OnlineCheck, RanksThatDisagreeOnTheWindowLearnNothing)
+{
+    const CostModel m = model(CC_COLL_METHOD_TOPK, 2);
+    const AutoChoice c = predict(m, {CostTensor{1 << 20, CC_COLL_F32}}, params());
+    OnlineCheck a, b;
+    const Decision da = a.decide(m, c, 4.0 * (1 << 20));
+    a.observe(da, 1e-3);
+    const Decision db = b.decide(m, c, 4096);  // another size class
+    b.observe(db, 1e-3);
+    std::vector<std::uint64_t> wa = a.agreement_words(), wb = b.agreement_words();
+    for (std::size_t i = 0; i < wa.size(); ++i) wa[i] = std::max(wa[i], wb[i]);
+    EXPECT_FALSE(a.apply_agreement(wa));
+    EXPECT_EQ(a.correction(da.choice, da.size_class), 0.0);
+    EXPECT_EQ(a.agreements(), 0u);
+}
+
+TEST(OnlineCheck, OneRankNeitherExploresNorAgrees)
+{
+    const CostModel m = model(CC_COLL_METHOD_TOPK, 1);
+    OnlineCheck a;
+    for (int i = 0; i < 200; ++i) {
+        const Decision d = a.decide(m, predict(m, {CostTensor{1 << 20, CC_COLL_F32}}, params()), 4.0 * (1 << 20));
+        EXPECT_EQ(d.choice, 0);
+        EXPECT_FALSE(d.explored);
+        a.observe(d, 1e-3);
+        EXPECT_FALSE(a.agreement_due(m));
+    }
+}
+
+TEST(OnlineCheck, SizeClassesAreHalfOctaves)
+{
+    EXPECT_EQ(size_class(0), 0);
+    EXPECT_EQ(size_class(1), 0);
+    EXPECT_EQ(size_class(4096), 24);
+    EXPECT_EQ(size_class(5792), 24);
+    EXPECT_EQ(size_class(5793), 25);
+    EXPECT_EQ(size_class(1e300), kSizeClasses - 1);
 }
 
 }  // namespace

@@ -99,7 +99,9 @@ module cc_coll
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_AUTO_CALLS         = 512_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS   = 1024_c_int64_t
   integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_AUTO_PREDICTED     = 2048_c_int64_t
-  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_ALL                = 4095_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_AUTO_EXPLORED_CALLS = 4096_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_AUTO_MEASURED      = 8192_c_int64_t
+  integer(c_int64_t), parameter, public :: CC_COLL_STATS_FIELD_ALL                = 16383_c_int64_t
 
   ! --- bits of cc_coll_build_flags() -----------------------------------------
   integer(c_int), parameter, public :: CC_COLL_BUILD_CUDA    = 1
@@ -147,6 +149,8 @@ module cc_coll
     integer(c_int64_t) :: auto_calls         = 0  ! calls with method AUTO
     integer(c_int64_t) :: auto_lossy_calls   = 0  ! of those, compressed by the cost model's choice
     real(c_double)     :: auto_predicted     = 0  ! the model's predicted seconds of those choices
+    integer(c_int64_t) :: auto_explored_calls = 0  ! of those, run with the runner-up to check the model
+    real(c_double)     :: auto_measured      = 0  ! the seconds those calls took on this rank
   end type cc_coll_stats
 
   ! A libcc_coll communicator: the C cc_coll_comm_h. `ptr` is that handle, for

@@ -60,6 +60,8 @@ class StatsStruct(ctypes.Structure):
         ("auto_calls", ctypes.c_uint64),
         ("auto_lossy_calls", ctypes.c_uint64),
         ("auto_predicted", ctypes.c_double),
+        ("auto_explored_calls", ctypes.c_uint64),
+        ("auto_measured", ctypes.c_double),
     ]
 
 
@@ -90,7 +92,7 @@ PARAMS_FIELD_WARM_START = 1 << 10
 PARAMS_FIELD_START_ITER = 1 << 11
 PARAMS_FIELD_MIN_COMPRESSION_RATE = 1 << 12
 
-STATS_FIELD_ALL = (1 << 12) - 1  # CALLS .. TIME_TOTAL, AUTO_CALLS, AUTO_LOSSY_CALLS, AUTO_PREDICTED
+STATS_FIELD_ALL = (1 << 14) - 1  # CALLS .. TIME_TOTAL, AUTO_CALLS .. AUTO_MEASURED
 
 # Bits of cc_coll_method_cap_t (cc_coll_method_caps).
 METHOD_CAP_LOSSY = 1 << 0

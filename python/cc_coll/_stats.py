@@ -24,8 +24,10 @@ class _Stats:
         of them peeling recovered exactly), time_total (seconds inside the
         communicator's calls, entry to return, failed calls included), and
         for method AUTO auto_calls, auto_lossy_calls (how many of them the
-        cost model compressed) and auto_predicted (its predicted seconds of
-        those choices, summed)."""
+        cost model compressed), auto_predicted (its predicted seconds of
+        those choices, summed), auto_explored_calls (how many ran the
+        runner-up to check the model) and auto_measured (the seconds those
+        calls took on this rank)."""
         s = _lib.StatsStruct(mask=_lib.STATS_FIELD_ALL)
         _check(lib.cc_coll_comm_get_stats(self._handle, ctypes.byref(s)))
         return {name: getattr(s, name) for name, _ in _lib.StatsStruct._fields_ if name != "mask"}

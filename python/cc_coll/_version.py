@@ -8,8 +8,8 @@ python/tests/test_package.py checks that they are.
 #: Version of the libcc_coll C header this package mirrors (its ctypes
 #: structures, enumerations and prototypes).
 ABI_MAJOR = 0
-ABI_MINOR = 7
+ABI_MINOR = 8
 ABI_PATCH = 0
 
 #: Version of the Python package itself (read by pyproject.toml).
-__version__ = "0.7.0"
+__version__ = "0.8.0"

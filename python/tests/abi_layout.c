@@ -44,6 +44,8 @@ int main(void)
     OFF(cc_coll_stats_t, auto_calls);
     OFF(cc_coll_stats_t, auto_lossy_calls);
     OFF(cc_coll_stats_t, auto_predicted);
+    OFF(cc_coll_stats_t, auto_explored_calls);
+    OFF(cc_coll_stats_t, auto_measured);
     SIZE(cc_coll_setting_t);
     OFF(cc_coll_setting_t, name);
     OFF(cc_coll_setting_t, env_var);

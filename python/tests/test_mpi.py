@@ -907,7 +907,8 @@ class Stats(Base):
         self.assertEqual(set(s), {"calls", "bytes_uncompressed", "bytes_wire",
                                   "time_compress", "time_communicate", "time_decompress",
                                   "sketch_elements", "sketch_peeled", "time_total",
-                                  "auto_calls", "auto_lossy_calls", "auto_predicted"})
+                                  "auto_calls", "auto_lossy_calls", "auto_predicted",
+                                  "auto_explored_calls", "auto_measured"})
         self.assertEqual(s["calls"], 0)
         x = np.ones(1000, dtype=np.float32)
         for _ in range(3):

@@ -38,9 +38,10 @@ if __name__ == "__main__" and len(sys.argv) > 1 and not sys.argv[1].startswith("
 #     load_factor double @56, seed u64 @64, rows u64 @72, cols u64 @80,
 #     rank int @88, warm_start int @92, start_iter u64 @96,
 #     min_compression_rate double @104 -> 112 bytes
-#   cc_coll_stats_t: 13 eight-byte fields, sketch_elements @56,
+#   cc_coll_stats_t: 15 eight-byte fields, sketch_elements @56,
 #     sketch_peeled @64, time_total @72, auto_calls @80,
-#     auto_lossy_calls @88, auto_predicted @96 -> 104 bytes
+#     auto_lossy_calls @88, auto_predicted @96, auto_explored_calls @104,
+#     auto_measured @112 -> 120 bytes
 #   cc_coll_setting_t: 5 pointers @0..32, from_env int @40 + 4 padding -> 48
 LP64_LAYOUT = {
     "sizeof.cc_coll_params_t": 112,
@@ -68,13 +69,15 @@ LP64_LAYOUT = {
     "sizeof.cc_coll_params_t.method": 4,
     "sizeof.cc_coll_params_t.ef": 4,
     "sizeof.cc_coll_params_t.sparsifier": 4,
-    "sizeof.cc_coll_stats_t": 104,
+    "sizeof.cc_coll_stats_t": 120,
     "offsetof.cc_coll_stats_t.sketch_elements": 56,
     "offsetof.cc_coll_stats_t.sketch_peeled": 64,
     "offsetof.cc_coll_stats_t.time_total": 72,
     "offsetof.cc_coll_stats_t.auto_calls": 80,
     "offsetof.cc_coll_stats_t.auto_lossy_calls": 88,
     "offsetof.cc_coll_stats_t.auto_predicted": 96,
+    "offsetof.cc_coll_stats_t.auto_explored_calls": 104,
+    "offsetof.cc_coll_stats_t.auto_measured": 112,
     "sizeof.cc_coll_setting_t": 48,
     "offsetof.cc_coll_setting_t.from_env": 40,
 }

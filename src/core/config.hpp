@@ -75,7 +75,10 @@ struct Config {
     TopkAlgorithm topk_algorithm = TopkAlgorithm::Auto; // TOPK allreduce: allgather or split
     int threads = 0;         // CC_COLL_THREADS: host kernel threads, 0 = auto
     std::uint64_t pipeline_bytes = 0;  // CC_COLL_PIPELINE_BYTES: TOPK chunk size, 0 = off
-    cc_coll_method_t auto_method = CC_COLL_METHOD_TOPK;  // the lossy method of METHOD=auto
+    // METHOD=auto: its candidates besides NONE (bit m: method id m), and
+    // whether it checks its model against the calls (CC_COLL_AUTO_CHECK).
+    std::uint32_t auto_candidates = 1u << CC_COLL_METHOD_TOPK;
+    bool auto_check = true;
     double link_gbits = 0;       // CC_COLL_LINK: 0 = measure, else the link's Gbit/s
     double link_latency_us = 0;  // CC_COLL_LINK: its latency
     std::string node_sizes;  // CC_COLL_NODES: "" = MPI's shared-memory nodes, else sizes "2,2"

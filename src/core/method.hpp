@@ -90,6 +90,10 @@ struct Method {
     // (CC_COLL_METHOD): collective, every rank at once (AUTO measures its
     // cost model here). May be null.
     cc_coll_status_t (*comm_created)(Comm &comm) = nullptr;
+    // After the call that `select` routed (the dispatchers time it): this
+    // rank's seconds in it, and its status (the same on every rank). May be
+    // null.
+    void (*observe)(Comm &comm, double seconds, cc_coll_status_t status) = nullptr;
     // What `select` would choose for an allreduce of `t`, with the predicted
     // seconds of NONE and of the lossy method (cc_coll_auto_predict). May
     // measure: collective. Null for a method that does not select.

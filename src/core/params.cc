@@ -108,13 +108,18 @@ cc_coll_status_t resolve_params(const cc_coll_params_t *params, const Config &co
             p.ef_key = params->ef_key;
         }
     }
-    // A selecting method's (AUTO's) params must suit the lossy method it may
+    // A selecting method's (AUTO's) params must suit every candidate it may
     // choose.
     const Method *m = find_method(p.method);
-    if (m != nullptr && m->select != nullptr) m = find_method(config.auto_method);
     std::string why;
-    if (m != nullptr && m->validate != nullptr && !m->validate(p, &why))
+    if (m != nullptr && m->select != nullptr) {
+        for (const Method *c : methods())
+            if ((config.auto_candidates >> static_cast<unsigned>(c->id) & 1u) && c->validate != nullptr &&
+                !c->validate(p, &why))
+                return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll: params for method %s: %s", c->name, why.c_str());
+    } else if (m != nullptr && m->validate != nullptr && !m->validate(p, &why)) {
         return fail(CC_COLL_ERR_INVALID_ARG, "cc_coll: params for method %s: %s", m->name, why.c_str());
+    }
     *out = p;
     return CC_COLL_OK;
 }

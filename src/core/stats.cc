@@ -63,6 +63,8 @@ void Stats::add(const StatsSnapshot &call)
     total_.auto_calls += call.auto_calls;
     total_.auto_lossy_calls += call.auto_lossy_calls;
     total_.auto_predicted += call.auto_predicted;
+    total_.auto_explored_calls += call.auto_explored_calls;
+    total_.auto_measured += call.auto_measured;
 }
 
 StatsSnapshot Stats::snapshot() const
@@ -87,7 +89,8 @@ cc_coll_status_t fill_stats(const StatsSnapshot &s, cc_coll_stats_t *out)
                                 CC_COLL_STATS_FIELD_TIME_COMMUNICATE | CC_COLL_STATS_FIELD_TIME_DECOMPRESS |
                                 CC_COLL_STATS_FIELD_SKETCH_ELEMENTS | CC_COLL_STATS_FIELD_SKETCH_PEELED |
                                 CC_COLL_STATS_FIELD_TIME_TOTAL | CC_COLL_STATS_FIELD_AUTO_CALLS |
-                                CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS | CC_COLL_STATS_FIELD_AUTO_PREDICTED;
+                                CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS | CC_COLL_STATS_FIELD_AUTO_PREDICTED |
+                                CC_COLL_STATS_FIELD_AUTO_EXPLORED_CALLS | CC_COLL_STATS_FIELD_AUTO_MEASURED;
     if (out->mask & ~known)
         return fail(CC_COLL_ERR_INVALID_PARAMS, "cc_coll_comm_get_stats: stats->mask has unknown bits 0x%llx (known: 0x%llx)",
                     static_cast<unsigned long long>(out->mask & ~known), static_cast<unsigned long long>(known));
@@ -103,6 +106,8 @@ cc_coll_status_t fill_stats(const StatsSnapshot &s, cc_coll_stats_t *out)
     if (out->mask & CC_COLL_STATS_FIELD_AUTO_CALLS) out->auto_calls = s.auto_calls;
     if (out->mask & CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS) out->auto_lossy_calls = s.auto_lossy_calls;
     if (out->mask & CC_COLL_STATS_FIELD_AUTO_PREDICTED) out->auto_predicted = s.auto_predicted;
+    if (out->mask & CC_COLL_STATS_FIELD_AUTO_EXPLORED_CALLS) out->auto_explored_calls = s.auto_explored_calls;
+    if (out->mask & CC_COLL_STATS_FIELD_AUTO_MEASURED) out->auto_measured = s.auto_measured;
     return CC_COLL_OK;
 }
 

@@ -23,6 +23,8 @@ struct StatsSnapshot {
     std::uint64_t auto_calls = 0;        // calls with method AUTO (methods/auto/cost_model.hpp)
     std::uint64_t auto_lossy_calls = 0;  // of those, sent with the lossy method
     double auto_predicted = 0;           // the model's predicted seconds of those choices
+    std::uint64_t auto_explored_calls = 0;  // of those, run with the runner-up to check the model
+    double auto_measured = 0;            // this rank's seconds in those calls, as AUTO timed them
 };
 
 class Stats {

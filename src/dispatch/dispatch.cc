@@ -5,6 +5,7 @@
 #include "core/comm.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/stats.hpp"
 #include "transport/mpi_transport.hpp"
 
 namespace cc_coll::detail {
@@ -40,18 +41,45 @@ cc_coll_status_t select_method(Comm &comm, CallKind kind, const std::vector<Cost
     return CC_COLL_OK;
 }
 
+namespace {
+
+// Runs `call` and, when `selecting` has an observe hook, tells it the
+// seconds this rank spent and the status.
+template <class F>
+cc_coll_status_t run_observed(Comm &comm, const Method *selecting, F &&call)
+{
+    if (selecting == nullptr || selecting->observe == nullptr) return call();
+    const double t0 = now_seconds();
+    const cc_coll_status_t st = call();
+    selecting->observe(comm, now_seconds() - t0, st);
+    return st;
+}
+
+const Method *selecting_method(cc_coll_method_t id)
+{
+    const Method *m = find_method(id);
+    return m != nullptr && m->select != nullptr ? m : nullptr;
+}
+
+}  // namespace
+
 cc_coll_status_t run_allreduce(Comm &comm, const AllreduceArgs &args, const CallParams &params)
 {
     CallParams p = params;
+    const Method *selecting = selecting_method(p.method);
     CC_COLL_TRY(select_method(comm, CallKind::Allreduce,
                               {CostTensor{args.count, args.dtype, p.has_shape, p.rows, p.cols}}, &p));
-    return allreduce(comm, args, p);
+    return run_observed(comm, selecting, [&] { return allreduce(comm, args, p); });
 }
 
 cc_coll_status_t run_allreduce_group(Comm &comm, std::vector<GroupTensor> tensors)
 {
     // The tensors of one selecting method are chosen for together (one
-    // bucket: their exchanges batched) and all get the one choice.
+    // bucket: their exchanges batched) and all get the one choice. A group
+    // whose tensors all had one selecting method is observed as its call.
+    const Method *observed = tensors.empty() ? nullptr : selecting_method(tensors.front().params.method);
+    for (const GroupTensor &t : tensors)
+        if (t.params.method != tensors.front().params.method) observed = nullptr;
     for (const Method *m : methods()) {
         if (m->select == nullptr) continue;
         std::vector<CostTensor> picked;
@@ -68,7 +96,7 @@ cc_coll_status_t run_allreduce_group(Comm &comm, std::vector<GroupTensor> tensor
         for (GroupTensor &t : tensors)
             if (t.params.method == m->id) t.params.method = p.method;
     }
-    return allreduce_group(comm, tensors);
+    return run_observed(comm, observed, [&] { return allreduce_group(comm, tensors); });
 }
 
 cc_coll_status_t run_reduce_scatter(Comm &comm, const ReduceScatterArgs &args, const CallParams &params)

@@ -202,10 +202,10 @@ cc_coll_status_t allreduce_max_f64(double *values, int count, MPI_Comm comm)
         [&](MPI_Request *r) { return MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_MAX, comm, r); });
 }
 
-cc_coll_status_t dup_self(MPI_Comm *out)
+cc_coll_status_t dup_comm(MPI_Comm comm, MPI_Comm *out)
 {
     *out = MPI_COMM_NULL;
-    CC_COLL_TRY(check_mpi(MPI_Comm_dup(MPI_COMM_SELF, out), "MPI_Comm_dup (MPI_COMM_SELF)"));
+    CC_COLL_TRY(check_mpi(MPI_Comm_dup(comm, out), "MPI_Comm_dup"));
     MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
     return CC_COLL_OK;
 }

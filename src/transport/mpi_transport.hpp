@@ -55,9 +55,10 @@ cc_coll_status_t allreduce_max_u64(std::uint64_t *values, MPI_Comm comm, int cou
 // The element-wise maximum of `count` doubles over comm, in place.
 cc_coll_status_t allreduce_max_f64(double *values, int count, MPI_Comm comm);
 
-// A duplicate of MPI_COMM_SELF whose errors return: a one-rank
-// communicator for measurements on this rank alone. The caller frees it.
-cc_coll_status_t dup_self(MPI_Comm *out);
+// A duplicate of `comm` whose errors return (collective on comm): a
+// communicator for measurements that must not meet the caller's messages.
+// The caller frees it.
+cc_coll_status_t dup_comm(MPI_Comm comm, MPI_Comm *out);
 
 cc_coll_status_t alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv, MPI_Comm comm);
 

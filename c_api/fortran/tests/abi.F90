@@ -66,6 +66,8 @@ program fortran_abi
   call add('offset(stats%auto_calls)', offset_of(c_loc(s%auto_calls), c_loc(s)))
   call add('offset(stats%auto_lossy_calls)', offset_of(c_loc(s%auto_lossy_calls), c_loc(s)))
   call add('offset(stats%auto_predicted)', offset_of(c_loc(s%auto_predicted), c_loc(s)))
+  call add('offset(stats%auto_explored_calls)', offset_of(c_loc(s%auto_explored_calls), c_loc(s)))
+  call add('offset(stats%auto_measured)', offset_of(c_loc(s%auto_measured), c_loc(s)))
   first_status = n + 1
   call add('CC_COLL_OK', int(CC_COLL_OK, c_int64_t))
   call add('CC_COLL_ERR_NULL_BUFFER', int(CC_COLL_ERR_NULL_BUFFER, c_int64_t))
@@ -125,6 +127,8 @@ program fortran_abi
   call add('CC_COLL_STATS_FIELD_AUTO_CALLS', CC_COLL_STATS_FIELD_AUTO_CALLS)
   call add('CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS', CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS)
   call add('CC_COLL_STATS_FIELD_AUTO_PREDICTED', CC_COLL_STATS_FIELD_AUTO_PREDICTED)
+  call add('CC_COLL_STATS_FIELD_AUTO_EXPLORED_CALLS', CC_COLL_STATS_FIELD_AUTO_EXPLORED_CALLS)
+  call add('CC_COLL_STATS_FIELD_AUTO_MEASURED', CC_COLL_STATS_FIELD_AUTO_MEASURED)
   call add('CC_COLL_BUILD_CUDA', int(CC_COLL_BUILD_CUDA, c_int64_t))
   call add('CC_COLL_BUILD_FORTRAN', int(CC_COLL_BUILD_FORTRAN, c_int64_t))
   call add('CC_COLL_VERSION_MAJOR', int(CC_COLL_VERSION_MAJOR, c_int64_t))
@@ -152,7 +156,9 @@ program fortran_abi
                                              ior(CC_COLL_STATS_FIELD_TIME_TOTAL, &
                                                  ior(CC_COLL_STATS_FIELD_AUTO_CALLS, &
                                                      ior(CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS, &
-                                                         CC_COLL_STATS_FIELD_AUTO_PREDICTED))))))) then
+                                                         ior(CC_COLL_STATS_FIELD_AUTO_PREDICTED, &
+                                                             ior(CC_COLL_STATS_FIELD_AUTO_EXPLORED_CALLS, &
+                                                                 CC_COLL_STATS_FIELD_AUTO_MEASURED))))))))) then
     print '(a)', 'FAIL: CC_COLL_STATS_FIELD_ALL is not the OR of the stats bits'
     nfail = nfail + 1
   end if

@@ -53,6 +53,8 @@ int cc_coll_ftest_abi_values(int64_t *out, int capacity)
         (int64_t)offsetof(cc_coll_stats_t, auto_calls),
         (int64_t)offsetof(cc_coll_stats_t, auto_lossy_calls),
         (int64_t)offsetof(cc_coll_stats_t, auto_predicted),
+        (int64_t)offsetof(cc_coll_stats_t, auto_explored_calls),
+        (int64_t)offsetof(cc_coll_stats_t, auto_measured),
         /* cc_coll_status_t */
         CC_COLL_OK, CC_COLL_ERR_NULL_BUFFER, CC_COLL_ERR_INVALID_DTYPE, CC_COLL_ERR_INVALID_OP,
         CC_COLL_ERR_INVALID_METHOD, CC_COLL_ERR_COUNT_OVERFLOW, CC_COLL_ERR_INVALID_COMM,
@@ -79,6 +81,7 @@ int cc_coll_ftest_abi_values(int64_t *out, int capacity)
         (int64_t)CC_COLL_STATS_FIELD_SKETCH_ELEMENTS, (int64_t)CC_COLL_STATS_FIELD_SKETCH_PEELED,
         (int64_t)CC_COLL_STATS_FIELD_TIME_TOTAL, (int64_t)CC_COLL_STATS_FIELD_AUTO_CALLS,
         (int64_t)CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS, (int64_t)CC_COLL_STATS_FIELD_AUTO_PREDICTED,
+        (int64_t)CC_COLL_STATS_FIELD_AUTO_EXPLORED_CALLS, (int64_t)CC_COLL_STATS_FIELD_AUTO_MEASURED,
         (int64_t)CC_COLL_BUILD_CUDA, (int64_t)CC_COLL_BUILD_FORTRAN,
         /* version of the header */
         CC_COLL_VERSION_MAJOR, CC_COLL_VERSION_MINOR, CC_COLL_VERSION_PATCH,

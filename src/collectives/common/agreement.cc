@@ -20,6 +20,7 @@ const char *collective_name(std::uint64_t c)
     case static_cast<std::uint64_t>(Collective::Allreduce): return "cc_coll_allreduce";
     case static_cast<std::uint64_t>(Collective::AllreduceGroup): return "cc_coll_allreduce_group";
     case static_cast<std::uint64_t>(Collective::ReduceScatter): return "cc_coll_reduce_scatter";
+    case static_cast<std::uint64_t>(Collective::AutoCheck): return "AUTO's check of its cost model";
     default: return "an unknown collective";
     }
 }

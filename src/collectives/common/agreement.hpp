@@ -38,6 +38,7 @@ enum class Collective : std::uint64_t {
     Allreduce = 1,
     AllreduceGroup = 2,
     ReduceScatter = 3,
+    AutoCheck = 4,  // AUTO's check of its cost model (methods/auto/online.hpp)
 };
 
 struct CallSignature {

@@ -1,22 +1,93 @@
 // Method AUTO (docs/algorithms.md section 8): a selecting method. Per
-// allreduce it runs NONE or the communicator's lossy method
-// (CC_COLL_AUTO_METHOD), whichever the cost model (cost_model.hpp) predicts
-// faster; reduce-scatter and point-to-point calls run NONE. The dispatchers
-// call `select` before they route a call, so no entry point knows AUTO.
+// allreduce it runs NONE or one of the communicator's candidates
+// (CC_COLL_AUTO_METHOD), whichever the cost model (cost_model.hpp),
+// corrected by what the calls took (online.hpp), predicts fastest;
+// reduce-scatter and point-to-point calls run NONE. The dispatchers call
+// `select` before they route a call and `observe` after it, so no entry
+// point knows AUTO.
+#include <memory>
 #include <string>
 
+#include "collectives/common/agreement.hpp"
 #include "core/comm.hpp"
+#include "core/config.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "core/config.hpp"
 #include "core/method.hpp"
 #include "core/stats.hpp"
 #include "methods/auto/cost_model.hpp"
+#include "methods/auto/online.hpp"
+#include "transport/mpi_transport.hpp"
 
 namespace cc_coll::detail {
 
 namespace {
+
+// A communicator's AUTO: its model, the online check, and the decision of
+// the call in progress (calls on a communicator run one at a time).
+struct AutoState {
+    CostModel model;
+    OnlineCheck online;
+    Decision pending;
+    bool has_pending = false;  // a call `select` routed, not yet observed
+    bool pending_checked = false;  // ... and the online check decided it
+};
+
+AutoState *state_of(Comm &comm) { return static_cast<AutoState *>(comm.cost_model_slot().get()); }
+
+// The communicator's AUTO, its model measured now if it has none yet.
+// Collective the first time.
+cc_coll_status_t ensure_state(Comm &comm, AutoState **out)
+{
+    if (AutoState *s = state_of(comm)) {
+        *out = s;
+        return CC_COLL_OK;
+    }
+    auto s = std::make_shared<AutoState>();
+    CC_COLL_TRY(calibrate(comm, &s->model));
+    comm.cost_model_slot() = s;
+    *out = s.get();
+    return CC_COLL_OK;
+}
+
+double call_bytes(const std::vector<CostTensor> &tensors)
+{
+    double bytes = 0;
+    for (const CostTensor &t : tensors) bytes += static_cast<double>(t.count) * dtype_size(t.dtype);
+    return bytes;
+}
+
+const char *choice_name(const CostModel &m, int choice)
+{
+    return find_method(choice == 0 ? CC_COLL_METHOD_NONE : m.candidate[choice - 1].method)->name;
+}
+
+// The ranks' agreement on the samples since the last one (online.hpp): an
+// exchange in the agreement's format (every rank checks that every other
+// one is making it, on the same window), then the values.
+cc_coll_status_t agree_samples(Comm &comm, AutoState &s)
+{
+    const std::vector<std::uint64_t> words = s.online.agreement_words();
+    CallSignature sig;
+    using F = CallSignature::Field;
+    sig.v[F::kVersion] = kAgreementVersion;
+    sig.v[F::kCollective] = static_cast<std::uint64_t>(Collective::AutoCheck);
+    sig.v[F::kMethod] = static_cast<std::uint64_t>(CC_COLL_METHOD_AUTO);
+    sig.v[F::kParameters] = words[0];
+    sig.v[F::kReady] = 1;
+    const cc_coll_status_t st = agree(comm, "cc_coll_allreduce", sig, CC_COLL_OK);
+    if (st != CC_COLL_OK) {
+        s.online = OnlineCheck();  // forget: the next check starts afresh on every rank
+        return st;
+    }
+    std::vector<std::uint64_t> values(words.begin() + 2, words.end());
+    CC_COLL_TRY(allreduce_max_u64(values.data(), comm.mpi(), static_cast<int>(values.size())));
+    std::vector<std::uint64_t> agreed = words;
+    for (std::size_t i = 0; i < values.size(); ++i) agreed[2 + i] = values[i];
+    s.online.apply_agreement(agreed);
+    return CC_COLL_OK;
+}
 
 // Counts the choice in the statistics and logs it (CC_COLL_LOG_LEVEL=info).
 cc_coll_status_t select(Comm &comm, CallKind kind, const std::vector<CostTensor> &tensors, CallParams *p,
@@ -30,54 +101,118 @@ cc_coll_status_t select(Comm &comm, CallKind kind, const std::vector<CostTensor>
         comm.stats().add(s);
         return CC_COLL_OK;
     }
-    const CostModel *model = nullptr;
-    CC_COLL_TRY(ensure_cost_model(comm, &model));
-    const AutoChoice c = predict(*model, tensors, *p);
-    p->method = c.method;
-    *chosen = find_method(c.method);
-    s.auto_lossy_calls = c.method == CC_COLL_METHOD_NONE ? 0 : 1;
-    s.auto_predicted = c.method == CC_COLL_METHOD_NONE ? c.predicted_none : c.predicted_lossy;
+    AutoState *st = nullptr;
+    CC_COLL_TRY(ensure_state(comm, &st));
+    const bool check = comm.config().auto_check && comm.size() > 1;
+    if (check && st->online.agreement_due(st->model)) CC_COLL_TRY(agree_samples(comm, *st));
+    const AutoChoice c = predict(st->model, tensors, *p);
+    const double bytes = call_bytes(tensors);
+    Decision d;
+    if (check) {
+        d = st->online.decide(st->model, c, bytes);
+    } else {
+        d.choice = c.method == CC_COLL_METHOD_NONE ? 0 : 1 + c.best_candidate;
+        d.predicted = d.corrected = c.method == CC_COLL_METHOD_NONE ? c.predicted_none : c.predicted_lossy;
+        d.corrected_none = c.predicted_none;
+        d.corrected_best_lossy = c.predicted_lossy;
+    }
+    st->pending = d;
+    st->has_pending = true;
+    st->pending_checked = check;
+    const cc_coll_method_t ran = d.choice == 0 ? CC_COLL_METHOD_NONE : st->model.candidate[d.choice - 1].method;
+    p->method = ran;
+    *chosen = find_method(ran);
+    s.auto_lossy_calls = ran == CC_COLL_METHOD_NONE ? 0 : 1;
+    s.auto_explored_calls = d.explored ? 1 : 0;
+    s.auto_predicted = d.corrected;
     comm.stats().add(s);
     if (log_enabled(LogLevel::Info)) {
-        std::size_t bytes = 0;
-        for (const CostTensor &t : tensors) bytes += t.count * dtype_size(t.dtype);
-        log_message(LogLevel::Info, "auto: %zu bytes in %zu tensor(s): %s (predicted none %.3f ms, %s %.3f ms)",
-                    bytes, tensors.size(), (*chosen)->name, c.predicted_none * 1e3, find_method(model->lossy)->name,
-                    c.predicted_lossy * 1e3);
+        std::string cands;
+        for (int i = 0; i < st->model.candidates; ++i)
+            cands += std::string(", ") + choice_name(st->model, 1 + i) + " " +
+                     std::to_string(c.predicted[i] * 1e3).substr(0, 8) + " ms";
+        log_message(LogLevel::Info,
+                    "auto: %.0f bytes in %zu tensor(s): %s%s (corrected: none %.3f ms, best lossy %.3f ms; "
+                    "model: none %.3f ms%s)",
+                    bytes, tensors.size(), (*chosen)->name, d.explored ? ", the runner-up, to check the model" : "",
+                    d.corrected_none * 1e3, d.corrected_best_lossy * 1e3, c.predicted_none * 1e3, cands.c_str());
     }
     return CC_COLL_OK;
+}
+
+void observe(Comm &comm, double seconds, cc_coll_status_t status)
+{
+    AutoState *st = state_of(comm);
+    if (st == nullptr || !st->has_pending) return;
+    st->has_pending = false;
+    if (status != CC_COLL_OK) {
+        // A failed call (its status is the same on every rank): every rank
+        // forgets its samples and corrections alike.
+        if (st->pending_checked) st->online = OnlineCheck();
+        return;
+    }
+    if (st->pending_checked) st->online.observe(st->pending, seconds);
+    StatsSnapshot s;
+    s.auto_measured = seconds;
+    comm.stats().add(s);
 }
 
 // Under CC_COLL_METHOD=auto the model is measured when the communicator is
 // created, by every rank at once.
 cc_coll_status_t comm_created(Comm &comm)
 {
-    const CostModel *model = nullptr;
-    return ensure_cost_model(comm, &model);
+    AutoState *st = nullptr;
+    return ensure_state(comm, &st);
 }
 
 cc_coll_status_t predict_call(Comm &comm, const CostTensor &t, const CallParams &p, cc_coll_method_t *chosen,
                               double *predicted_none, double *predicted_lossy)
 {
-    const CostModel *model = nullptr;
-    CC_COLL_TRY(ensure_cost_model(comm, &model));
-    const AutoChoice c = predict(*model, {t}, p);
-    *chosen = c.method;
-    *predicted_none = c.predicted_none;
-    *predicted_lossy = c.predicted_lossy;
+    AutoState *st = nullptr;
+    CC_COLL_TRY(ensure_state(comm, &st));
+    const AutoChoice c = predict(st->model, {t}, p);
+    int best = -1;
+    double none = c.predicted_none, lossy = c.predicted_lossy;
+    if (comm.config().auto_check) st->online.corrected(st->model, c, call_bytes({t}), &none, &lossy, &best);
+    else best = st->model.candidates > 0 ? c.best_candidate : -1;
+    *chosen = best >= 0 && lossy < none ? st->model.candidate[best].method : CC_COLL_METHOD_NONE;
+    *predicted_none = none;
+    *predicted_lossy = lossy;
     return CC_COLL_OK;
 }
-
 
 // The method's own settings (Method::settings: rows of the settings table).
 bool apply_auto_method(const std::string &text, Config *cfg, std::string *why)
 {
-    cc_coll_method_t m = CC_COLL_METHOD_NONE;
-    if (parse_method(text, &m) && find_method(m)->auto_candidate) {
-        cfg->auto_method = m;
-        return true;
+    std::uint32_t mask = 0;
+    std::size_t start = 0;
+    int n = 0;
+    while (start <= text.size()) {
+        const std::size_t comma = text.find(',', start);
+        const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        cc_coll_method_t m = CC_COLL_METHOD_NONE;
+        if (!parse_method(item, &m) || !find_method(m)->auto_candidate) {
+            *why = "expected a lossy method or a comma-separated list of them (" + auto_candidate_names() +
+                   "); \"" + trim_lower(item) + "\" is none";
+            return false;
+        }
+        if (!(mask >> static_cast<unsigned>(m) & 1u)) ++n;
+        mask |= 1u << static_cast<unsigned>(m);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
     }
-    *why = "expected a lossy method: " + auto_candidate_names();
+    if (n > kMaxCandidates) {
+        *why = "at most " + std::to_string(kMaxCandidates) + " candidates";
+        return false;
+    }
+    cfg->auto_candidates = mask;
+    return true;
+}
+
+bool apply_auto_check(const std::string &text, Config *cfg, std::string *why)
+{
+    if (parse_bool(text, &cfg->auto_check)) return true;
+    *why = "expected on or off";
     return false;
 }
 
@@ -103,15 +238,21 @@ bool apply_link(const std::string &text, Config *cfg, std::string *why)
 
 const SettingDef kSettings[] = {
     {"AUTO_METHOD", "CC_COLL_AUTO_METHOD", "topk",
-     "The lossy method of CC_COLL_METHOD=auto (a method whose caps include CC_COLL_METHOD_CAP_AUTO_CANDIDATE: "
-     "topk, sketch, lowrank or half in this release). Auto compresses a call with it "
-     "when the communicator's cost model predicts it faster than NONE (docs/algorithms.md, \"The cost "
-     "model\"). Every rank must use the same value.",
+     "The candidates of CC_COLL_METHOD=auto besides none: a lossy method, or a comma-separated list of them "
+     "(methods whose caps include CC_COLL_METHOD_CAP_AUTO_CANDIDATE: topk, sketch, lowrank or half in this "
+     "release), such as topk,half. Per call auto runs the one the communicator's cost model predicts fastest, "
+     "none included (docs/algorithms.md, \"The cost model\"). Every rank must use the same value.",
      apply_auto_method},
+    {"AUTO_CHECK", "CC_COLL_AUTO_CHECK", "on",
+     "Whether CC_COLL_METHOD=auto checks its cost model against the calls it makes (on: it times them, the "
+     "ranks agree on the times now and then, the predictions are corrected, and at most one call in 50 runs "
+     "the runner-up to measure it; off: the model as measured at creation decides alone, so the same call "
+     "always gets the same choice). docs/algorithms.md, \"Checked online\". Every rank must use the same value.",
+     apply_auto_check},
     {"LINK", "CC_COLL_LINK", "measure",
-     "The link of CC_COLL_METHOD=auto's cost model: measure (an 8-byte and a 2 MiB MPI_Allreduce, timed "
-     "on every rank when the model is built, the slowest rank's times taken), or <Gbit/s>,<latency in "
-     "microseconds> (such as 10,25) to give it. The lossy method's compute is always measured.",
+     "The link of CC_COLL_METHOD=auto's cost model: measure (the none allreduce timed at six sizes from 4 B to "
+     "one taking about 30 ms, on every rank, when the model is built, the slowest rank's times taken), or "
+     "<Gbit/s>,<latency in microseconds> (such as 10,25) to give it. The candidates' compute is always measured.",
      apply_link},
 };
 
@@ -122,11 +263,12 @@ const Method &auto_method()
     static const Method m = {
         .id = CC_COLL_METHOD_AUTO,
         .name = "auto",
-        .summary = "per call, none or the lossy method of CC_COLL_AUTO_METHOD, whichever the cost model predicts "
-                   "faster (reduce-scatter and point-to-point: none)",
+        .summary = "per call, none or a candidate of CC_COLL_AUTO_METHOD, whichever the cost model, checked "
+                   "against the calls, predicts fastest (reduce-scatter and point-to-point: none)",
         .homomorphic = false,
         .select = select,
         .comm_created = comm_created,
+        .observe = observe,
         .predict = predict_call,
         .settings = kSettings,
         .settings_count = sizeof kSettings / sizeof kSettings[0],

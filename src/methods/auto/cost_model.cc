@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <memory>
 #include <random>
 #include <string>
 
@@ -22,19 +21,20 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Calibration sizes: the link's first large allreduce, the bounds of the
-// second (sized to take about kLinkSeconds at the first one's rate), and
-// the two sizes of the compute runs (elements of f32).
-constexpr std::size_t kLinkBytes = std::size_t{1} << 20;
-constexpr std::size_t kLinkMaxBytes = std::size_t{32} << 20;
+// Calibration sizes: the link's fixed points (bytes), the bounds of its two
+// last points (sized to take about 10 ms and kLinkSeconds at the 1 MiB
+// point's rate), the sizes of the compute runs (elements of f32), and the
+// time after which a candidate's compute sweep stops.
+constexpr double kLinkFixed[4] = {sizeof(float), 4096, 65536, 1 << 20};
+constexpr double kLinkMaxBytes = 32 << 20;
 constexpr double kLinkSeconds = 0.03;
 constexpr std::size_t kComputeCounts[kComputePoints] = {std::size_t{1} << 10, std::size_t{1} << 13,
                                                         std::size_t{1} << 16, std::size_t{1} << 19,
                                                         std::size_t{1} << 22};
+constexpr double kComputeStopSeconds = 0.04;
 
-// The seconds of one MPI_Allreduce of `bytes` on the communicator: the
-// measured curve, linear between its points, along its last segment past
-// the last one.
+// A curve through (xs[i], ys[i]): linear between its points, along its last
+// segment past the last one, its first value before the first.
 double curve(const double *xs, const double *ys, int points, double x)
 {
     if (x <= xs[0]) return ys[0];
@@ -44,174 +44,251 @@ double curve(const double *xs, const double *ys, int points, double x)
     return ys[i - 1] + slope * (x - xs[i - 1]);
 }
 
-double allreduce_seconds(const CostModel &m, double bytes)
+double median(std::vector<double> v)
 {
-    if (m.ranks <= 1) return 0;
-    return curve(m.link_bytes, m.link_seconds, kLinkPoints, bytes);
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Runs the lossy method on a one-rank communicator of `threads` threads:
-// the compute alone, at each of kComputeCounts (f32). Fills the seconds of
-// the fastest call of each size after one warm-up.
-cc_coll_status_t time_compute(const Comm &comm, cc_coll_method_t lossy, double *seconds)
+// A flat, error-feedback-free view of the communicator for the
+// measurements: a duplicate of it, so that every rank runs each call at
+// once, as the calls it predicts will.
+struct Bench {
+    std::unique_ptr<Comm> comm;
+    std::vector<float> in, out;
+};
+
+cc_coll_status_t make_bench(const Comm &comm, Bench *b)
 {
-    MPI_Comm self = MPI_COMM_NULL;
-    CC_COLL_TRY(dup_self(&self));
+    MPI_Comm dup = MPI_COMM_NULL;
+    CC_COLL_TRY(dup_comm(comm.mpi(), &dup));
     Config cfg = comm.config();
-    cfg.method = lossy;
     cfg.hierarchy = HierarchyMode::Off;
     cfg.ef_max_bytes = 0;
     cfg.state_max_bytes = 0;
     cfg.start_iter = 0;
-    Comm one(self, 0, 1, cfg);  // frees `self`
-    one.set_threads(comm.threads());
-    CallParams p;
-    CC_COLL_TRY(resolve_params(nullptr, cfg, &p));
-    p.method = lossy;
-    p.has_shape = true;  // LOWRANK: near-square (the other methods ignore it)
-    p.rows = 0;
-    p.cols = 0;
-    const std::size_t largest = kComputeCounts[kComputePoints - 1];
-    std::vector<float> in(largest), out(largest);
+    b->comm = std::make_unique<Comm>(dup, comm.rank(), comm.size(), cfg);  // frees `dup`
+    b->comm->set_threads(comm.threads());
+    const std::size_t largest = std::max<std::size_t>(kComputeCounts[kComputePoints - 1],
+                                                      static_cast<std::size_t>(kLinkMaxBytes) / sizeof(float));
+    b->in.resize(largest);
+    b->out.resize(largest);
     std::mt19937_64 rng(0x5eed);
     std::normal_distribution<float> dist(0.0f, 1.0f);
-    for (float &v : in) v = dist(rng);
-    for (int point = 0; point < kComputePoints; ++point) {
-        const std::size_t n = kComputeCounts[point];
-        double best = kInf;
-        for (int i = 0, reps = n <= (std::size_t{1} << 16) ? 8 : 4; i < reps; ++i) {
-            const AllreduceArgs args{in.data(), out.data(), n, CC_COLL_F32, CC_COLL_SUM, false, nullptr};
-            const double t0 = now_seconds();
-            CC_COLL_TRY(allreduce(one, args, p));
-            const double t = now_seconds() - t0;
-            if (i > 0) best = std::min(best, t);
+    for (float &v : b->in) v = dist(rng);
+    return CC_COLL_OK;
+}
+
+// `reps` calls of `method` on n f32 elements after one warm-up: the median
+// of their wall times and of their compute (compress + decompress).
+cc_coll_status_t time_calls(Bench &b, cc_coll_method_t method, std::size_t n, int reps, double *wall,
+                            double *compute)
+{
+    CallParams p;
+    CC_COLL_TRY(resolve_params(nullptr, b.comm->config(), &p));
+    p.method = method;
+    p.has_shape = true;  // a matrix method: near-square (the others ignore it)
+    p.rows = 0;
+    p.cols = 0;
+    std::vector<double> walls, computes;
+    for (int i = 0; i <= reps; ++i) {
+        const AllreduceArgs args{b.in.data(), b.out.data(), n, CC_COLL_F32, CC_COLL_SUM, false, nullptr};
+        const StatsSnapshot s0 = b.comm->stats().snapshot();
+        const double t0 = now_seconds();
+        CC_COLL_TRY(allreduce(*b.comm, args, p));
+        const double t = now_seconds() - t0;
+        const StatsSnapshot s1 = b.comm->stats().snapshot();
+        if (i == 0) continue;
+        walls.push_back(t);
+        computes.push_back((s1.time_compress - s0.time_compress) + (s1.time_decompress - s0.time_decompress));
+    }
+    *wall = median(walls);
+    if (compute != nullptr) *compute = median(computes);
+    return CC_COLL_OK;
+}
+
+// The link: NONE through the library at the fixed sizes, then at sizes
+// that take about 10 ms and kLinkSeconds at the 1 MiB point's rate (every
+// rank must time the same sizes: the slowest rank's 1 MiB time decides).
+cc_coll_status_t measure_link(Bench &b, double *bytes, double *seconds)
+{
+    static const int reps[kLinkPoints] = {9, 9, 7, 3, 3, 3};
+    for (int i = 0; i < 4; ++i) {
+        bytes[i] = kLinkFixed[i];
+        CC_COLL_TRY(time_calls(b, CC_COLL_METHOD_NONE, static_cast<std::size_t>(bytes[i] / sizeof(float)), reps[i],
+                               &seconds[i], nullptr));
+    }
+    double first = seconds[3];
+    CC_COLL_TRY(allreduce_max_f64(&first, 1, b.comm->mpi()));
+    const double rate = bytes[3] / std::max(first, 1e-9);  // bytes per second of the NONE call
+    // 2 MiB .. 16 MiB, then twice that .. 32 MiB: increasing, within the buffer.
+    const auto round = [](double x) { return std::floor(x / 4096) * 4096; };
+    bytes[4] = std::clamp(round(rate * 0.01), 2 * bytes[3], kLinkMaxBytes / 2);
+    bytes[5] = std::clamp(round(rate * kLinkSeconds), 2 * bytes[4], kLinkMaxBytes);
+    for (int i = 4; i < kLinkPoints; ++i)
+        CC_COLL_TRY(time_calls(b, CC_COLL_METHOD_NONE, static_cast<std::size_t>(bytes[i] / sizeof(float)), reps[i],
+                               &seconds[i], nullptr));
+    return CC_COLL_OK;
+}
+
+// Candidate c's compute at kComputeCounts, the sweep stopped (on every
+// rank: the slowest rank's call time decides) after a call over
+// kComputeStopSeconds; the sizes it did not reach are extrapolated from the
+// last two it did.
+cc_coll_status_t measure_compute(Bench &b, cc_coll_method_t method, double *seconds)
+{
+    int measured = 0;
+    for (int i = 0; i < kComputePoints; ++i) {
+        double wall = 0, compute = 0;
+        CC_COLL_TRY(time_calls(b, method, kComputeCounts[i], 3, &wall, &compute));
+        seconds[i] = compute;
+        measured = i + 1;
+        if (b.comm->size() > 1) CC_COLL_TRY(allreduce_max_f64(&wall, 1, b.comm->mpi()));
+        if (wall > kComputeStopSeconds) break;
+    }
+    for (int i = measured; i < kComputePoints; ++i) {
+        const double x = static_cast<double>(kComputeCounts[i]);
+        if (measured == 1) {
+            seconds[i] = seconds[0] * x / static_cast<double>(kComputeCounts[0]);
+        } else {
+            const double x0 = static_cast<double>(kComputeCounts[measured - 2]);
+            const double x1 = static_cast<double>(kComputeCounts[measured - 1]);
+            const double slope = std::max(0.0, (seconds[measured - 1] - seconds[measured - 2]) / (x1 - x0));
+            seconds[i] = seconds[measured - 1] + slope * (x - x1);
         }
-        seconds[point] = best;
     }
     return CC_COLL_OK;
 }
 
-// The fastest of `reps` MPI_Allreduce of `bytes` on comm (after a warm-up).
-cc_coll_status_t time_allreduce(MPI_Comm comm, std::size_t bytes, int reps, double *best)
+// A curve made monotone in bytes: never faster for more bytes (noise and
+// measurement under load could say so).
+void make_monotone(double *ys, int points)
 {
-    std::vector<float> buf(std::max<std::size_t>(bytes / sizeof(float), 1), 1.0f);
-    *best = kInf;
-    for (int i = 0; i <= reps; ++i) {
-        const double t0 = now_seconds();
-        CC_COLL_TRY(allreduce_sum(buf.data(), buf.data(), buf.size(), CC_COLL_F32, comm));
-        const double t = now_seconds() - t0;
-        if (i > 0) *best = std::min(*best, t);
-    }
-    return CC_COLL_OK;
+    for (int i = 1; i < points; ++i) ys[i] = std::max(ys[i], ys[i - 1]);
+}
+
+}  // namespace
+
+std::vector<cc_coll_method_t> auto_candidates(std::uint32_t mask)
+{
+    std::vector<cc_coll_method_t> out;
+    for (const Method *m : methods())
+        if (m->auto_candidate && (mask >> static_cast<unsigned>(m->id) & 1u) &&
+            out.size() < static_cast<std::size_t>(kMaxCandidates))
+            out.push_back(m->id);
+    return out;
+}
+
+double compute_seconds(const CandidateModel &c, double bytes)
+{
+    return curve(c.compute_bytes, c.compute_seconds, kComputePoints, bytes);
+}
+
+double link_seconds(const CostModel &m, double bytes)
+{
+    if (m.ranks <= 1) return 0;
+    return curve(m.link_bytes, m.link_seconds, kLinkPoints, bytes);
 }
 
 cc_coll_status_t calibrate(Comm &comm, CostModel *out)
 {
     const Config &cfg = comm.config();
     CostModel m;
-    m.lossy = cfg.auto_method;
     m.ranks = comm.size();
-    // Figures every rank measures, then the maximum over the ranks.
-    double fig[kLinkPoints + kComputePoints] = {};  // the link's curve, then the compute's
-    CC_COLL_TRY(time_compute(comm, m.lossy, fig + kLinkPoints));
+    const std::vector<cc_coll_method_t> cands = auto_candidates(cfg.auto_candidates);
+    m.candidates = static_cast<int>(cands.size());
+    Bench bench;
+    CC_COLL_TRY(make_bench(comm, &bench));
+    // Figures every rank measures, then the maximum over the ranks: the
+    // link's curve, then each candidate's compute curve.
+    const int nfig = kLinkPoints + kComputePoints * m.candidates;
+    std::vector<double> fig(static_cast<std::size_t>(nfig), 0.0);
+    double link_bytes[kLinkPoints] = {};
     const double P = comm.size();
-    // The link: MPI_Allreduce at 8 B, 4 KiB, 64 KiB and 1 MiB, then at a
-    // size that takes about kLinkSeconds at the 1 MiB rate (large enough
-    // for MPI's algorithm for large messages and the link's steady rate).
-    // Every rank must time the same sizes: the slowest rank's 1 MiB time
-    // decides the last.
-    double link_bytes[kLinkPoints] = {sizeof(float), 4096, 65536, static_cast<double>(kLinkBytes), 0};
-    if (comm.size() > 1 && cfg.link_gbits <= 0) {
-        static const int reps[kLinkPoints] = {7, 7, 5, 2, 2};
-        for (int i = 0; i + 1 < kLinkPoints; ++i)
-            CC_COLL_TRY(time_allreduce(comm.mpi(), static_cast<std::size_t>(link_bytes[i]), reps[i], &fig[i]));
-        double first = fig[kLinkPoints - 2];
-        CC_COLL_TRY(allreduce_max_f64(&first, 1, comm.mpi()));
-        const double rate = 2.0 * (P - 1.0) / P * static_cast<double>(kLinkBytes) / std::max(first, 1e-9);
-        const double want = std::min(static_cast<double>(kLinkMaxBytes), rate * kLinkSeconds);
-        link_bytes[kLinkPoints - 1] = static_cast<double>(
-            std::max(2 * kLinkBytes, static_cast<std::size_t>(want) / 4096 * 4096));
-        CC_COLL_TRY(time_allreduce(comm.mpi(), static_cast<std::size_t>(link_bytes[kLinkPoints - 1]),
-                                   reps[kLinkPoints - 1], &fig[kLinkPoints - 1]));
-    }
-    if (comm.size() > 1)
-        CC_COLL_TRY(allreduce_max_f64(fig, kLinkPoints + kComputePoints, comm.mpi()));
-    for (int i = 0; i < kComputePoints; ++i) {
-        m.compute_bytes[i] = static_cast<double>(kComputeCounts[i]) * sizeof(float);
-        // Never faster for more bytes (noise could say so).
-        const double t = fig[kLinkPoints + i];
-        m.compute_seconds[i] = i == 0 ? t : std::max(t, m.compute_seconds[i - 1]);
+    if (comm.size() > 1 && cfg.link_gbits <= 0) CC_COLL_TRY(measure_link(bench, link_bytes, fig.data()));
+    for (int c = 0; c < m.candidates; ++c)
+        CC_COLL_TRY(measure_compute(bench, cands[static_cast<std::size_t>(c)],
+                                    fig.data() + kLinkPoints + kComputePoints * c));
+    if (comm.size() > 1) CC_COLL_TRY(allreduce_max_f64(fig.data(), nfig, comm.mpi()));
+    for (int c = 0; c < m.candidates; ++c) {
+        CandidateModel &cm = m.candidate[c];
+        cm.method = cands[static_cast<std::size_t>(c)];
+        for (int i = 0; i < kComputePoints; ++i) {
+            cm.compute_bytes[i] = static_cast<double>(kComputeCounts[i]) * sizeof(float);
+            cm.compute_seconds[i] = fig[static_cast<std::size_t>(kLinkPoints + kComputePoints * c + i)];
+        }
+        make_monotone(cm.compute_seconds, kComputePoints);
     }
     if (comm.size() > 1) {
         if (cfg.link_gbits > 0) {
             // The given link: latency plus a ring allreduce at its rate.
             m.link_measured = false;
-            link_bytes[kLinkPoints - 1] = static_cast<double>(kLinkMaxBytes);
-            for (int i = 0; i < kLinkPoints; ++i)
-                fig[i] = cfg.link_latency_us * 1e-6 + 2.0 * (P - 1.0) / P * link_bytes[i] / (cfg.link_gbits * 1e9 / 8.0);
+            const double given[kLinkPoints] = {kLinkFixed[0], kLinkFixed[1], kLinkFixed[2], kLinkFixed[3],
+                                               4 << 20, kLinkMaxBytes};
+            for (int i = 0; i < kLinkPoints; ++i) {
+                link_bytes[i] = given[i];
+                fig[static_cast<std::size_t>(i)] =
+                    cfg.link_latency_us * 1e-6 + 2.0 * (P - 1.0) / P * given[i] / (cfg.link_gbits * 1e9 / 8.0);
+            }
         }
         for (int i = 0; i < kLinkPoints; ++i) {
             m.link_bytes[i] = link_bytes[i];
-            m.link_seconds[i] = i == 0 ? fig[0] : std::max(fig[i], m.link_seconds[i - 1]);
+            m.link_seconds[i] = fig[static_cast<std::size_t>(i)];
         }
+        make_monotone(m.link_seconds, kLinkPoints);
         const int last = kLinkPoints - 1;
         m.latency = m.link_seconds[0];
         m.bandwidth = 2.0 * (P - 1.0) / P * (m.link_bytes[last] - m.link_bytes[last - 1]) /
                       std::max(m.link_seconds[last] - m.link_seconds[last - 1], 1e-12);
     }
     *out = m;
-    log_message(LogLevel::Info,
-                "cost model (rank %d of %d): link latency %.1f us, %.1f us at 64 KiB, bandwidth %.3f Gbit/s (%s); "
-                "%s compute %.1f us "
-                "at 4 KiB, %.1f us at 32 KiB, %.1f us at 256 KiB, %.1f us at 2 MiB, %.1f us at 16 MiB",
-                comm.rank(), comm.size(), m.latency * 1e6, m.link_seconds[2] * 1e6, m.bandwidth * 8e-9,
-                m.link_measured ? "measured" : "CC_COLL_LINK", find_method(m.lossy)->name,
-                m.compute_seconds[0] * 1e6, m.compute_seconds[1] * 1e6, m.compute_seconds[2] * 1e6,
-                m.compute_seconds[3] * 1e6, m.compute_seconds[4] * 1e6);
+    if (log_enabled(LogLevel::Info)) {
+        log_message(LogLevel::Info,
+                    "cost model (rank %d of %d): link latency %.1f us, %.1f us at 64 KiB, %.1f us at 1 MiB, "
+                    "bandwidth %.3f Gbit/s (%s)",
+                    comm.rank(), comm.size(), m.latency * 1e6, m.link_seconds[2] * 1e6, m.link_seconds[3] * 1e6,
+                    m.bandwidth * 8e-9, m.link_measured ? "measured" : "CC_COLL_LINK");
+        for (int c = 0; c < m.candidates; ++c) {
+            const CandidateModel &cm = m.candidate[c];
+            log_message(LogLevel::Info,
+                        "cost model: %s compute %.1f us at 4 KiB, %.1f us at 32 KiB, %.1f us at 256 KiB, "
+                        "%.1f us at 2 MiB, %.1f us at 16 MiB",
+                        find_method(cm.method)->name, cm.compute_seconds[0] * 1e6, cm.compute_seconds[1] * 1e6,
+                        cm.compute_seconds[2] * 1e6, cm.compute_seconds[3] * 1e6, cm.compute_seconds[4] * 1e6);
+        }
+    }
     return CC_COLL_OK;
-}
-
-}  // namespace
-
-double compute_seconds(const CostModel &m, double bytes)
-{
-    return curve(m.compute_bytes, m.compute_seconds, kComputePoints, bytes);
 }
 
 AutoChoice predict(const CostModel &model, const std::vector<CostTensor> &tensors, const CallParams &p)
 {
     AutoChoice c;
-    const Method *lossy = find_method(model.lossy);
     double bytes = 0;
-    ExchangeCost ex;
-    bool dense = lossy == nullptr || lossy->exchange_cost == nullptr;
-    for (const CostTensor &t : tensors) {
+    for (const CostTensor &t : tensors)
         bytes += static_cast<double>(t.count) * static_cast<double>(dtype_size(t.dtype));
-        if (model.ranks > 1 && !dense && !lossy->exchange_cost(t, p, model.ranks, &ex)) dense = true;
+    c.predicted_none = link_seconds(model, bytes);
+    c.predicted_lossy = kInf;
+    for (int i = 0; i < model.candidates; ++i) {
+        const Method *lossy = find_method(model.candidate[i].method);
+        ExchangeCost ex;
+        bool dense = lossy == nullptr || lossy->exchange_cost == nullptr;
+        for (const CostTensor &t : tensors)
+            if (model.ranks > 1 && !dense && !lossy->exchange_cost(t, p, model.ranks, &ex)) dense = true;
+        const double wire = model.ranks <= 1 ? 0
+                                             : link_seconds(model, ex.bytes[0]) +
+                                                   (ex.bytes[1] > 0 ? link_seconds(model, ex.bytes[1]) : 0) +
+                                                   ex.latencies * model.latency;
+        c.predicted[i] = dense ? kInf : compute_seconds(model.candidate[i], bytes) + wire;
+        if (c.predicted[i] < c.predicted_lossy) {
+            c.predicted_lossy = c.predicted[i];
+            c.best_candidate = i;
+        }
     }
-    c.predicted_none = allreduce_seconds(model, bytes);
-    const double wire = model.ranks <= 1 ? 0
-                                         : allreduce_seconds(model, ex.bytes[0]) +
-                                               (ex.bytes[1] > 0 ? allreduce_seconds(model, ex.bytes[1]) : 0) +
-                                               ex.latencies * model.latency;
-    c.predicted_lossy = dense ? kInf : compute_seconds(model, bytes) + wire;
-    c.method = c.predicted_lossy < c.predicted_none ? model.lossy : CC_COLL_METHOD_NONE;
+    c.method = model.candidates > 0 && c.predicted_lossy < c.predicted_none
+                   ? model.candidate[c.best_candidate].method
+                   : CC_COLL_METHOD_NONE;
     return c;
-}
-
-const CostModel *cost_model_of(Comm &comm) { return static_cast<const CostModel *>(comm.cost_model_slot().get()); }
-
-cc_coll_status_t ensure_cost_model(Comm &comm, const CostModel **model)
-{
-    if (const CostModel *m = cost_model_of(comm)) {
-        *model = m;
-        return CC_COLL_OK;
-    }
-    auto m = std::make_shared<CostModel>();
-    CC_COLL_TRY(calibrate(comm, m.get()));
-    comm.cost_model_slot() = m;
-    *model = m.get();
-    return CC_COLL_OK;
 }
 
 }  // namespace cc_coll::detail

@@ -1,27 +1,34 @@
 // CC_COLL_METHOD=auto (docs/algorithms.md section 8, "The cost model"): per
-// call, NONE or the communicator's lossy method (CC_COLL_AUTO_METHOD),
-// whichever the model predicts faster.
+// call, NONE or one of the communicator's candidates (CC_COLL_AUTO_METHOD,
+// one lossy method or several), whichever the model predicts fastest, the
+// prediction corrected by what the calls took (online.hpp).
 //
-// The model of a communicator: its link (MPI_Allreduce timed at five
-// sizes, or CC_COLL_LINK's latency and rate), and
-// the lossy method's compute on this rank's threads, measured by running
-// the method itself on a one-rank communicator at five sizes from 4 KiB to
-// 16 MiB (the methods switch algorithms with the size: TOPK's full
-// selection below 32Ki elements, say), interpolated between them. Every rank measures; the ranks then
-// take the maximum of every figure (one MPI_Allreduce), so every rank holds
-// the same model and makes the same choice for the same call.
+// The model of a communicator, measured once, collectively, on a duplicate
+// of the communicator itself (all its ranks at once, so that a node's ranks
+// compete for cores and memory as they do in a call):
+//   - the link: the library's NONE allreduce (MPI_Allreduce behind the
+//     agreement) at 4 B, 4 KiB, 64 KiB, 1 MiB, 4 MiB and a size that takes
+//     about 30 ms, the median of several calls per size (or CC_COLL_LINK's
+//     latency and rate);
+//   - each candidate's compute (compress and decompress, from the
+//     statistics' split of a call) at 4 KiB to 16 MiB of f32, 8x apart, the
+//     median of three calls, the sweep stopped after a call that took over
+//     40 ms (slow links: the rest extrapolated along the last segment).
+// Every rank measures; the ranks take the maximum of every figure (one
+// MPI_Allreduce), and each curve is made monotone in bytes, so every rank
+// holds the same model and makes the same choice for the same call.
 //
-// Predictions, for a call of b = n e bytes (n elements of e bytes) on P
-// ranks, with allreduce(x) the link curve (the measured time of an
-// MPI_Allreduce of x bytes) and compute(b) the compute curve:
-//   NONE   allreduce(b)
-//   lossy  compute(b) + its exchanges, each as the allreduce of as many bytes
-//          (the method descriptor's exchange_cost; docs/algorithms.md
-//          section 8 lists them)
+// Predictions, for a call of b bytes on P ranks, with link(x) the link
+// curve and compute_c(b) candidate c's compute curve:
+//   NONE   link(b)
+//   c      compute_c(b) + its exchanges, each as the link's time for as many
+//          bytes (the descriptor's exchange_cost; docs/algorithms.md
+//          section 8 lists them) + the exchanges' small messages at the
+//          link's latency
 // A group's tensors are one bucket: their bytes added, each exchange once.
-// A call that the lossy method would send densely (TOPK's payloads
-// outweighing the buffer, LOWRANK under its minimum compression rate, a
-// 1-D LOWRANK tensor) is predicted +inf, and auto picks NONE.
+// A call that candidate c would send densely (TOPK's payloads outweighing
+// the buffer, LOWRANK under its minimum compression rate, a 1-D LOWRANK
+// tensor) is predicted +inf for c.
 #pragma once
 
 #include <cstddef>
@@ -36,50 +43,64 @@ namespace cc_coll::detail {
 
 class Comm;
 
-// The points of the compute curve: 4 KiB to 16 MiB of f32, 8x apart; of
-// the link's curve: 4 B, 4 KiB, 64 KiB, 1 MiB and a size taking ~30 ms.
+// The points of the compute curves: 4 KiB to 16 MiB of f32, 8x apart; of
+// the link's curve: 4 B, 4 KiB, 64 KiB, 1 MiB, 4 MiB and a size taking
+// ~30 ms.
 constexpr int kComputePoints = 5;
-constexpr int kLinkPoints = 5;
+constexpr int kLinkPoints = 6;
+// At most this many candidates besides NONE.
+constexpr int kMaxCandidates = 8;
+
+struct CandidateModel {
+    cc_coll_method_t method = CC_COLL_METHOD_TOPK;
+    // Compress and decompress of a call of compute_bytes[i] input bytes on
+    // the communicator's ranks: interpolated between the points,
+    // extrapolated along the last segment.
+    double compute_bytes[kComputePoints] = {};
+    double compute_seconds[kComputePoints] = {};
+};
 
 struct CostModel {
-    cc_coll_method_t lossy = CC_COLL_METHOD_TOPK;
     int ranks = 1;
-    // MPI_Allreduce on the communicator: seconds for link_bytes[i] bytes,
-    // interpolated like the compute curve; latency is the smallest one's,
-    // bandwidth the rate of the last segment (2 (P-1)/P bytes per second).
+    // The NONE allreduce on the communicator: seconds for link_bytes[i]
+    // bytes, interpolated like the compute curves; latency is the smallest
+    // one's, bandwidth the rate of the last segment (2 (P-1)/P bytes per
+    // second).
     double link_bytes[kLinkPoints] = {};
     double link_seconds[kLinkPoints] = {};
     double latency = 0;
     double bandwidth = 0;
-    // The lossy method's compute (compress and decompress, one rank, this
-    // rank's threads): seconds for a call of compute_bytes[i] input bytes;
-    // interpolated between the points, extrapolated along the last segment.
-    double compute_bytes[kComputePoints] = {};
-    double compute_seconds[kComputePoints] = {};
     bool link_measured = true;  // false: CC_COLL_LINK gave the link
+    int candidates = 0;
+    CandidateModel candidate[kMaxCandidates];
 };
 
-// The model's compute seconds for a call of `bytes` input bytes.
-double compute_seconds(const CostModel &m, double bytes);
+// The model's compute seconds of candidate `c` for a call of `bytes` input bytes.
+double compute_seconds(const CandidateModel &c, double bytes);
+// The model's seconds of the NONE allreduce of `bytes` bytes.
+double link_seconds(const CostModel &m, double bytes);
 
 struct AutoChoice {
-    cc_coll_method_t method = CC_COLL_METHOD_NONE;  // NONE or the model's lossy method
-    double predicted_none = 0;   // seconds
-    double predicted_lossy = 0;  // seconds; +inf when the lossy method would send densely
+    cc_coll_method_t method = CC_COLL_METHOD_NONE;  // NONE or the fastest candidate
+    double predicted_none = 0;                      // seconds
+    // Each candidate's prediction, in the model's order (+inf where it
+    // would send densely), and the fastest of them.
+    double predicted[kMaxCandidates] = {};
+    int best_candidate = 0;
+    double predicted_lossy = 0;  // predicted[best_candidate]
 };
 
 // The predictions for a call's tensors (a single allreduce: one; a group:
 // all, its latencies counted once per exchange) with params `p` (whose
-// method is ignored: the model's lossy one is predicted, through its
-// descriptor's exchange_cost). Pure: no MPI.
+// method is ignored: every candidate is predicted through its descriptor's
+// exchange_cost). Pure: no MPI.
 AutoChoice predict(const CostModel &model, const std::vector<CostTensor> &tensors, const CallParams &p);
 
-// The communicator's model, measured now if it has none yet. Collective:
-// every rank of comm must call it at the same point (at creation when
-// CC_COLL_METHOD=auto; else inside its first collective with method auto).
-cc_coll_status_t ensure_cost_model(Comm &comm, const CostModel **model);
+// Measures the communicator's model. Collective: every rank of comm must
+// call it at the same point.
+cc_coll_status_t calibrate(Comm &comm, CostModel *out);
 
-// The model if it has been measured, else nullptr.
-const CostModel *cost_model_of(Comm &comm);
+// The candidates of a Config (Config::auto_candidates), in id order.
+std::vector<cc_coll_method_t> auto_candidates(std::uint32_t mask);
 
 }  // namespace cc_coll::detail

@@ -1,0 +1,210 @@
+#include "methods/auto/online.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace cc_coll::detail {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A non-negative double's bits: ordered as the doubles are, so that an
+// MPI_MAX on the words is the maximum of the values.
+std::uint64_t bits_of(double d)
+{
+    std::uint64_t u;
+    std::memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+double double_of(std::uint64_t u)
+{
+    double d;
+    std::memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+double median(std::vector<double> v)
+{
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+}  // namespace
+
+int size_class(double bytes)
+{
+    if (!(bytes >= 1)) return 0;
+    const int k = static_cast<int>(std::floor(2.0 * std::log2(bytes)));
+    return std::clamp(k, 0, kSizeClasses - 1);
+}
+
+double OnlineCheck::factor_of(int j, int k, bool *found) const
+{
+    if (found != nullptr) *found = true;
+    if (factor_[j][k] > 0) return factor_[j][k];
+    for (int d = 1; d <= 4; ++d) {  // the nearest class within two octaves
+        if (k - d >= 0 && factor_[j][k - d] > 0) return factor_[j][k - d];
+        if (k + d < kSizeClasses && factor_[j][k + d] > 0) return factor_[j][k + d];
+    }
+    if (found != nullptr) *found = false;
+    return 1.0;
+}
+
+double OnlineCheck::class_factor(int k) const
+{
+    double log_sum = 0;
+    int n = 0;
+    for (int j = 0; j < kChoices; ++j)
+        if (factor_[j][k] > 0) {
+            log_sum += std::log(factor_[j][k]);
+            ++n;
+        }
+    return n == 0 ? 1.0 : std::exp(log_sum / n);
+}
+
+void OnlineCheck::corrected(const CostModel &model, const AutoChoice &c, double bytes, double *none,
+                            double *best_lossy, int *best) const
+{
+    const int k = size_class(bytes);
+    *none = c.predicted_none * factor_of(0, k);
+    *best_lossy = kInf;
+    *best = -1;
+    for (int i = 0; i < model.candidates; ++i) {
+        const double e = c.predicted[i] * factor_of(1 + i, k);
+        if (e < *best_lossy) {
+            *best_lossy = e;
+            *best = i;
+        }
+    }
+}
+
+Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double bytes)
+{
+    Decision d;
+    const int k = size_class(bytes);
+    d.size_class = k;
+    // Every choice's corrected prediction; the best and the runner-up.
+    double est[kChoices];
+    est[0] = c.predicted_none * factor_of(0, k);
+    for (int i = 0; i < model.candidates; ++i) est[1 + i] = c.predicted[i] * factor_of(1 + i, k);
+    const int n = 1 + model.candidates;
+    int best = 0, runner = -1;
+    for (int j = 1; j < n; ++j)
+        if (est[j] < est[best]) best = j;
+    for (int j = 0; j < n; ++j)
+        if (j != best && std::isfinite(est[j]) && (runner < 0 || est[j] < est[runner])) runner = j;
+    const std::uint64_t calls = ++calls_[k];
+    d.corrected_none = est[0];
+    d.corrected_best_lossy = kInf;
+    for (int j = 1; j < n; ++j) d.corrected_best_lossy = std::min(d.corrected_best_lossy, est[j]);
+    int ran = best;
+    if (std::isfinite(est[best])) total_ += est[best];
+    const bool allowed = model.ranks > 1 && runner >= 0 && calls >= static_cast<std::uint64_t>(kExploreAt) &&
+                         (last_explore_[k] == 0 || calls - last_explore_[k] >= static_cast<std::uint64_t>(kExplorePeriod));
+    if (allowed) {
+        const bool unseen = factor_[runner][k] <= 0;
+        const double extra = std::max(0.0, est[runner] - est[best]);
+        // A first look judges a choice never measured near this size as
+        // wrong as the measured ones of its class (the geometric mean of
+        // their corrections): a link given wrongly misleads them all alike.
+        bool found = false;
+        const double raw = runner == 0 ? c.predicted_none : c.predicted[runner - 1];
+        factor_of(runner, k, &found);
+        const double looked = found ? est[runner] : raw * class_factor(k);
+        const bool first_look = unseen && last_explore_[k] == 0 && looked <= kFirstLookFactor * est[best];
+        const bool close = est[runner] < kCloseFactor * est[best];
+        const bool refresh = calls - last_explore_[k] >= static_cast<std::uint64_t>(kExploreRefresh);
+        const bool affordable = spent_ + extra <= kExploreBudget * total_;
+        if (first_look || ((unseen || close || drift_[k] || refresh) && affordable)) {
+            ran = runner;
+            d.explored = true;
+            drift_[k] = false;
+            last_explore_[k] = calls;
+            spent_ += extra;
+        }
+    }
+    d.choice = ran;
+    d.predicted = ran == 0 ? c.predicted_none : c.predicted[ran - 1];
+    d.corrected = est[ran];
+    if (model.ranks > 1) {
+        const int key = ran * kSizeClasses + k;
+        auto it = std::find_if(window_.begin(), window_.end(), [key](const Pending &p) { return p.key == key; });
+        if (it == window_.end()) window_.push_back(Pending{key, {}});
+        ++window_calls_;
+        window_predicted_ += std::isfinite(d.predicted) ? d.predicted : 0;
+    }
+    return d;
+}
+
+void OnlineCheck::observe(const Decision &d, double seconds)
+{
+    if (!(d.predicted > 0) || !std::isfinite(d.predicted) || !(seconds >= 0)) return;
+    const int key = d.choice * kSizeClasses + d.size_class;
+    for (Pending &p : window_)
+        if (p.key == key) {
+            p.ratios.push_back(seconds / d.predicted);
+            return;
+        }
+}
+
+bool OnlineCheck::agreement_due(const CostModel &model) const
+{
+    if (window_.empty()) return false;
+    return static_cast<int>(window_.size()) >= kAgreeSlots || window_calls_ >= kAgreeMaxCalls ||
+           window_predicted_ >= kAgreeCostFactor * model.latency;
+}
+
+std::vector<std::uint64_t> OnlineCheck::agreement_words() const
+{
+    std::vector<Pending> sorted = window_;
+    std::sort(sorted.begin(), sorted.end(), [](const Pending &a, const Pending &b) { return a.key < b.key; });
+    std::vector<std::uint64_t> w(2 + kAgreeSlots, 0);
+    std::uint64_t h = mix(0, sorted.size());
+    for (std::size_t i = 0; i < sorted.size() && i < static_cast<std::size_t>(kAgreeSlots); ++i) {
+        h = mix(h, static_cast<std::uint64_t>(sorted[i].key));
+        w[2 + i] = sorted[i].ratios.empty() ? 0 : bits_of(median(sorted[i].ratios));
+    }
+    w[0] = h;
+    w[1] = ~h;
+    return w;
+}
+
+bool OnlineCheck::apply_agreement(const std::vector<std::uint64_t> &max_words)
+{
+    std::vector<Pending> sorted = window_;
+    std::sort(sorted.begin(), sorted.end(), [](const Pending &a, const Pending &b) { return a.key < b.key; });
+    window_.clear();
+    window_calls_ = 0;
+    window_predicted_ = 0;
+    if (max_words.size() != static_cast<std::size_t>(2 + kAgreeSlots) || max_words[0] != ~max_words[1])
+        return false;  // the ranks' windows differ: learn nothing
+    ++agreements_;
+    for (std::size_t i = 0; i < sorted.size() && i < static_cast<std::size_t>(kAgreeSlots); ++i) {
+        const double r = double_of(max_words[2 + i]);
+        if (!(r > 0) || !std::isfinite(r)) continue;
+        const int j = sorted[i].key / kSizeClasses, k = sorted[i].key % kSizeClasses;
+        double &f = factor_[j][k];
+        if (f <= 0) {
+            f = r;
+        } else if (r > kDriftFactor * f || r * kDriftFactor < f) {
+            f = r;
+            drift_[k] = true;
+        } else {
+            f = 0.5 * (f + r);
+        }
+    }
+    return true;
+}
+
+}  // namespace cc_coll::detail

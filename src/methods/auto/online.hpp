@@ -1,0 +1,110 @@
+// AUTO's model checked against the calls it makes (docs/algorithms.md
+// section 8, "Checked online").
+//
+// Every call AUTO routes is timed on every rank; the time over the model's
+// prediction for what ran is a sample of that choice (NONE or a candidate)
+// in the call's size class (a half-octave of its bytes). The ranks agree on
+// the samples every so often, at the same AUTO call on every rank: one
+// MPI_Allreduce (MPI_MAX) of a fixed-size vector, at most when the calls
+// since the last one were predicted to take 50 times its latency, or after
+// 64 calls. What they agree on is each choice's median ratio, the slowest
+// rank's; it becomes the choice's correction in that class (halfway
+// towards it, or all the way when it moved by more than 1.5x: the model
+// has drifted). A prediction is multiplied by its correction (the class's,
+// else the nearest class's within two octaves, else 1).
+//
+// Exploration: AUTO runs the runner-up instead of the best now and then,
+// from the 3rd call of a size class on, and never twice within 50 calls of
+// the class: once early when the runner-up has no sample in the class yet
+// and is predicted at most 10 times slower (a first look; a choice never
+// measured near this size is taken to be as far off as the measured
+// choices of its class, on average), and otherwise
+// when it has no sample, is within 1.5x of the best, when the class has
+// drifted, or when it was last checked 1000 calls ago; these later checks
+// only while the predicted extra time of all checks stays within 2% of the
+// predicted time of all AUTO calls. So at most one call in 50 runs a
+// choice the model does not prefer, and, but for the first looks, the
+// checks cost at most 2% of the time.
+//
+// Everything a decision reads (the model, the corrections, the call
+// counts) is the same on every rank: rank-local clocks enter only through
+// the agreement.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "cc_coll.h"
+#include "methods/auto/cost_model.hpp"
+
+namespace cc_coll::detail {
+
+constexpr int kSizeClasses = 80;      // half-octaves of bytes: 1 B .. 2^40 B
+constexpr int kChoices = kMaxCandidates + 1;  // NONE, then the model's candidates
+constexpr int kAgreeSlots = 32;       // distinct (choice, class) pairs per agreement
+constexpr int kAgreeMaxCalls = 64;
+constexpr double kAgreeCostFactor = 50;
+constexpr int kExplorePeriod = 50;
+constexpr int kExploreAt = 3;
+constexpr int kExploreRefresh = 1000;  // calls of a class after which a choice is re-checked
+constexpr double kFirstLookFactor = 10;
+constexpr double kExploreBudget = 0.02;
+constexpr double kCloseFactor = 1.5;
+constexpr double kDriftFactor = 1.5;
+
+int size_class(double bytes);
+
+struct Decision {
+    int choice = 0;             // 0 NONE, 1 + i: the model's candidate i
+    int size_class = 0;
+    double predicted = 0;       // the model's prediction (uncorrected) of `choice`
+    double corrected = 0;       // as corrected by the samples
+    double corrected_none = 0;  // NONE, corrected
+    double corrected_best_lossy = 0;
+    bool explored = false;      // ran the runner-up to check the model
+};
+
+class OnlineCheck {
+public:
+    // The decision for a call with the model's predictions `c` of `bytes`
+    // bytes (counts the call in its class). Pure given the agreed state.
+    Decision decide(const CostModel &model, const AutoChoice &c, double bytes);
+    // The predictions as corrected, without deciding (cc_coll_auto_predict).
+    void corrected(const CostModel &model, const AutoChoice &c, double bytes, double *none, double *best_lossy,
+                   int *best) const;
+    // This rank's time of the call `d` routed.
+    void observe(const Decision &d, double seconds);
+    // Whether the ranks should agree before the next decision (identical on
+    // every rank).
+    bool agreement_due(const CostModel &model) const;
+    // The words this rank contributes (2 + kAgreeSlots), and the update from
+    // the element-wise maximum over the ranks. Returns false when the ranks'
+    // windows differ (then nothing is learnt).
+    std::vector<std::uint64_t> agreement_words() const;
+    bool apply_agreement(const std::vector<std::uint64_t> &max_words);
+
+    // The agreed correction of choice j in class k (0: none yet).
+    double correction(int j, int k) const { return factor_[j][k]; }
+    std::uint64_t agreements() const { return agreements_; }
+
+private:
+    double factor_of(int j, int k, bool *found = nullptr) const;
+    double class_factor(int k) const;
+    struct Pending {
+        int key;  // choice * kSizeClasses + class
+        std::vector<double> ratios;
+    };
+    double factor_[kChoices][kSizeClasses] = {};
+    bool drift_[kSizeClasses] = {};
+    std::uint64_t calls_[kSizeClasses] = {};
+    std::uint64_t last_explore_[kSizeClasses] = {};  // the class's call that last explored (0: none)
+    double spent_ = 0;  // the predicted extra seconds of the checks
+    double total_ = 0;  // the predicted seconds of every call decided
+    std::vector<Pending> window_;
+    int window_calls_ = 0;
+    double window_predicted_ = 0;
+    std::uint64_t agreements_ = 0;
+};
+
+}  // namespace cc_coll::detail
