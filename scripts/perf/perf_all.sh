@@ -1,6 +1,6 @@
 #!/bin/sh
-# perf_all.sh: regenerates every figure of docs/performance.md and the plots
-# in docs/perf/. One command, as root, from anywhere in the checkout, on a
+# perf_all.sh: regenerates the kernel, cluster and overlap figures of
+# docs/performance.md and docs/perf/history.md, and the plots in docs/perf/. One command, as root, from anywhere in the checkout, on a
 # machine with nothing else running:
 #
 #   scripts/perf/perf_all.sh
@@ -19,7 +19,7 @@
 #        on the emulated cluster (OSU osu_iallreduce's method)
 #        -> ${CC_OVL_JSON:-docs/perf/overlap.json}, section overlap-results
 # The sections are rewritten in docs/performance.md (the cluster one in
-# ${CC_PERF_DOC:-docs/performance.md}, the overlap one in
+# ${CC_PERF_DOC:-docs/perf/history.md}, the overlap one in
 # ${CC_OVL_DOC:-docs/performance.md}). Each script gets the caller's
 # environment. apt-get runs once: the first script gets the caller's
 # CC_COLL_SKIP_APT, the others CC_COLL_SKIP_APT=1; only when
@@ -138,7 +138,7 @@ if [ "$dry" = 1 ]; then
 fi
 
 out=${CC_PERF_OUT:-$root/docs/perf}
-doc=${CC_PERF_DOC:-$root/docs/performance.md}
+doc=${CC_PERF_DOC:-$root/docs/perf/history.md}
 rel() {
     case $1 in "$root"/*) echo "${1#"$root"/}" ;; *) echo "$1" ;; esac
 }
