@@ -64,7 +64,7 @@ def main():
     source = os.path.abspath(a.source)
     for entry in os.listdir(source):
         link = os.path.join(root, entry)
-        if entry in ("build", ".git", ".bin") or os.path.lexists(link):
+        if entry.startswith(("build", ".")) or os.path.lexists(link):
             continue
         os.symlink(os.path.join(source, entry), link)
     if not os.path.lexists(os.path.join(root, "build")):
