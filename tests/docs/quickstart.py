@@ -2,6 +2,8 @@
 
 A quickstart is the fenced ```sh block after the line
 "<!-- quickstart: NAME -->"; the next fenced block is its expected output.
+With --marker run, the same for a "<!-- run: NAME -->" block of another
+page (--readme names the page).
 The commands run with sh -e from a scratch copy of the repository root
 (symbolic links to the source tree's entries, with build/ linking to this
 build directory), with the build's MPI launcher first on the PATH as
@@ -12,7 +14,7 @@ together, in any order), where "…" stands for any text; a line that is only
 fails or an expected line is missing.
 
     python3 quickstart.py --readme README.md --name c --source <repo> --build <build>
-        --mpiexec <launcher> [--mpiexec-flag <flag>]... --mpicc <wrapper>
+        --mpiexec <launcher> [--mpiexec-flag <flag>]... --mpicc <wrapper> [--marker run]
 """
 import argparse
 import os
@@ -50,15 +52,17 @@ def main():
     ap.add_argument("--mpiexec", required=True)
     ap.add_argument("--mpiexec-flag", action="append", default=[])
     ap.add_argument("--mpicc", required=True)
+    ap.add_argument("--marker", default="quickstart",
+                    help='the marker\'s word: "<!-- MARKER: NAME -->" (default quickstart)')
     a = ap.parse_args()
 
     with open(a.readme, encoding="utf-8") as f:
-        commands, expected = blocks_after(f.read(), "<!-- quickstart: %s -->" % a.name)
+        commands, expected = blocks_after(f.read(), "<!-- %s: %s -->" % (a.marker, a.name))
     wanted = [l.rstrip() for l in expected.splitlines() if l.strip() and l.strip() != "\u2026"]
     if not wanted:
         sys.exit("quickstart.py: the expected output of %r has no line to check" % a.name)
 
-    root = os.path.join(os.path.abspath(a.build), "quickstart_" + a.name)
+    root = os.path.join(os.path.abspath(a.build), "%s_%s" % (a.marker, a.name))
     bindir = os.path.join(root, ".bin")
     os.makedirs(bindir, exist_ok=True)
     source = os.path.abspath(a.source)
@@ -90,7 +94,8 @@ def main():
     if missing:
         sys.exit("quickstart %s: the output lacks the README's expected line(s):\n  %s"
                  % (a.name, "\n  ".join(missing)))
-    print("quickstart %s: the %d expected line(s) of README.md are in the output" % (a.name, len(wanted)))
+    print("%s %s: the %d expected line(s) of %s are in the output"
+          % (a.marker, a.name, len(wanted), os.path.basename(a.readme)))
 
 
 if __name__ == "__main__":
