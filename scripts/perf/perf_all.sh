@@ -1,7 +1,9 @@
 #!/bin/sh
 # perf_all.sh: regenerates the kernel, cluster and overlap figures of
-# docs/performance.md and docs/perf/history.md, and the plots in docs/perf/. One command, as root, from anywhere in the checkout, on a
-# machine with nothing else running:
+# docs/perf/kernels.md, docs/performance.md and docs/perf/history.md, and
+# the plots in docs/perf/.
+# One command, as root, from anywhere in the checkout, on a machine with
+# nothing else running:
 #
 #   scripts/perf/perf_all.sh
 #
@@ -18,7 +20,7 @@
 #   5. scripts/perf/perf_overlap.sh    overlap of the non-blocking allreduce
 #        on the emulated cluster (OSU osu_iallreduce's method)
 #        -> ${CC_OVL_JSON:-docs/perf/overlap.json}, section overlap-results
-# The sections are rewritten in docs/performance.md (the cluster one in
+# The sections are rewritten in docs/perf/kernels.md (the cluster one in
 # ${CC_PERF_DOC:-docs/perf/history.md}, the overlap one in
 # ${CC_OVL_DOC:-docs/performance.md}). Each script gets the caller's
 # environment. apt-get runs once: the first script gets the caller's
@@ -144,9 +146,9 @@ rel() {
 }
 echo "== perf_all.sh: all five steps done in $(($(date +%s) - began)) s. Results:"
 printf '   %-26s %s\n' \
-    docs/perf/selection.json "top-k selection: section selection-results of docs/performance.md" \
-    docs/perf/sketch.json "count sketch: section sketch-results of docs/performance.md" \
-    docs/perf/lowrank.json "PowerSGD: section lowrank-results of docs/performance.md" \
+    docs/perf/selection.json "top-k selection: section selection-results of docs/perf/kernels.md" \
+    docs/perf/sketch.json "count sketch: section sketch-results of docs/perf/kernels.md" \
+    docs/perf/lowrank.json "PowerSGD: section lowrank-results of docs/perf/kernels.md" \
     "$(rel "$out")/" "emulated cluster: allreduce_*hosts.json, meta.json, speedup_*.png, relerr_*.png;" \
     "" "section cluster-results of $(rel "$doc")" \
     "$(rel "${CC_OVL_JSON:-$root/docs/perf/overlap.json}")" \
