@@ -1,6 +1,6 @@
 #!/bin/sh
 # perf_all.sh: regenerates the kernel, cluster and overlap figures of
-# docs/perf/kernels.md, docs/performance.md and docs/perf/history.md, and
+# docs/perf/kernels.md, docs/perf/overlap.md and docs/perf/history.md, and
 # the plots in docs/perf/.
 # One command, as root, from anywhere in the checkout, on a machine with
 # nothing else running:
@@ -22,7 +22,7 @@
 #        -> ${CC_OVL_JSON:-docs/perf/overlap.json}, section overlap-results
 # The sections are rewritten in docs/perf/kernels.md (the cluster one in
 # ${CC_PERF_DOC:-docs/perf/history.md}, the overlap one in
-# ${CC_OVL_DOC:-docs/performance.md}). Each script gets the caller's
+# ${CC_OVL_DOC:-docs/perf/overlap.md}). Each script gets the caller's
 # environment. apt-get runs once: the first script gets the caller's
 # CC_COLL_SKIP_APT, the others CC_COLL_SKIP_APT=1; only when
 # python3-matplotlib, ip or tc is missing (perf_results.sh alone installs
@@ -152,5 +152,5 @@ printf '   %-26s %s\n' \
     "$(rel "$out")/" "emulated cluster: allreduce_*hosts.json, meta.json, speedup_*.png, relerr_*.png;" \
     "" "section cluster-results of $(rel "$doc")" \
     "$(rel "${CC_OVL_JSON:-$root/docs/perf/overlap.json}")" \
-    "overlap of the non-blocking allreduce: section overlap-results of $(rel "${CC_OVL_DOC:-$root/docs/performance.md}")"
+    "overlap of the non-blocking allreduce: section overlap-results of $(rel "${CC_OVL_DOC:-$root/docs/perf/overlap.md}")"
 echo "   Review with: git diff --stat -- docs/"
