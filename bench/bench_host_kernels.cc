@@ -1,6 +1,6 @@
 // The host kernels on all the threads they are given (CC_COLL_THREADS),
 // against memcpy of the same bytes on the same threads: what
-// docs/performance.md "Host kernels on every core" reports.
+// docs/perf/kernels.md "Host kernels on every core" reports.
 //
 // Every benchmark takes (n, threads) and cuts its pass into the ranges of
 // core/parallel.hpp, as HostExec does; memcpy_par is the yardstick (each

@@ -5,7 +5,7 @@
 #   cmake -DSOURCE_DIR=<source dir> [-DPROJECT_VERSION=<CMake's>] [-DVERBOSE=ON] -P scripts/docs/check_versions.cmake
 #
 # VERBOSE lists every version mention the rule recognises.
-# Files read: README.md, docs/*.md, python/*.md, python/cc_coll/_version.py,
+# Files read: README.md, docs/*.md, docs/perf/*.md, python/*.md, python/cc_coll/_version.py,
 # python/pyproject.toml, c_api/fortran/cc_coll.F90, cmake/*.in, and the
 # project() call of CMakeLists.txt. PROJECT_VERSION, when given, is the
 # version CMake read from the header; it must be the header's too.
@@ -236,7 +236,7 @@ endfunction()
 
 # --- the documents and packaging files ---------------------------------------
 file(GLOB _docs RELATIVE "${SOURCE_DIR}"
-     "${SOURCE_DIR}/*.md" "${SOURCE_DIR}/docs/*.md" "${SOURCE_DIR}/python/*.md" "${SOURCE_DIR}/cmake/*.in")
+     "${SOURCE_DIR}/*.md" "${SOURCE_DIR}/docs/*.md" "${SOURCE_DIR}/docs/perf/*.md" "${SOURCE_DIR}/python/*.md" "${SOURCE_DIR}/cmake/*.in")
 list(SORT _docs)
 list(APPEND _docs python/pyproject.toml c_api/fortran/cc_coll.F90)
 foreach(_f IN LISTS _docs)

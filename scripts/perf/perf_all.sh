@@ -1,7 +1,9 @@
 #!/bin/sh
-# perf_all.sh: regenerates every figure of docs/performance.md and the plots
-# in docs/perf/. One command, as root, from anywhere in the checkout, on a
-# machine with nothing else running:
+# perf_all.sh: regenerates the kernel, cluster and overlap figures of
+# docs/perf/kernels.md, docs/perf/overlap.md and docs/perf/history.md, and
+# the plots in docs/perf/.
+# One command, as root, from anywhere in the checkout, on a machine with
+# nothing else running:
 #
 #   scripts/perf/perf_all.sh
 #
@@ -18,9 +20,9 @@
 #   5. scripts/perf/perf_overlap.sh    overlap of the non-blocking allreduce
 #        on the emulated cluster (OSU osu_iallreduce's method)
 #        -> ${CC_OVL_JSON:-docs/perf/overlap.json}, section overlap-results
-# The sections are rewritten in docs/performance.md (the cluster one in
-# ${CC_PERF_DOC:-docs/performance.md}, the overlap one in
-# ${CC_OVL_DOC:-docs/performance.md}). Each script gets the caller's
+# The sections are rewritten in docs/perf/kernels.md (the cluster one in
+# ${CC_PERF_DOC:-docs/perf/history.md}, the overlap one in
+# ${CC_OVL_DOC:-docs/perf/overlap.md}). Each script gets the caller's
 # environment. apt-get runs once: the first script gets the caller's
 # CC_COLL_SKIP_APT, the others CC_COLL_SKIP_APT=1; only when
 # python3-matplotlib, ip or tc is missing (perf_results.sh alone installs
@@ -138,17 +140,17 @@ if [ "$dry" = 1 ]; then
 fi
 
 out=${CC_PERF_OUT:-$root/docs/perf}
-doc=${CC_PERF_DOC:-$root/docs/performance.md}
+doc=${CC_PERF_DOC:-$root/docs/perf/history.md}
 rel() {
     case $1 in "$root"/*) echo "${1#"$root"/}" ;; *) echo "$1" ;; esac
 }
 echo "== perf_all.sh: all five steps done in $(($(date +%s) - began)) s. Results:"
 printf '   %-26s %s\n' \
-    docs/perf/selection.json "top-k selection: section selection-results of docs/performance.md" \
-    docs/perf/sketch.json "count sketch: section sketch-results of docs/performance.md" \
-    docs/perf/lowrank.json "PowerSGD: section lowrank-results of docs/performance.md" \
+    docs/perf/selection.json "top-k selection: section selection-results of docs/perf/kernels.md" \
+    docs/perf/sketch.json "count sketch: section sketch-results of docs/perf/kernels.md" \
+    docs/perf/lowrank.json "PowerSGD: section lowrank-results of docs/perf/kernels.md" \
     "$(rel "$out")/" "emulated cluster: allreduce_*hosts.json, meta.json, speedup_*.png, relerr_*.png;" \
     "" "section cluster-results of $(rel "$doc")" \
     "$(rel "${CC_OVL_JSON:-$root/docs/perf/overlap.json}")" \
-    "overlap of the non-blocking allreduce: section overlap-results of $(rel "${CC_OVL_DOC:-$root/docs/performance.md}")"
+    "overlap of the non-blocking allreduce: section overlap-results of $(rel "${CC_OVL_DOC:-$root/docs/perf/overlap.md}")"
 echo "   Review with: git diff --stat -- docs/"

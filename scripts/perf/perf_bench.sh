@@ -9,7 +9,7 @@
 # builds PROGRAM alone; then hands over to
 #   python3 scripts/perf/GENERATOR --run --build-dir $CC_COLL_BUILD_DIR
 # which runs the program from the repository root, annotates its JSON and
-# rewrites the generator's section of docs/performance.md
+# rewrites the generator's section of docs/perf/kernels.md
 # (scripts/perf/perf_driver.py does all three for every generator).
 perf_bench_main() {
     program=$1

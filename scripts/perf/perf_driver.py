@@ -2,7 +2,7 @@
 
 scripts/perf/perf_selection.py, perf_sketch.py and perf_lowrank.py each turn
 one Google Benchmark program's JSON output into a section of
-docs/performance.md. Everything but the tables and the prose is here:
+docs/perf/kernels.md. Everything but the tables and the prose is here:
 
   Generator            what a generator is: its name (the markers
                        <!-- BEGIN <name>-results --> / <!-- END <name>-results -->,
@@ -230,10 +230,21 @@ def run_benchmark(gen, build_dir, json_path, doc_path, min_time=None):
     return regenerate(gen, json_path, doc_path, doc_shown)
 
 
+# The page being written, relative to the checkout, as the sections name it.
+DOC_REL = os.path.join("docs", "perf", "kernels.md")
+
+
+def set_doc(doc_path):
+    global DOC_REL
+    DOC_REL = checkout_relative(doc_path) or doc_path
+
+
 def check(gen, json_path, doc_path):
     """Changes nothing: 0 when the generator's section of doc_path is what the JSON gives, byte for byte, else 1
     with a diff (CTest docs_perf_<name>)."""
     import difflib
+
+    set_doc(doc_path)
 
     with open(json_path) as f:
         run = Run(json.load(f))
@@ -258,6 +269,7 @@ def check(gen, json_path, doc_path):
 
 def regenerate(gen, json_path, doc_path, doc_shown=None):
     """Rewrites the generator's section of doc_path from the JSON alone."""
+    set_doc(doc_path)
     with open(json_path) as f:
         run = Run(json.load(f))
     changed = rewrite_doc(doc_path, gen.section(run, display_path(json_path, doc_path)), gen.begin, gen.end)
@@ -472,9 +484,9 @@ def command_lines(run, gen):
 
 def regenerate_lines(gen, json_rel):
     """How to redo the section from the JSON alone (after command_lines)."""
-    return ["then `python3 scripts/perf/%s %s docs/performance.md`, which regenerates this section "
+    return ["then `python3 scripts/perf/%s %s %s`, which regenerates this section "
             "from the JSON alone (`CC_COLL_SKIP_APT=1 scripts/perf/%s` skips apt-get; "
-            "`CC_COLL_BUILD_DIR` sets the build folder)." % (gen.prog, json_rel, gen.script),
+            "`CC_COLL_BUILD_DIR` sets the build folder)." % (gen.prog, json_rel, DOC_REL, gen.script),
             ""]
 
 
@@ -537,7 +549,7 @@ def main(gen):
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc)
     ap.add_argument("json", nargs="?",
                     help="Google Benchmark JSON output (%s; the default with --run)" % gen.json)
-    ap.add_argument("doc", nargs="?", help="Markdown file to rewrite (docs/performance.md)")
+    ap.add_argument("doc", nargs="?", help="Markdown file to rewrite (docs/perf/kernels.md)")
     ap.add_argument("--run", action="store_true",
                     help="run %s from --build-dir first, from the checkout's root, and annotate its JSON "
                          "(what scripts/perf/%s does after building)" % (gen.program, gen.script))
@@ -554,7 +566,7 @@ def main(gen):
     if args.run:
         return run_benchmark(gen, args.build_dir or os.path.join(ROOT, "build"),
                              args.json or os.path.join(ROOT, gen.json),
-                             args.doc or os.path.join(ROOT, "docs", "performance.md"), args.min_time)
+                             args.doc or os.path.join(ROOT, "docs", "perf", "kernels.md"), args.min_time)
     if args.json is None:
         ap.error("the JSON file is required (or --run)")
     if args.annotate:

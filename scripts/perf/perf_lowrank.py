@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Low-rank results of docs/performance.md from one cc_coll_bench_lowrank run.
+"""Low-rank results of docs/perf/kernels.md from one cc_coll_bench_lowrank run.
 
-    scripts/perf/perf_lowrank.py docs/perf/lowrank.json docs/performance.md
+    scripts/perf/perf_lowrank.py docs/perf/lowrank.json docs/perf/kernels.md
 
 reads the Google Benchmark JSON output of
   OPENBLAS_NUM_THREADS=1 cc_coll_bench_lowrank --benchmark_repetitions=5

@@ -1,7 +1,7 @@
 #!/bin/sh
 # perf_lowrank.sh: measures PowerSGD's compress and decompress on one core
 # (bench/bench_lowrank.cc) and regenerates the low-rank results of
-# docs/performance.md. One command, from anywhere in the checkout:
+# docs/perf/kernels.md. One command, from anywhere in the checkout:
 #
 #   scripts/perf/perf_lowrank.sh
 #
@@ -17,9 +17,9 @@
 #       --benchmark_out=docs/perf/lowrank.json --benchmark_out_format=json
 # (one command line); records the machine, the load average at the end and
 # the command in the JSON's context; and rewrites the part of
-# docs/performance.md between
+# docs/perf/kernels.md between
 # <!-- BEGIN lowrank-results --> and <!-- END lowrank-results -->, as
-#   python3 scripts/perf/perf_lowrank.py docs/perf/lowrank.json docs/performance.md
+#   python3 scripts/perf/perf_lowrank.py docs/perf/lowrank.json docs/perf/kernels.md
 # does from the JSON alone.
 # The benchmark runs for about a minute and a half; its rates are per core
 # (CPU time).

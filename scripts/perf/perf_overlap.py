@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Overlap results of docs/performance.md from docs/perf/overlap.json.
+"""Overlap results of docs/perf/overlap.md from docs/perf/overlap.json.
 
-    scripts/perf/perf_overlap.py docs/perf/overlap.json docs/performance.md
+    scripts/perf/perf_overlap.py docs/perf/overlap.json docs/perf/overlap.md
 
 rewrites the part of the Markdown file between
   <!-- BEGIN overlap-results --> and <!-- END overlap-results -->
@@ -10,7 +10,7 @@ text outside them is left alone), so running it twice gives the same page.
 Without the JSON file the section says that nothing was measured yet and
 gives the command that measures it.
 
-    scripts/perf/perf_overlap.py --check docs/perf/overlap.json docs/performance.md
+    scripts/perf/perf_overlap.py --check docs/perf/overlap.json docs/perf/overlap.md
 
 changes nothing: exit status 0 when the section is what the JSON gives,
 byte for byte, 1 (with a diff) when it is not (CTest docs_perf_sections).
@@ -43,6 +43,8 @@ PROG = "perf_overlap.py"
 BEGIN = "<!-- BEGIN overlap-results -->"
 END = "<!-- END overlap-results -->"
 JSON_REL = "docs/perf/overlap.json"
+# The page the section lies in, relative to the checkout (main sets it from its argument).
+DOC_REL = "docs/perf/overlap.md"
 TARGET_BYTES = 64 << 20
 TARGET_PCT = 80.0
 LOSSY = ("topk", "sketch", "lowrank")
@@ -226,17 +228,22 @@ def placeholder_lines():
         "measures it on the emulated cluster (2 hosts at 1 Gbit/s; 4, 16 and 64 MiB of f32 per rank; every "
         "method: NONE, TOPK at density 0.01, SKETCH, LOWRANK at rank 4 on the near-square view of each buffer; "
         "the progress thread, then the caller without and with 10 test calls), writes `%s` and rewrites this "
-        "section from it; `python3 scripts/perf/perf_overlap.py %s docs/performance.md` redoes the section from "
-        "the JSON alone." % (JSON_REL, JSON_REL),
+        "section from it; `python3 scripts/perf/perf_overlap.py %s %s` redoes the section from "
+        "the JSON alone." % (JSON_REL, JSON_REL, DOC_REL),
     ]
+
+
+def json_link():
+    """The JSON file's path relative to the page's folder, for a Markdown link."""
+    return os.path.relpath(JSON_REL, os.path.dirname(DOC_REL) or ".")
 
 
 def setting_lines(data):
     lines = []
     mach = data.get("machine") or {}
-    lines.append("- Date: %s; commit %s; raw results: [`%s`](perf/overlap.json) (every run's cc_coll_perf "
+    lines.append("- Date: %s; commit %s; raw results: [`%s`](%s) (every run's cc_coll_perf "
                  "output, its command and load averages)." % (data.get("date_utc", "?"), data.get("commit", "?"),
-                                                              JSON_REL))
+                                                              JSON_REL, json_link()))
     lines.append("- Machine: %s, %s cores, %s GiB; %s; kernel %s; %s." % (
         mach.get("cpu", "?"), mach.get("cores", "?"), mach.get("memory_gib", "?"), mach.get("os", "?"),
         mach.get("kernel", "?"), mach.get("mpi", "?")))
@@ -272,8 +279,8 @@ def setting_lines(data):
     lines += ["", "Commands, one cluster session each, from the checkout's root:", "", "```sh"]
     lines += [r.get("command", "?") for r in data["runs"]]
     lines += ["```", "",
-              "run by `scripts/perf/perf_overlap.sh`; `python3 scripts/perf/perf_overlap.py %s docs/performance.md` "
-              "regenerates this section from the JSON alone." % JSON_REL]
+              "run by `scripts/perf/perf_overlap.sh`; `python3 scripts/perf/perf_overlap.py %s %s` "
+              "regenerates this section from the JSON alone." % (JSON_REL, DOC_REL)]
     return lines
 
 
@@ -421,7 +428,7 @@ def main():
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("json", nargs="?", help="the results (%s)" % JSON_REL)
-    ap.add_argument("doc", nargs="?", help="the Markdown file (docs/performance.md)")
+    ap.add_argument("doc", nargs="?", help="the Markdown file (docs/perf/overlap.md)")
     ap.add_argument("--check", action="store_true", help="compare only: exit status 1 when the section differs")
     ap.add_argument("--collect", metavar="FOLDER", help="gather perf_overlap.sh's runs from FOLDER")
     ap.add_argument("--out", metavar="JSON", help="with --collect: the JSON file to write")
@@ -433,6 +440,10 @@ def main():
         return 0
     if args.json is None or args.doc is None:
         ap.error("the JSON file and the Markdown file are required (or --collect)")
+    global DOC_REL
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    rel = os.path.relpath(os.path.abspath(args.doc), root)
+    DOC_REL = args.doc if rel.startswith("..") else rel
     text = section(load(args.json))
     with open(args.doc) as f:
         old = f.read()

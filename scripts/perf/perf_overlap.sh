@@ -3,7 +3,7 @@
 # (cc_coll_iallreduce) hides behind computation on the emulated cluster
 # (scripts/cluster/cc_cluster.sh), the way OSU's osu_iallreduce measures it,
 # and regenerates docs/perf/overlap.json and the overlap-results section of
-# docs/performance.md. One command, as root, on a machine with nothing else
+# docs/perf/overlap.md. One command, as root, on a machine with nothing else
 # running:
 #
 #   scripts/perf/perf_overlap.sh
@@ -17,7 +17,7 @@
 #           -m mpi,none,topk,sketch,lowrank -D 0.01 -R 4 -r normal -i 0'
 # recording the load average before and after each; then
 #   python3 scripts/perf/perf_overlap.py --collect <runs> --out docs/perf/overlap.json
-#   python3 scripts/perf/perf_overlap.py docs/perf/overlap.json docs/performance.md
+#   python3 scripts/perf/perf_overlap.py docs/perf/overlap.json docs/perf/overlap.md
 # gather the runs, the machine and the settings into one JSON file and
 # rewrite the section between <!-- BEGIN overlap-results --> and
 # <!-- END overlap-results --> from it (the second command alone redoes the
@@ -45,7 +45,7 @@
 #   CC_OVL_EXTRA     more cc_coll_perf options      []
 #   CC_OVL_TIMEOUT   seconds per run (cc_cluster.sh -t)  [1800]
 #   CC_OVL_JSON      the results                    [docs/perf/overlap.json]
-#   CC_OVL_DOC       Markdown file                  [docs/performance.md]
+#   CC_OVL_DOC       Markdown file                  [docs/perf/overlap.md]
 #   CC_OVL_SKIP_BUILD=1  use the existing build
 #   CC_COLL_BUILD_DIR, CC_COLL_JOBS, CC_COLL_SKIP_APT   as for every script
 # Exit status: 0 when every run was measured and reported; 1 when one failed
@@ -74,7 +74,7 @@ mode=${CC_OVL_MODE:-0}
 extra=${CC_OVL_EXTRA:-}
 tmo=${CC_OVL_TIMEOUT:-1800}
 json_out=${CC_OVL_JSON:-$CC_COLL_ROOT/docs/perf/overlap.json}
-doc=${CC_OVL_DOC:-$CC_COLL_ROOT/docs/performance.md}
+doc=${CC_OVL_DOC:-$CC_COLL_ROOT/docs/perf/overlap.md}
 python=/usr/bin/python3
 
 [ "$(id -u)" = 0 ] || die "must run as root (scripts/cluster/cc_cluster.sh creates network namespaces)"

@@ -1,14 +1,14 @@
 #!/usr/bin/python3
 """Plots and tabulates cc_coll_perf results from the emulated cluster.
 
-    scripts/perf/perf_plot.py [--dir docs/perf] [--doc docs/performance.md]
+    scripts/perf/perf_plot.py [--dir docs/perf] [--doc docs/perf/history.md]
 
 Reads every docs/perf/allreduce_<rate>_<N>hosts.json (cc_coll_perf -J output)
 and docs/perf/meta.json (the settings and the machine, written by
 scripts/perf/perf_results.sh through --write-meta), writes for each file
   speedup_<rate>_<N>hosts.png   speedup over MPI_Allreduce vs size
   relerr_<rate>_<N>hosts.png    relative error vs size
-and rewrites the part of docs/performance.md between
+and rewrites the part of docs/perf/history.md between
   <!-- BEGIN cluster-results --> and <!-- END cluster-results -->
 (appending the two markers at the end of the file when missing; text outside
 them is never touched).
@@ -480,7 +480,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=os.path.join(root, "docs", "perf"),
                     help="where the JSON results are and the plots go [docs/perf]")
-    ap.add_argument("--doc", default=os.path.join(root, "docs", "performance.md"),
+    ap.add_argument("--doc", default=os.path.join(root, "docs", "perf", "history.md"),
                     help="the Markdown file whose cluster-results section is rewritten")
     ap.add_argument("--no-doc", action="store_true", help="only the plots")
     ap.add_argument("--write-meta", metavar="FILE",

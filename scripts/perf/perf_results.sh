@@ -1,7 +1,7 @@
 #!/bin/bash
 # perf_results.sh: measures libcc_coll against MPI_Allreduce on the emulated
 # cluster (scripts/cluster/cc_cluster.sh) and regenerates docs/perf/ and the
-# cluster-results section of docs/performance.md. One command, as root:
+# cluster-results section of docs/perf/history.md. One command, as root:
 #
 #   scripts/perf/perf_results.sh
 #
@@ -12,7 +12,7 @@
 #       -w <warmup> -J -q -m mpi,none,topk,sketch -D 0.01 -r normal -i <mode>
 # saving docs/perf/allreduce_<rate>_<N>hosts.json; then scripts/perf/perf_plot.py
 # draws docs/perf/speedup_*.png and relerr_*.png and rewrites the section of
-# docs/performance.md between its markers.
+# docs/perf/history.md between its markers.
 #
 # Settings (environment):
 #   CC_PERF_HOSTS    host counts                 ["2 4"]
@@ -28,7 +28,7 @@
 #   CC_PERF_EXTRA    more cc_coll_perf options (e.g. "-E 1")   []
 #   CC_PERF_TIMEOUT  seconds per host count (cc_cluster.sh -t)  [1200]
 #   CC_PERF_OUT      output folder                [docs/perf]
-#   CC_PERF_DOC      Markdown file                [docs/performance.md]
+#   CC_PERF_DOC      Markdown file                [docs/perf/history.md]
 #   CC_PERF_SKIP_BUILD=1  use the existing build
 # Exit status: 0 when every host count was measured and reported; 1 when one
 # failed (the others are still reported); 2 for a setup error.
@@ -55,7 +55,7 @@ data=${CC_PERF_DATA:-normal}
 extra=${CC_PERF_EXTRA:-}
 tmo=${CC_PERF_TIMEOUT:-1200}
 out=${CC_PERF_OUT:-$CC_COLL_ROOT/docs/perf}
-doc=${CC_PERF_DOC:-$CC_COLL_ROOT/docs/performance.md}
+doc=${CC_PERF_DOC:-$CC_COLL_ROOT/docs/perf/history.md}
 python=/usr/bin/python3
 
 [ "$(id -u)" = 0 ] || die "must run as root (scripts/cluster/cc_cluster.sh creates network namespaces)"

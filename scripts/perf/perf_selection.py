@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Selection results of docs/performance.md from one cc_coll_bench_topk run.
+"""Selection results of docs/perf/kernels.md from one cc_coll_bench_topk run.
 
-    scripts/perf/perf_selection.py docs/perf/selection.json docs/performance.md
+    scripts/perf/perf_selection.py docs/perf/selection.json docs/perf/kernels.md
 
 reads the Google Benchmark JSON output of
   cc_coll_bench_topk --benchmark_repetitions=3 --benchmark_report_aggregates_only=true

@@ -1,7 +1,7 @@
 #!/bin/sh
 # perf_selection.sh: measures the top-k selection and compress step on one
 # core (bench/bench_topk_select.cc) and regenerates the selection results of
-# docs/performance.md. One command, from anywhere in the checkout:
+# docs/perf/kernels.md. One command, from anywhere in the checkout:
 #
 #   scripts/perf/perf_selection.sh
 #
@@ -16,9 +16,9 @@
 #       --benchmark_out=docs/perf/selection.json --benchmark_out_format=json
 # (one command line); records the CPU model, the load average at the end, the
 # OS, compiler and CMake versions and the command in the JSON's context; and
-# rewrites the part of docs/performance.md between
+# rewrites the part of docs/perf/kernels.md between
 # <!-- BEGIN selection-results --> and <!-- END selection-results -->, as
-#   python3 scripts/perf/perf_selection.py docs/perf/selection.json docs/performance.md
+#   python3 scripts/perf/perf_selection.py docs/perf/selection.json docs/perf/kernels.md
 # does from the JSON alone.
 # Takes a few minutes; the rates are per core and use CPU time.
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Sketch results of docs/performance.md from one cc_coll_bench_sketch run.
+"""Sketch results of docs/perf/kernels.md from one cc_coll_bench_sketch run.
 
-    scripts/perf/perf_sketch.py docs/perf/sketch.json docs/performance.md
+    scripts/perf/perf_sketch.py docs/perf/sketch.json docs/perf/kernels.md
 
 reads the Google Benchmark JSON output of
   cc_coll_bench_sketch --benchmark_repetitions=3 --benchmark_report_aggregates_only=true

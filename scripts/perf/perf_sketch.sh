@@ -1,7 +1,7 @@
 #!/bin/sh
 # perf_sketch.sh: measures the count sketch's encode and decode on one core
 # (bench/bench_sketch.cc) and regenerates the sketch results of
-# docs/performance.md. One command, from anywhere in the checkout:
+# docs/perf/kernels.md. One command, from anywhere in the checkout:
 #
 #   scripts/perf/perf_sketch.sh
 #
@@ -16,9 +16,9 @@
 #       --benchmark_out=docs/perf/sketch.json --benchmark_out_format=json
 # (one command line); records the machine, the load average at the end and
 # the command in the JSON's context; and rewrites the part of
-# docs/performance.md between
+# docs/perf/kernels.md between
 # <!-- BEGIN sketch-results --> and <!-- END sketch-results -->, as
-#   python3 scripts/perf/perf_sketch.py docs/perf/sketch.json docs/performance.md
+#   python3 scripts/perf/perf_sketch.py docs/perf/sketch.json docs/perf/kernels.md
 # does from the JSON alone.
 # The benchmark runs for under a minute; its rates are per core (CPU time).
 #

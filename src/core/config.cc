@@ -188,14 +188,14 @@ const SettingDef kSettings[] = {
      "that tensor's next input. 1 = on, 0 = off.",
      apply_ef},
     {"EF_MAX_BYTES", "CC_COLL_EF_MAX_BYTES", "0",
-     "Cap on the residual memory of one communicator on one rank (K/M/G suffixes, powers of 1024); "
+     "Cap on the residual memory of one communicator on one rank (K/M/G/T suffixes, powers of 1024); "
      "0 = no cap. A call that would need a new residual beyond the cap fails with "
      "CC_COLL_ERR_EF_LIMIT; nothing is evicted. Use the same value on every rank.",
      apply_ef_max_bytes},
     {"STATE_MAX_BYTES", "CC_COLL_STATE_MAX_BYTES", "0",
      "Cap on the methods' per-tensor state other than residuals, of one communicator on one rank: "
      "LOWRANK's call count and factors P and Q of each tensor and point-to-point channel, kept with EF "
-     "off too (K/M/G suffixes, powers of 1024); 0 = no cap, like CC_COLL_EF_MAX_BYTES. A call that "
+     "off too (K/M/G/T suffixes, powers of 1024); 0 = no cap, like CC_COLL_EF_MAX_BYTES. A call that "
      "would create state for a new key (or grow a key's factors) beyond the cap fails with "
      "CC_COLL_ERR_EF_LIMIT before communicating; nothing is evicted. cc_coll_state_bytes reports the "
      "bytes held. Use the same value on every rank.",
@@ -212,7 +212,7 @@ const SettingDef kSettings[] = {
      "user-defined reduction runs on the host.",
      apply_cuda_transport},
     {"CUDA_STAGING_CHUNK", "CC_COLL_CUDA_STAGING_CHUNK", "1M",
-     "Staged transport: bytes per chunk of a dense device sum (K/M/G suffixes, powers of 1024; 4K to "
+     "Staged transport: bytes per chunk of a dense device sum (K/M/G/T suffixes, powers of 1024; 4K to "
      "1G). Smaller chunks overlap more, larger ones pay less per-message overhead.",
      apply_cuda_chunk_bytes},
     {"PROGRESS", "CC_COLL_PROGRESS", "auto",

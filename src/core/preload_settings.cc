@@ -134,7 +134,7 @@ bool check(const std::string &text, Config *, std::string *why)
 const SettingDef kPreloadSettings[] = {
     {"MIN_BYTES", "CC_COLL_MIN_BYTES", "1M",
      "LD_PRELOAD interception: an intercepted MPI_Allreduce is compressed only if its buffer has at "
-     "least this many bytes (K/M/G suffixes, powers of 1024); smaller calls go to MPI untouched.",
+     "least this many bytes (K/M/G/T suffixes, powers of 1024); smaller calls go to MPI untouched.",
      check<apply_min_bytes>},
     {"MIN_REPEATS", "CC_COLL_MIN_REPEATS", "100",
      "LD_PRELOAD interception: a call is compressed only once the same (communicator, call site, "

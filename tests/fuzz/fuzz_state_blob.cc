@@ -24,7 +24,7 @@
 //     accepted and re-exports byte for byte; a mutated blob whose checksum
 //     was not fixed up is rejected;
 //   - the process does not crash (run it under the sanitizers for reads out
-//     of bounds: docs/wire.md, "Fuzzing the state import").
+//     of bounds: tests/fuzz/README.md, "Fuzzing the state import").
 //
 //   cc_coll_fuzz_state_blob [--inputs N] [--seed S] [--verbose]
 //
