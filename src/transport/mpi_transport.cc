@@ -4,7 +4,9 @@
 #include "transport/transport.hpp"
 
 #include <climits>
+#include <cstring>
 #include <mutex>
+#include <vector>
 
 
 #include "core/dtype.hpp"
@@ -116,6 +118,49 @@ cc_coll_status_t run_mpi(const char *what, Blocking blocking, Start start)
 
 }  // namespace
 
+namespace {
+
+#if defined(OPEN_MPI)
+// Open MPI's MPI_Iallreduce (coll/libnbc) sums an in-place buffer, and any
+// buffer on fewer than 4 ranks, with a binomial tree unless told otherwise
+// (--mca coll_libnbc_iallreduce_algorithm): the whole buffer goes up to
+// rank 0 and back down, twice the time of a reduce-scatter + allgather on
+// two ranks. From kSplitSumBytes on (libnbc's own bound for its tree), a
+// request sums as a reduce-scatter (MPI_Ialltoallv of the P blocks, each
+// rank adding the P pieces of its block in the order of libnbc's binomial
+// tree, so the bits are those the tree gives) and an MPI_Iallgatherv.
+constexpr std::size_t kSplitSumBytes = 64 * 1024;
+
+cc_coll_status_t split_allreduce_sum(const void *send, void *recv, std::size_t count, std::size_t es,
+                                     MPI_Datatype type, MPI_Op op, MPI_Comm comm, int p, int rank)
+{
+    std::vector<int> counts(p), displs(p), rcounts(p), rdispls(p);
+    for (int r = 0; r < p; ++r) {
+        const std::size_t lo = count * r / p, hi = count * (r + 1) / p;
+        counts[r] = static_cast<int>((hi - lo) * es);
+        displs[r] = static_cast<int>(lo * es);
+    }
+    const std::size_t mine = static_cast<std::size_t>(counts[rank]);
+    for (int r = 0; r < p; ++r) {
+        rcounts[r] = counts[rank];
+        rdispls[r] = static_cast<int>(mine * r);
+    }
+    std::vector<unsigned char> pieces(mine * p);
+    CC_COLL_TRY(alltoallv_bytes(send, counts.data(), displs.data(), pieces.data(), rcounts.data(), rdispls.data(),
+                                comm));
+    const int n = static_cast<int>(mine / es);
+    for (int step = 1; step < p; step *= 2)
+        for (int v = 0; v + step < p; v += 2 * step)
+            CC_COLL_TRY(check_mpi(MPI_Reduce_local(pieces.data() + mine * (v + step), pieces.data() + mine * v, n,
+                                                   type, op),
+                                  "MPI_Reduce_local"));
+    std::memcpy(static_cast<unsigned char *>(recv) + displs[rank], pieces.data(), mine);
+    return allgatherv_bytes_in_place(recv, counts.data(), displs.data(), comm);
+}
+#endif
+
+}  // namespace
+
 cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, cc_coll_dtype_t dtype,
                                MPI_Comm comm)
 {
@@ -123,6 +168,16 @@ cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, 
     MPI_Op op = MPI_SUM;
     cc_coll_status_t st = check_int_count(count, "allreduce_sum");
     if (st != CC_COLL_OK || (st = sum_type_op(dtype, &type, &op)) != CC_COLL_OK) return st;
+#if defined(OPEN_MPI)
+    const std::size_t es = dtype_size(dtype);
+    if (progress::in_request() && count * es >= kSplitSumBytes && count * es <= static_cast<std::size_t>(INT_MAX)) {
+        int p = 1, rank = 0;
+        CC_COLL_TRY(check_mpi(MPI_Comm_size(comm, &p), "MPI_Comm_size"));
+        CC_COLL_TRY(check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank"));
+        if (p > 1 && count >= static_cast<std::size_t>(p))
+            return split_allreduce_sum(send, recv, count, es, type, op, comm, p, rank);
+    }
+#endif
     const void *sendarg = send == recv ? MPI_IN_PLACE : send;
     const int n = static_cast<int>(count);
     return run_mpi(
