@@ -5,7 +5,9 @@
 
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 
@@ -134,27 +136,38 @@ constexpr std::size_t kSplitSumBytes = 64 * 1024;
 cc_coll_status_t split_allreduce_sum(const void *send, void *recv, std::size_t count, std::size_t es,
                                      MPI_Datatype type, MPI_Op op, MPI_Comm comm, int p, int rank)
 {
-    std::vector<int> counts(p), displs(p), rcounts(p), rdispls(p);
+    std::vector<int> counts(p), displs(p), scounts(p), rcounts(p), rdispls(p);
     for (int r = 0; r < p; ++r) {
         const std::size_t lo = count * r / p, hi = count * (r + 1) / p;
         counts[r] = static_cast<int>((hi - lo) * es);
         displs[r] = static_cast<int>(lo * es);
     }
+    // Rank r's piece of this rank's block lands at slot r of `others` (none
+    // from itself: its own piece stays in recv).
     const std::size_t mine = static_cast<std::size_t>(counts[rank]);
     for (int r = 0; r < p; ++r) {
-        rcounts[r] = counts[rank];
+        scounts[r] = r == rank ? 0 : counts[r];
+        rcounts[r] = r == rank ? 0 : counts[rank];
         rdispls[r] = static_cast<int>(mine * r);
     }
-    std::vector<unsigned char> pieces(mine * p);
-    CC_COLL_TRY(alltoallv_bytes(send, counts.data(), displs.data(), pieces.data(), rcounts.data(), rdispls.data(),
+    unsigned char *const own = static_cast<unsigned char *>(recv) + displs[rank];
+    if (send != recv) std::memcpy(own, static_cast<const unsigned char *>(send) + displs[rank], mine);
+    std::unique_ptr<unsigned char[]> others(new unsigned char[mine * p]);
+    CC_COLL_TRY(alltoallv_bytes(send, scounts.data(), displs.data(), others.get(), rcounts.data(), rdispls.data(),
                                 comm));
+    // The binomial tree: in round `step`, piece v += piece v + step. The sum
+    // of two is commutative (MPI_SUM, and the 16-bit ops), so it goes into
+    // whichever of the two is this rank's own block: the total ends there.
+    std::vector<unsigned char *> piece(p);
+    for (int r = 0; r < p; ++r) piece[r] = r == rank ? own : others.get() + mine * r;
     const int n = static_cast<int>(mine / es);
     for (int step = 1; step < p; step *= 2)
-        for (int v = 0; v + step < p; v += 2 * step)
-            CC_COLL_TRY(check_mpi(MPI_Reduce_local(pieces.data() + mine * (v + step), pieces.data() + mine * v, n,
-                                                   type, op),
-                                  "MPI_Reduce_local"));
-    std::memcpy(static_cast<unsigned char *>(recv) + displs[rank], pieces.data(), mine);
+        for (int v = 0; v + step < p; v += 2 * step) {
+            unsigned char *in = piece[v + step], *inout = piece[v];
+            if (in == own) std::swap(in, inout);
+            CC_COLL_TRY(check_mpi(MPI_Reduce_local(in, inout, n, type, op), "MPI_Reduce_local"));
+            piece[v] = inout;
+        }
     return allgatherv_bytes_in_place(recv, counts.data(), displs.data(), comm);
 }
 #endif
