@@ -23,16 +23,25 @@ from ._lib import library_path
 from ._arrays import DeviceArray, from_bfloat16, to_bfloat16
 from ._comm import Comm
 from ._enums import Dtype, Op, Sparsifier, Status
-from ._errors import Error
+from ._errors import (
+    ConfigError, CountOverflowError, CUDAError, EFLimitError, Error, InternalError, InvalidArgError, InvalidCommError,
+    InvalidDtypeError, InvalidMethodError, InvalidOpError, InvalidParamsError, MismatchError, MPIError,
+    MPINotInitializedError, NoMemoryError, NotSupportedError, NullBufferError, VersionMismatchError,
+)
 from ._info import build_info, check_version, settings, version, version_info
 from ._methods import Method, MethodCap
 from ._params import Params
 from ._request import Request, waitall
+from ._stats import Stats
 from ._tensor_state import LowRankState
 
 __all__ = [
     "Comm", "DeviceArray", "Dtype", "Error", "LowRankState", "Method", "MethodCap", "Op", "Params", "Request", "Sparsifier",
-    "Status",
+    "Stats", "Status",
+    "ConfigError", "CountOverflowError", "CUDAError", "EFLimitError", "InternalError", "InvalidArgError",
+    "InvalidCommError", "InvalidDtypeError", "InvalidMethodError", "InvalidOpError", "InvalidParamsError",
+    "MismatchError", "MPIError", "MPINotInitializedError", "NoMemoryError", "NotSupportedError", "NullBufferError",
+    "VersionMismatchError",
     "build_info", "check_version", "from_bfloat16", "settings", "to_bfloat16", "waitall",
     "version", "version_info", "library_path", "__version__",
     "ABI_MAJOR", "ABI_MINOR", "ABI_PATCH",

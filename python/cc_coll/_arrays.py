@@ -2,6 +2,8 @@
 """The arrays the calls take: numpy arrays (their dtypes, bfloat16 bit
 patterns) and DeviceArray views of CUDA buffers."""
 
+from typing import Any, Optional, Tuple, Union
+
 import numpy as np
 
 from ._args import _enum_arg
@@ -26,7 +28,7 @@ _DTYPE_OF_NUMPY = {
 }
 
 
-def to_bfloat16(a):
+def to_bfloat16(a: "np.typing.ArrayLike") -> np.ndarray:
     """bfloat16 bit patterns (uint16 array) of a float array, rounded to
     nearest, ties to even; NaN stays NaN."""
     bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
@@ -37,7 +39,7 @@ def to_bfloat16(a):
     return rounded
 
 
-def from_bfloat16(bits):
+def from_bfloat16(bits: "np.typing.ArrayLike") -> np.ndarray:
     """float32 array of bfloat16 bit patterns (a uint16 array)."""
     bits = np.ascontiguousarray(bits, dtype=np.uint16)
     return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
@@ -65,7 +67,7 @@ class DeviceArray:
     class _Ctypes:
         __slots__ = ("data",)
 
-    def __init__(self, obj, _view=None):
+    def __init__(self, obj: Any, _view: Optional[Tuple[Any, ...]] = None) -> None:
         if _view is not None:  # (pointer, shape, dtype, writeable): a view of obj
             ptr, shape, dtype, writeable, contiguous = _view
         else:
@@ -105,7 +107,9 @@ class DeviceArray:
         if not self.flags.c_contiguous:
             raise ValueError("%s of a DeviceArray that is not C-contiguous" % what)
 
-    def reshape(self, *shape):
+    def reshape(self, *shape: Union[int, Tuple[int, ...]]) -> "DeviceArray":
+        """A view of the same device memory with another shape of as many
+        elements ((-1,): flat); the array must be C-contiguous."""
         self._need_contiguous("reshape")
         if len(shape) == 1 and isinstance(shape[0], tuple):
             shape = shape[0]

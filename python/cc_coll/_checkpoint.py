@@ -3,6 +3,10 @@
 cc_coll_state_import)."""
 
 import ctypes
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 from ._enums import Status
 from ._errors import _check
@@ -12,7 +16,7 @@ from ._lib import lib
 class _Checkpoints:
     """Comm's checkpoint calls (a base class of Comm)."""
 
-    def state_export(self):
+    def state_export(self) -> bytes:
         """This rank's whole compression state as bytes (cc_coll_state_export):
         every residual with its key, every LEP residual of a point-to-point
         channel, and LOWRANK's call counts, shapes and factors. Save it with
@@ -34,7 +38,7 @@ class _Checkpoints:
             _check(status)
             return buf.raw[:need.value]
 
-    def state_import(self, blob):
+    def state_import(self, blob: Union[bytes, bytearray, memoryview, "np.ndarray"]) -> None:
         """Replace this communicator's whole compression state with a blob of
         state_export() (bytes, bytearray, memoryview or a uint8 array), all or
         nothing: a blob that is truncated, corrupt, of another format or

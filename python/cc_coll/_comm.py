@@ -8,6 +8,7 @@ import collections.abc
 import ctypes
 import numbers
 import threading
+from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from ._params import Params, _as_params, _merge
 from ._request import Request, _Call
 from ._stats import _Stats
 from ._tensor_state import _TensorState
+from ._types import Buffer, Buffers, DtypeLike, Flag, MethodLike, OpLike, ParamsLike, ShapeLike, SparsifierLike
 from ._version import ABI_MAJOR, ABI_MINOR
 
 __all__ = ["Comm"]
@@ -47,7 +49,7 @@ class Comm(_PointToPoint, _TensorState, _Checkpoints, _Stats):
     of allreduce, allreduce_group and reduce_scatter and return a Request.
     """
 
-    def __init__(self, comm):
+    def __init__(self, comm: Any) -> None:
         fint = _fint_of(comm)
         handle = ctypes.c_void_p()
         _check(lib.cc_coll_comm_create_fint_versioned(fint, ctypes.byref(handle),
@@ -71,7 +73,7 @@ class Comm(_PointToPoint, _TensorState, _Checkpoints, _Stats):
 
     # -- lifetime ----------------------------------------------------------
 
-    def close(self):
+    def close(self) -> None:
         """Destroy the communicator (cc_coll_comm_destroy); a no-op when closed."""
         if self._closed:
             return
@@ -81,7 +83,8 @@ class Comm(_PointToPoint, _TensorState, _Checkpoints, _Stats):
         self._completed_through(self._posted)
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
+        """Whether close() ran."""
         return self._closed
 
     def _hold(self, number, objects):
@@ -120,19 +123,21 @@ class Comm(_PointToPoint, _TensorState, _Checkpoints, _Stats):
         return "<cc_coll.Comm rank %d of %d>" % (self.rank, self.size)
 
     @property
-    def handle(self):
+    def handle(self) -> int:
         """The C handle (cc_coll_comm_h) as an int; it stays the destroyed
         handle after close()."""
         return self._handle
 
     @property
-    def rank(self):
+    def rank(self) -> int:
+        """This process's rank in the communicator (cc_coll_comm_rank)."""
         r = ctypes.c_int()
         _check(lib.cc_coll_comm_rank(self._handle, ctypes.byref(r)))
         return r.value
 
     @property
-    def size(self):
+    def size(self) -> int:
+        """The number of ranks of the communicator (cc_coll_comm_size)."""
         s = ctypes.c_int()
         _check(lib.cc_coll_comm_size(self._handle, ctypes.byref(s)))
         return s.value
@@ -186,10 +191,14 @@ class Comm(_PointToPoint, _TensorState, _Checkpoints, _Stats):
         return _Call((sendbuf.ctypes.data, recvbuf.ctypes.data, sendbuf.size, int(d), int(op), ctypes.byref(p),
                       self._handle), recvbuf, (sendbuf, recvbuf, p))
 
-    def allreduce(self, sendbuf, recvbuf=None, op=Op.SUM, method=None, density=None,
-                  ef=None, ef_key=None, dtype=None, sparsifier=None, zero_fraction=None,
-                  load_factor=None, seed=None, shape=None, rank=None, warm_start=None,
-                  start_iter=None, min_compression_rate=None, params=None):
+    def allreduce(self, sendbuf: Buffer, recvbuf: Optional[Buffer] = None, op: OpLike = Op.SUM,
+                  method: Optional[MethodLike] = None, density: Optional[float] = None,
+                  ef: Optional[Flag] = None, ef_key: Optional[int] = None, dtype: DtypeLike = None,
+                  sparsifier: Optional[SparsifierLike] = None, zero_fraction: Optional[float] = None,
+                  load_factor: Optional[float] = None, seed: Optional[int] = None,
+                  shape: Optional[ShapeLike] = None, rank: Optional[int] = None, warm_start: Optional[Flag] = None,
+                  start_iter: Optional[int] = None, min_compression_rate: Optional[float] = None,
+                  params: ParamsLike = None) -> Buffer:
         """Allreduce numpy arrays over the communicator (cc_coll_allreduce).
 
         sendbuf -- C-contiguous numpy array of float32, float64 or float16
@@ -219,10 +228,14 @@ class Comm(_PointToPoint, _TensorState, _Checkpoints, _Stats):
             zero_fraction=zero_fraction, load_factor=load_factor, seed=seed, shape=shape, rank=rank,
             warm_start=warm_start, start_iter=start_iter, min_compression_rate=min_compression_rate)))
 
-    def iallreduce(self, sendbuf, recvbuf=None, op=Op.SUM, method=None, density=None,
-                   ef=None, ef_key=None, dtype=None, sparsifier=None, zero_fraction=None,
-                   load_factor=None, seed=None, shape=None, rank=None, warm_start=None,
-                   start_iter=None, min_compression_rate=None, params=None):
+    def iallreduce(self, sendbuf: Buffer, recvbuf: Optional[Buffer] = None, op: OpLike = Op.SUM,
+                   method: Optional[MethodLike] = None, density: Optional[float] = None,
+                   ef: Optional[Flag] = None, ef_key: Optional[int] = None, dtype: DtypeLike = None,
+                   sparsifier: Optional[SparsifierLike] = None, zero_fraction: Optional[float] = None,
+                   load_factor: Optional[float] = None, seed: Optional[int] = None,
+                   shape: Optional[ShapeLike] = None, rank: Optional[int] = None, warm_start: Optional[Flag] = None,
+                   start_iter: Optional[int] = None, min_compression_rate: Optional[float] = None,
+                   params: ParamsLike = None) -> Request:
         """Start allreduce() without waiting for it (cc_coll_iallreduce):
         the same arguments, checked at once (an error raises here and posts
         nothing); returns a Request whose wait() returns what allreduce()
@@ -266,7 +279,9 @@ class Comm(_PointToPoint, _TensorState, _Checkpoints, _Stats):
                       (ctypes.c_size_t * n)(*(a.size for a in sendbufs)), (ctypes.c_int * n)(*dtypes), int(op),
                       (_lib.ParamsStruct * n)(*structs), self._handle), outs, (sendbufs, outs))
 
-    def allreduce_group(self, sendbufs, recvbufs=None, op=Op.SUM, params=None, dtype=None):
+    def allreduce_group(self, sendbufs: Buffers, recvbufs: Optional[Buffers] = None, op: OpLike = Op.SUM,
+                        params: Union[ParamsLike, Sequence[ParamsLike]] = None,
+                        dtype: Union[DtypeLike, Sequence[DtypeLike]] = None) -> List[Buffer]:
         """Allreduce several arrays in one call (cc_coll_allreduce_group), as
         a DDP bucket: the compressed LOWRANK tensors share one MPI_Allreduce
         for their P and one for their Q, and the NONE tensors and the LOWRANK
@@ -293,7 +308,9 @@ class Comm(_PointToPoint, _TensorState, _Checkpoints, _Stats):
         return self._blocking(lib.cc_coll_allreduce_group,
                               self._allreduce_group_call(sendbufs, recvbufs, op, params, dtype))
 
-    def iallreduce_group(self, sendbufs, recvbufs=None, op=Op.SUM, params=None, dtype=None):
+    def iallreduce_group(self, sendbufs: Buffers, recvbufs: Optional[Buffers] = None, op: OpLike = Op.SUM,
+                         params: Union[ParamsLike, Sequence[ParamsLike]] = None,
+                         dtype: Union[DtypeLike, Sequence[DtypeLike]] = None) -> Request:
         """Start allreduce_group() without waiting for it
         (cc_coll_iallreduce_group): the same arguments, checked at once;
         returns a Request whose wait() returns the list allreduce_group()
@@ -327,9 +344,12 @@ class Comm(_PointToPoint, _TensorState, _Checkpoints, _Stats):
         return _Call((sendbuf.ctypes.data, recvbuf.ctypes.data, recvcount, int(d), int(op), ctypes.byref(p),
                       self._handle), result, (sendbuf, recvbuf, p))
 
-    def reduce_scatter(self, sendbuf, recvbuf=None, op=Op.SUM, method=None, density=None,
-                       ef=None, ef_key=None, dtype=None, sparsifier=None, zero_fraction=None,
-                       load_factor=None, seed=None, params=None):
+    def reduce_scatter(self, sendbuf: Buffer, recvbuf: Optional[Buffer] = None, op: OpLike = Op.SUM,
+                       method: Optional[MethodLike] = None, density: Optional[float] = None,
+                       ef: Optional[Flag] = None, ef_key: Optional[int] = None, dtype: DtypeLike = None,
+                       sparsifier: Optional[SparsifierLike] = None, zero_fraction: Optional[float] = None,
+                       load_factor: Optional[float] = None, seed: Optional[int] = None,
+                       params: ParamsLike = None) -> Buffer:
         """Reduce-scatter numpy arrays over the communicator, like
         MPI_Reduce_scatter_block (cc_coll_reduce_scatter).
 
@@ -357,9 +377,12 @@ class Comm(_PointToPoint, _TensorState, _Checkpoints, _Stats):
                                                       sparsifier=sparsifier, zero_fraction=zero_fraction,
                                                       load_factor=load_factor, seed=seed)))
 
-    def ireduce_scatter(self, sendbuf, recvbuf=None, op=Op.SUM, method=None, density=None,
-                        ef=None, ef_key=None, dtype=None, sparsifier=None, zero_fraction=None,
-                        load_factor=None, seed=None, params=None):
+    def ireduce_scatter(self, sendbuf: Buffer, recvbuf: Optional[Buffer] = None, op: OpLike = Op.SUM,
+                        method: Optional[MethodLike] = None, density: Optional[float] = None,
+                        ef: Optional[Flag] = None, ef_key: Optional[int] = None, dtype: DtypeLike = None,
+                        sparsifier: Optional[SparsifierLike] = None, zero_fraction: Optional[float] = None,
+                        load_factor: Optional[float] = None, seed: Optional[int] = None,
+                        params: ParamsLike = None) -> Request:
         """Start reduce_scatter() without waiting for it
         (cc_coll_ireduce_scatter): the same arguments, checked at once;
         returns a Request whose wait() returns what reduce_scatter() would,

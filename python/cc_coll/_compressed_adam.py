@@ -13,6 +13,7 @@ same bits on every rank. They follow LocalStepsOptimizer's protocol
 
 import collections.abc
 import math
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import torch
@@ -22,6 +23,7 @@ from ._comm import Comm
 from ._methods import Method, MethodCap, method_names, methods_with
 from ._params import Params, _matrix_shape
 from ._local_steps import _flat_view, _int_at_least, _real_in, average_gradients
+from ._types import MethodLike
 
 __all__ = ["CompressedAdam", "ADAM_KEY_BASE", "DGCSGD", "DGC_KEY_BASE"]
 
@@ -85,7 +87,10 @@ class _SelfCommunicating(torch.optim.Optimizer):
         self._ddp_hooked = False     # optimizer_hook saw a bucket this step
         self._initialized = True
 
-    def add_param_group(self, param_group):
+    def add_param_group(self, param_group: Dict[str, Any]) -> None:
+        """torch.optim.Optimizer's, while the constructor adds its groups;
+        refused afterwards (NotImplementedError): the residuals are keyed by
+        parameter index, so every group goes to the constructor."""
         if getattr(self, "_initialized", False):
             raise NotImplementedError("%s: give every parameter group to the constructor (the residuals are keyed "
                                       "by parameter index)" % self._who)
@@ -128,7 +133,7 @@ class _SelfCommunicating(torch.optim.Optimizer):
                     g[k] = v
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         """One optimizer step: the subclass's exact step on the steps that
         average the gradients exactly (averaging_gradients(); without DDP's
         optimizer_hook the gradients are averaged here first), its
@@ -147,7 +152,7 @@ class _SelfCommunicating(torch.optim.Optimizer):
         self.steps += 1
         return loss
 
-    def close(self):
+    def close(self) -> None:
         """Close the Comm the optimizer created (one it was given stays open)."""
         if self._own_comm:
             self.comm.close()
@@ -241,9 +246,11 @@ class CompressedAdam(_SelfCommunicating):
 
     _who = "CompressedAdam"
 
-    def __init__(self, params, comm, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, freeze_step=100,
-                 method="topk", density=0.05, rank=4, ef=True, refresh="none", policy=None, mask_zero_rows=False,
-                 estimate="momentum", key_base=ADAM_KEY_BASE, seed=None):
+    def __init__(self, params: Any, comm: Any, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, freeze_step: int = 100, method: MethodLike = "topk",
+                 density: float = 0.05, rank: int = 4, ef: bool = True, refresh: str = "none",
+                 policy: Optional[Callable[..., bool]] = None, mask_zero_rows: bool = False,
+                 estimate: str = "momentum", key_base: int = ADAM_KEY_BASE, seed: Optional[int] = None) -> None:
         self.method = _method_arg(method, MethodCap.SELECTS, "CompressedAdam")
         self.freeze_step = _int_at_least(freeze_step, 1, "freeze_step")
         self.density = _real_in(density, 0.0, 1.0, "density", low_open=True)
@@ -305,7 +312,7 @@ class CompressedAdam(_SelfCommunicating):
 
     # -- schedule -----------------------------------------------------------
 
-    def is_refresh(self, step):
+    def is_refresh(self, step: int) -> bool:
         """Whether step `step` (after the warm-up) is a refresh step of
         refresh="exponential": freeze_step * 2**k, k >= 1."""
         if self.refresh != "exponential" or step < 2 * self.freeze_step or step % self.freeze_step:
@@ -313,14 +320,14 @@ class CompressedAdam(_SelfCommunicating):
         q = step // self.freeze_step
         return q & (q - 1) == 0
 
-    def averaging_gradients(self, step=None):
+    def averaging_gradients(self, step: Optional[int] = None) -> bool:
         """Whether step `step` (default: the coming one) averages the
         gradients exactly: the warm-up's steps and the refresh steps."""
         s = self.steps if step is None else step
         return s < self.freeze_step or self.is_refresh(s)
 
     @property
-    def frozen(self):
+    def frozen(self) -> bool:
         """Whether v is frozen (the warm-up is over)."""
         return self.steps >= self.freeze_step
 
@@ -436,7 +443,7 @@ class CompressedAdam(_SelfCommunicating):
 
     # -- checkpoints ----------------------------------------------------------
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """This rank's state: the hyperparameters of the groups, per
         parameter (by index) m, v, the warm-up's row record, h and H, the
         counters, and the Comm's compression state (the residuals)."""
@@ -459,7 +466,7 @@ class CompressedAdam(_SelfCommunicating):
             "comm_state": self.comm.state_export(),
         }
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Restore what state_dict() saved on this rank: all or nothing (a
         dict of another format, configuration or shape raises ValueError, a
         corrupt compression state the Comm's Error, and nothing changes)."""
@@ -542,9 +549,11 @@ class DGCSGD(_SelfCommunicating):
 
     _who = "DGCSGD"
 
-    def __init__(self, params, comm, lr, momentum=0.9, weight_decay=0.0, nesterov=False, method="topk",
-                 density=0.01, clip_norm=None, warmup_steps=0, ramp_steps=0, ramp_density=0.25, policy=None,
-                 key_base=DGC_KEY_BASE):
+    def __init__(self, params: Any, comm: Any, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
+                 nesterov: bool = False, method: MethodLike = "topk", density: float = 0.01,
+                 clip_norm: Optional[float] = None, warmup_steps: int = 0, ramp_steps: int = 0,
+                 ramp_density: float = 0.25, policy: Optional[Callable[..., bool]] = None,
+                 key_base: int = DGC_KEY_BASE) -> None:
         self.method = _method_arg(method, MethodCap.SELECTS | MethodCap.MATRIX, "DGCSGD")
         self.density = _real_in(density, 0.0, 1.0, "density", low_open=True)
         self.ramp_density = _real_in(ramp_density, 0.0, 1.0, "ramp_density", low_open=True)
@@ -580,12 +589,12 @@ class DGCSGD(_SelfCommunicating):
             raise ValueError("%snesterov needs a momentum > 0" % where)
         return g
 
-    def averaging_gradients(self, step=None):
+    def averaging_gradients(self, step: Optional[int] = None) -> bool:
         """Whether step `step` (default: the coming one) averages the
         gradients exactly: the warm-up's steps."""
         return (self.steps if step is None else step) < self.warmup_steps
 
-    def density_at(self, step):
+    def density_at(self, step: int) -> float:
         """TOPK's and SKETCH's density at step `step`: ramp_density at the
         end of the warm-up, falling geometrically to density over
         ramp_steps."""
@@ -663,7 +672,7 @@ class DGCSGD(_SelfCommunicating):
 
     # -- checkpoints ----------------------------------------------------------
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """This rank's state: the groups' hyperparameters, the velocities
         u_i, the step counter and the Comm's compression state (which
         holds the accumulations v_i)."""
@@ -681,7 +690,7 @@ class DGCSGD(_SelfCommunicating):
             "comm_state": self.comm.state_export(),
         }
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Restore what state_dict() saved on this rank: all or nothing, as
         CompressedAdam.load_state_dict."""
         try:

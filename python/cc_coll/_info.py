@@ -2,6 +2,7 @@
 """Module functions about the loaded library: versions, settings, build."""
 
 import ctypes
+from typing import Any, Dict, List, Tuple
 
 from . import _lib
 from ._enums import Status
@@ -12,26 +13,26 @@ from ._version import ABI_MAJOR, ABI_MINOR
 __all__ = ["version", "version_info", "check_version", "settings", "build_info"]
 
 
-def version():
+def version() -> str:
     """The library's version at run time, "MAJOR.MINOR.PATCH"."""
     return lib.cc_coll_version_string().decode()
 
 
-def version_info():
+def version_info() -> Tuple[int, int, int]:
     """The library's version at run time as a tuple (major, minor, patch)."""
     v = [ctypes.c_int() for _ in range(3)]
     lib.cc_coll_get_version(*(ctypes.byref(x) for x in v))
     return tuple(x.value for x in v)
 
 
-def check_version(major=ABI_MAJOR, minor=ABI_MINOR):
+def check_version(major: int = ABI_MAJOR, minor: int = ABI_MINOR) -> None:
     """Raise Error(Status.VERSION_MISMATCH) unless code written against header
     version (major, minor) can use the loaded library (cc_coll_check_version_numbers).
     The package checks its own version this way when it is imported."""
     _check(lib.cc_coll_check_version_numbers(int(major), int(minor)))
 
 
-def settings():
+def settings() -> List[Dict[str, Any]]:
     """Every setting of the library (cc_coll_setting_get) as a list of dicts:
     name, env_var, default, value (in effect now), doc, from_env (bool) and
     error (None, or why the environment's value was rejected)."""
@@ -60,7 +61,7 @@ def settings():
     return out
 
 
-def build_info():
+def build_info() -> Dict[str, Any]:
     """How the loaded library was built and what it finds at run time:
     {"library": path, "cuda": bool, "fortran": bool, "mpi_cuda_aware": bool,
     "cuda_devices": int}."""

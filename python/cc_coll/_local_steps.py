@@ -10,6 +10,7 @@ cc_coll.torch.
 import collections.abc
 import math
 import numbers
+from typing import Any, Callable, Dict, Optional
 
 import torch
 
@@ -19,6 +20,16 @@ from ._enums import Status
 from ._errors import Error
 from ._methods import Method, MethodCap, method_names, methods_with
 from ._params import Params
+from ._types import MethodLike, SparsifierLike
+
+try:
+    from torch.distributed import GradBucket
+except ImportError:  # pragma: no cover - a PyTorch without torch.distributed
+    GradBucket = Any  # type: ignore[misc,assignment]
+
+#: What a DDP communication hook returns. DDP's register_comm_hook accepts
+#: these annotations only (bucket: GradBucket, returning Future[Tensor]).
+HookFuture = torch.futures.Future[torch.Tensor]
 
 __all__ = ["LocalStepsOptimizer", "optimizer_hook", "LOCAL_KEY_BASE"]
 
@@ -136,10 +147,14 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
     times.
     """
 
-    def __init__(self, optim, comm, model=None, local_steps=4, method="topk", density=0.05, rank=4, ef=True,
-                 policy=None, warmup_steps=0, ramp_steps=0, ramp_density=None, outer_lr=1.0, outer_momentum=0.0,
-                 nesterov=True, overlap=False, sparsifier=None, load_factor=None, seed=None,
-                 min_compression_rate=2.0, key_base=LOCAL_KEY_BASE):
+    def __init__(self, optim: torch.optim.Optimizer, comm: Any, model: Optional[torch.nn.Module] = None,
+                 local_steps: int = 4, method: MethodLike = "topk", density: float = 0.05, rank: int = 4,
+                 ef: bool = True, policy: Optional[Callable[..., bool]] = None, warmup_steps: int = 0,
+                 ramp_steps: int = 0, ramp_density: Optional[float] = None, outer_lr: float = 1.0,
+                 outer_momentum: float = 0.0, nesterov: bool = True, overlap: bool = False,
+                 sparsifier: Optional[SparsifierLike] = None, load_factor: Optional[float] = None,
+                 seed: Optional[int] = None, min_compression_rate: float = 2.0,
+                 key_base: int = LOCAL_KEY_BASE) -> None:
         if not isinstance(optim, torch.optim.Optimizer):
             raise TypeError("optim must be a torch.optim.Optimizer, not %s" % type(optim).__name__)
         self.optim = optim
@@ -207,7 +222,7 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
             return bool(self.policy(p, p))
         return p.dim() > 1 and p.numel() > 0
 
-    def averaging_gradients(self, step=None):
+    def averaging_gradients(self, step: Optional[int] = None) -> bool:
         """Whether step `step` (default: the coming one) averages the
         gradients exactly: the warm-up's steps."""
         return (self.steps if step is None else step) < self.warmup_steps
@@ -217,11 +232,11 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
             return 1.0
         return min(1.0, (step - self.warmup_steps) / self.ramp_steps)
 
-    def local_steps_at(self, step):
+    def local_steps_at(self, step: int) -> int:
         """H for a synchronisation at step `step` (the ramp's value)."""
         return max(1, int(round(self.local_steps ** self._progress(step))))
 
-    def density_at(self, step):
+    def density_at(self, step: int) -> float:
         """TOPK's and SKETCH's density at step `step` (the ramp's value)."""
         p = self._progress(step)
         if p >= 1.0:
@@ -230,11 +245,12 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
 
     # -- the step ------------------------------------------------------------
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """The inner optimizer's zero_grad."""
         self.optim.zero_grad(set_to_none=set_to_none)
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         """One inner step, with the warm-up's gradient average before it and
         a synchronisation after it when H inner steps have passed."""
         loss = None
@@ -316,7 +332,7 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
         self.syncs += 1
 
     @torch.no_grad()
-    def synchronize(self):
+    def synchronize(self) -> None:
         """Finish an average in flight and, unless the replicas have just
         been synchronised without overlap, synchronise now (a collective:
         every rank calls it): afterwards every rank holds the same
@@ -330,13 +346,13 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
         self._finish_pending()
 
     @property
-    def in_flight(self):
+    def in_flight(self) -> bool:
         """Whether an average is in flight (overlap)."""
         return self._pending is not None
 
     # -- checkpoints ----------------------------------------------------------
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """This rank's state: the inner optimizer's, the anchors and outer
         momentum, the counters, and the Comm's compression state (the
         residuals). No average may be in flight: call synchronize() first
@@ -354,7 +370,7 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
             "comm_state": self.comm.state_export(),
         }
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Restore what state_dict() saved on this rank: all or nothing (a
         dict of another format or shape raises ValueError, a corrupt
         compression state the Comm's Error, and nothing changes)."""
@@ -386,11 +402,13 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
         self._exact = bool(state.get("exact", since == 0))
 
     # torch.optim.Optimizer's hooks that do not apply to a wrapper
-    def add_param_group(self, param_group):
+    def add_param_group(self, param_group: Dict[str, Any]) -> None:
+        """Refused (NotImplementedError): give the inner optimizer all its
+        parameter groups before wrapping it."""
         raise NotImplementedError("LocalStepsOptimizer: add parameter groups to the inner optimizer before "
                                   "wrapping it")
 
-    def close(self):
+    def close(self) -> None:
         """Wait for an average in flight and close the Comm the optimizer
         created (one it was given stays open)."""
         if self._pending is not None and self._pending[0] is not None:
@@ -405,7 +423,7 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
             self.method.name.lower(), self.local_steps, self.steps, self.syncs)
 
 
-def optimizer_hook(optimizer, bucket):
+def optimizer_hook(optimizer: Any, bucket: GradBucket) -> HookFuture:
     """DDP's communication hook for the optimizers of cc_coll.torch that
     communicate themselves (LocalStepsOptimizer, CompressedAdam):
     ddp.register_comm_hook(opt, optimizer_hook). Where

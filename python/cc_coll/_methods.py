@@ -33,12 +33,12 @@ class _MethodBase(enum.IntEnum):
     """Method's members answer what the library says of them."""
 
     @property
-    def caps(self):
+    def caps(self) -> "MethodCap":
         """The method's MethodCap (cc_coll_method_caps)."""
         return type(self)._registry_caps[int(self)]
 
     @property
-    def summary(self):
+    def summary(self) -> str:
         """One line that says what the method does (cc_coll_method_summary)."""
         return type(self)._registry_summaries[int(self)]
 

@@ -3,6 +3,7 @@
 LEP residuals."""
 
 import ctypes
+from typing import Any
 
 import numpy as np
 
@@ -11,12 +12,16 @@ from ._arrays import _array, _dtype_of
 from ._errors import _check
 from ._lib import lib
 from ._params import _merge
+from ._types import Buffer, DtypeLike, Flag, ParamsLike
 
 
 class _PointToPoint:
     """Comm's point-to-point calls (a base class of Comm)."""
 
-    def send(self, buf, dest, tag, compress=True, params=None, dtype=None, **fields):
+    _handle: Any
+
+    def send(self, buf: Buffer, dest: int, tag: int, compress: Flag = True, params: ParamsLike = None,
+             dtype: DtypeLike = None, **fields: Any) -> None:
         """Send an array to rank `dest` (cc_coll_send); returns once the
         receiver has it.
 
@@ -46,7 +51,8 @@ class _PointToPoint:
                                     _int_arg(tag, "tag"), _flag_arg(compress, "compress"),
                                     ctypes.byref(p._struct()), self._handle, None))
 
-    def recv(self, buf, source, tag, params=None, dtype=None, **fields):
+    def recv(self, buf: Buffer, source: int, tag: int, params: ParamsLike = None, dtype: DtypeLike = None,
+             **fields: Any) -> Buffer:
         """Receive into `buf` what send() sent from rank `source` with `tag`,
         compressed or not (cc_coll_recv); returns buf.
 
@@ -64,13 +70,14 @@ class _PointToPoint:
                                     _int_arg(tag, "tag"), ctypes.byref(p._struct()), self._handle, None))
         return buf
 
-    def p2p_tag_ub(self):
+    def p2p_tag_ub(self) -> int:
         """The largest tag send() and recv() accept (cc_coll_p2p_tag_ub)."""
         ub = ctypes.c_int()
         _check(lib.cc_coll_p2p_tag_ub(self._handle, ctypes.byref(ub)))
         return ub.value
 
-    def lep_residual(self, buf, dest, tag, params=None, dtype=None, **fields):
+    def lep_residual(self, buf: Buffer, dest: int, tag: int, params: ParamsLike = None, dtype: DtypeLike = None,
+                     **fields: Any) -> np.ndarray:
         """The LEP residual of the send channel (dest, ef_key if given, else
         tag) as a float64 array shaped like buf (zeros when the channel has
         none), buf giving the size and dtype (cc_coll_lep_get_residual)."""
@@ -82,7 +89,7 @@ class _PointToPoint:
                                                 ctypes.byref(p._struct()), buf.size, int(d), out.ctypes.data))
         return out
 
-    def lep_reset(self, dest, tag, params=None, **fields):
+    def lep_reset(self, dest: int, tag: int, params: ParamsLike = None, **fields: Any) -> None:
         """Drop the LEP residual (and warm-start Q) of the send channel (dest,
         ef_key if given, else tag) (cc_coll_lep_reset)."""
         p = _merge(params, fields)

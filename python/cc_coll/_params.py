@@ -5,11 +5,13 @@ import collections
 import collections.abc
 import enum
 import math
+from typing import Any, Dict, Optional
 
 from . import _lib
 from ._args import _enum_arg, _flag_arg, _int_arg, _real_arg, _shape_arg, _u64_arg
 from ._enums import Sparsifier
 from ._methods import Method
+from ._types import Flag, MethodLike, ShapeLike, SparsifierLike
 
 __all__ = ["Params"]
 
@@ -66,9 +68,13 @@ class Params:
 
     __slots__ = tuple(_FIELDS)
 
-    def __init__(self, method=None, density=None, ef=None, ef_key=None, sparsifier=None, zero_fraction=None,
-                 load_factor=None, seed=None, shape=None, rank=None, warm_start=None, start_iter=None,
-                 min_compression_rate=None):
+    def __init__(self, method: Optional[MethodLike] = None, density: Optional[float] = None,
+                 ef: Optional[Flag] = None, ef_key: Optional[int] = None,
+                 sparsifier: Optional[SparsifierLike] = None, zero_fraction: Optional[float] = None,
+                 load_factor: Optional[float] = None, seed: Optional[int] = None,
+                 shape: Optional[ShapeLike] = None, rank: Optional[int] = None,
+                 warm_start: Optional[Flag] = None, start_iter: Optional[int] = None,
+                 min_compression_rate: Optional[float] = None) -> None:
         values = locals()
         for name, (convert, _) in _FIELDS.items():
             value = values[name]
@@ -77,7 +83,7 @@ class Params:
     def __setattr__(self, name, value):
         raise AttributeError("cc_coll.Params is immutable; use params.replace(%s=...)" % name)
 
-    def replace(self, **changes):
+    def replace(self, **changes: Any) -> "Params":
         """A copy with the given fields changed (None unsets a field)."""
         unknown = set(changes) - set(_FIELDS)
         if unknown:
@@ -86,7 +92,7 @@ class Params:
         fields.update(changes)
         return Params(**fields)
 
-    def to_dict(self):
+    def to_dict(self) -> Dict[str, Any]:
         """The fields that are set, as a dict."""
         return {name: getattr(self, name) for name in _FIELDS if getattr(self, name) is not None}
 

@@ -1,9 +1,16 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Request (a non-blocking collective in flight) and waitall."""
 
+import atexit
 import collections
 import ctypes
 import threading
+from typing import TYPE_CHECKING, Any, Deque, List, Optional, Sequence, Tuple, Union
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch.futures
+
+    from ._comm import Comm
 
 from ._enums import Status
 from ._errors import Error, _check
@@ -43,7 +50,7 @@ class Request:
     Error(Status.INVALID_ARG) with the library's message.
     """
 
-    def __init__(self, comm, handle, number, result, keep):
+    def __init__(self, comm: "Comm", handle: int, number: int, result: Any, keep: Any) -> None:
         self._comm = comm
         self._handle = handle
         self._number = number
@@ -53,13 +60,13 @@ class Request:
         self._lock = threading.Lock()
 
     @property
-    def handle(self):
+    def handle(self) -> int:
         """The C handle (cc_coll_request_h) as an int; it stays the freed
         handle after free()."""
         return self._handle
 
     @property
-    def comm(self):
+    def comm(self) -> "Comm":
         """The Comm the request was posted on."""
         return self._comm
 
@@ -70,7 +77,7 @@ class Request:
         self._keep = None
         self._comm._completed_through(self._number)
 
-    def wait(self):
+    def wait(self) -> Any:
         """Wait until the collective completes; return its result (what the
         blocking call returns: the receive array, the list of a group, the
         shard of a reduce-scatter) or raise its Error. Waiting again returns
@@ -81,7 +88,7 @@ class Request:
         _check(status)
         return self._result
 
-    def test(self):
+    def test(self) -> bool:
         """True once the collective has completed (raising its Error if it
         failed), else False."""
         done = ctypes.c_int()
@@ -100,12 +107,12 @@ class Request:
         return bool(done.value), status.value, (message.value or b"").decode("utf-8", "replace")
 
     @property
-    def done(self):
+    def done(self) -> bool:
         """Whether the collective has completed (without advancing it)."""
         return self._query()[0]
 
     @property
-    def status(self):
+    def status(self) -> Union[Status, int]:
         """Its Status once done (Status.OK while it runs)."""
         status = self._query()[1]
         try:
@@ -114,15 +121,16 @@ class Request:
             return status
 
     @property
-    def message(self):
+    def message(self) -> str:
         """Its error message once done ("" on success and while it runs)."""
         return self._query()[2]
 
     @property
-    def freed(self):
+    def freed(self) -> bool:
+        """Whether free() ran."""
         return self._freed
 
-    def free(self):
+    def free(self) -> None:
         """Free the handle (cc_coll_request_free); a no-op once freed. A
         request still in flight runs to its end: its arrays are kept (by its
         Comm) until it has completed."""
@@ -161,40 +169,96 @@ class Request:
                 state = "dead"
         return "<cc_coll.Request %s>" % state
 
-    def to_torch_future(self):
+    def to_torch_future(self) -> "torch.futures.Future":
         """A torch.futures.Future completed with wait()'s result
         (set_result) or its Error (set_exception) once the collective
-        completes, so that a DDP communication hook can return it. A thread
-        waits for the request (the C wait releases the GIL). It is not a
-        daemon thread: the interpreter waits for it at exit, as MPI_Finalize
-        would wait for the request; it must not be killed inside PyTorch's
-        set_result. The request must be able to complete without the
-        caller's help: with
-        the progress thread (CC_COLL_PROGRESS=thread, or auto under
-        MPI_THREAD_MULTIPLE, mpi4py's default) it does; with caller-driven
-        progress the waiting thread drives it, which MPI allows only under
-        MPI_THREAD_MULTIPLE. Raises ImportError when PyTorch cannot be
-        imported."""
+        completes, so that a DDP communication hook can return it.
+
+        One helper thread of the package (for all requests of all Comms)
+        waits for the requests in the order their futures were asked for
+        (the C wait releases the GIL), completing each future, and the
+        callbacks chained on it with then(), on that thread. Before the
+        interpreter exits (atexit, ahead of mpi4py's MPI_Finalize) the
+        package waits for the requests still queued. The request must be
+        able to complete without the caller's help: with the progress thread
+        (CC_COLL_PROGRESS=thread, or auto under MPI_THREAD_MULTIPLE,
+        mpi4py's default) it does; with caller-driven progress the helper
+        thread drives it, which MPI allows only under MPI_THREAD_MULTIPLE.
+        Raises ImportError when PyTorch cannot be imported."""
         try:
             import torch.futures
         except ImportError as exc:
             raise ImportError("cc_coll.Request.to_torch_future needs PyTorch (torch.futures), which cannot be "
                               "imported: %s" % exc) from exc
         future = torch.futures.Future()
-
-        def complete():
-            try:
-                result = self.wait()
-            except Exception as exc:
-                future.set_exception(exc)
-            else:
-                future.set_result(result)
-
-        threading.Thread(target=complete, name="cc_coll request %d" % self._number).start()
+        _completer.submit(self, future)
         return future
 
 
-def waitall(requests):
+class _Completer:
+    """The helper thread of to_torch_future: one daemon thread that waits for
+    the queued requests in order and completes their futures. drain() (run
+    at exit) waits until the queue is empty."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._queue: Deque[Tuple[Request, Any]] = collections.deque()
+        self._pending = 0
+        self._thread: Optional[threading.Thread] = None
+        self._atexit = False
+        self.started = 0  # threads started, for the tests
+
+    def submit(self, request: Request, future: Any) -> None:
+        with self._cv:
+            self._queue.append((request, future))
+            self._pending += 1
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="cc_coll requests", daemon=True)
+                self._thread.start()
+                self.started += 1
+            if not self._atexit:
+                atexit.register(self.drain)
+                self._atexit = True
+            self._cv.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._queue:
+                    self._cv.wait()
+                request, future = self._queue.popleft()
+            try:
+                try:
+                    result = request.wait()
+                except Exception as exc:
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+            except Exception:  # a callback chained with then() raised: its future holds the error
+                pass
+            finally:
+                del request, future
+                with self._cv:
+                    self._pending -= 1
+                    self._cv.notify_all()
+
+    def drain(self) -> None:
+        """Wait until every queued request has completed its future."""
+        with self._cv:
+            while self._pending and self._thread is not None and self._thread.is_alive():
+                self._cv.wait()
+
+    @property
+    def pending(self) -> int:
+        """Futures not completed yet."""
+        with self._cv:
+            return self._pending
+
+
+_completer = _Completer()
+
+
+def waitall(requests: Sequence[Optional[Request]]) -> List[Any]:
     """Wait for every request of `requests` (cc_coll_waitall); None entries
     are skipped. Returns the list of their results (None for None entries);
     once all have completed, raises the Error of the first that failed."""

@@ -4,6 +4,7 @@ method's factors (cc_coll_lowrank_get_state, cc_coll_lowrank_set_q)."""
 
 import collections
 import ctypes
+from typing import Any, Optional
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from ._enums import Status
 from ._errors import Error, _check
 from ._lib import lib
 from ._params import _matrix_shape, _merge
+from ._types import Buffer, DtypeLike, ParamsLike
 
 __all__ = ["LowRankState"]
 
@@ -27,7 +29,10 @@ communicator size) as float64 arrays."""
 class _TensorState:
     """Comm's per-tensor state (a base class of Comm)."""
 
-    def lowrank_state(self, recvbuf, params=None, dtype=None, **fields):
+    _handle: Any
+
+    def lowrank_state(self, recvbuf: Buffer, params: ParamsLike = None, dtype: DtypeLike = None,
+                      **fields: Any) -> "LowRankState":
         """The LOWRANK state of the tensor that allreduce calls name with
         (recvbuf, ef_key) (cc_coll_lowrank_get_state): a LowRankState
         (rows, cols, rank, calls, p, q). rank is 0, and p and q are empty,
@@ -52,7 +57,8 @@ class _TensorState:
                 raise Error(Status.INTERNAL, "cc_coll_lowrank_get_state: the state changed between two reads")
         return LowRankState(rows.value, cols.value, rank.value, calls.value, p, q)
 
-    def lowrank_set_q(self, recvbuf, q, params=None, dtype=None, **fields):
+    def lowrank_set_q(self, recvbuf: Buffer, q: np.ndarray, params: ParamsLike = None, dtype: DtypeLike = None,
+                      **fields: Any) -> None:
         """Set the warm-start Q of the LOWRANK tensor named by (recvbuf,
         ef_key) (cc_coll_lowrank_set_q): with warm start on, its next
         compressed call orthogonalises q and starts from it. q is cols x r
@@ -80,14 +86,14 @@ class _TensorState:
 
     # -- error feedback ----------------------------------------------------
 
-    def ef_bytes(self):
+    def ef_bytes(self) -> int:
         """Bytes held by all error-feedback residuals of this communicator on
         this rank (LEP residuals of point-to-point channels included)."""
         n = ctypes.c_uint64()
         _check(lib.cc_coll_ef_bytes(self._handle, ctypes.byref(n)))
         return n.value
 
-    def state_bytes(self):
+    def state_bytes(self) -> int:
         """Bytes held by the methods' per-tensor state other than residuals
         on this rank: LOWRANK's call counts and factors P and Q, of tensors
         and point-to-point channels, kept with ef=0 too. Bounded by
@@ -97,7 +103,8 @@ class _TensorState:
         _check(lib.cc_coll_state_bytes(self._handle, ctypes.byref(n)))
         return n.value
 
-    def ef_residual(self, recvbuf, ef_key=None, dtype=None, params=None):
+    def ef_residual(self, recvbuf: Buffer, ef_key: Optional[int] = None, dtype: DtypeLike = None,
+                    params: ParamsLike = None) -> np.ndarray:
         """This rank's residual of the tensor that allreduce calls name with
         (recvbuf, ef_key): a float64 array shaped like recvbuf (zeros when
         there is none yet). Without ef_key (here or in params) the key is
@@ -110,7 +117,8 @@ class _TensorState:
                                            recvbuf.size, int(d), out.ctypes.data))
         return out
 
-    def ef_reset(self, recvbuf, ef_key=None, dtype=None, params=None):
+    def ef_reset(self, recvbuf: Buffer, ef_key: Optional[int] = None, dtype: DtypeLike = None,
+                 params: ParamsLike = None) -> None:
         """Drop the residual of one tensor, named as in ef_residual(), and
         its LOWRANK state (call count, P, Q)."""
         _array(recvbuf, "recvbuf", writable=False)
@@ -119,6 +127,6 @@ class _TensorState:
         _check(lib.cc_coll_ef_reset(self._handle, ctypes.byref(p._struct()), recvbuf.ctypes.data,
                                     recvbuf.size, int(d)))
 
-    def ef_reset_all(self):
+    def ef_reset_all(self) -> None:
         """Drop every residual of this communicator."""
         _check(lib.cc_coll_ef_reset_all(self._handle))

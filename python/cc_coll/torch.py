@@ -34,8 +34,10 @@ import PyTorch; `import cc_coll` works without it.
 
 import collections
 import collections.abc
+import logging
 import numbers
 import threading
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -52,7 +54,7 @@ from ._enums import Dtype, Status
 from ._errors import Error
 from ._methods import Method, MethodCap, may_view_as_matrix, method_names
 from ._params import Params
-from ._local_steps import LOCAL_KEY_BASE, LocalStepsOptimizer, optimizer_hook
+from ._local_steps import LOCAL_KEY_BASE, GradBucket, HookFuture, LocalStepsOptimizer, optimizer_hook
 from ._compressed_adam import ADAM_KEY_BASE, DGC_KEY_BASE, DGCSGD, CompressedAdam
 
 __all__ = ["CompressionState", "LayerPolicy", "BucketEntry", "compression_hook", "allreduce_hook",
@@ -74,6 +76,44 @@ _PARAM_GEN = (1 << _GEN_BITS) - 1
 _SHARD_GEN = _PARAM_GEN - 1
 
 _STATE_FORMAT = "cc_coll.torch.CompressionState/1"
+
+#: The logger of CompressionState(log_every=N): one INFO record every N steps.
+logger = logging.getLogger("cc_coll.torch")
+
+
+class _Default:
+    """The default of a parameter that has a PyTorch spelling too: its value,
+    shown as the value itself (help() reads rank=1), and a marker that the
+    caller did not pass it."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+# CompressionState's parameters that PowerSGDState spells otherwise:
+# PyTorch's name -> this state's. (min_compression_rate and warm_start have
+# the same name in both.)
+TORCH_ALIASES = {
+    "matrix_approximation_rank": "rank",
+    "start_powerSGD_iter": "start_iter",
+    "use_error_feedback": "ef",
+}
+
+
+def _resolve(ours: str, value: Any, theirs: str, alias: Any) -> Tuple[Any, str]:
+    """(value, the name it was given under) of parameter `ours` given as
+    `value` (a _Default when not passed) and under PyTorch's name `theirs` as
+    `alias` (None when not passed): either, or both when they agree;
+    ValueError when they differ."""
+    if alias is None:
+        return (value.value if isinstance(value, _Default) else value), ours
+    if not isinstance(value, _Default) and value != alias:
+        raise ValueError("CompressionState: %s=%r and %s=%r (PyTorch's name for %s) disagree; give one of them"
+                         % (ours, value, theirs, alias, ours))
+    return alias, theirs
 
 
 def _flat_method(method):
@@ -107,7 +147,7 @@ class LayerPolicy:
     budget.
     """
 
-    def __init__(self, min_elements=4096, compress_1d=False):
+    def __init__(self, min_elements: int = 4096, compress_1d: bool = False) -> None:
         if isinstance(min_elements, bool) or not isinstance(min_elements, numbers.Integral) or min_elements < 0:
             raise ValueError("min_elements must be an int >= 0, not %r" % (min_elements,))
         self.min_elements = int(min_elements)
@@ -115,7 +155,7 @@ class LayerPolicy:
         self.exact_params = None    # for_model: the ids of the parameters kept exact
         self.exact_fraction = 0.0
 
-    def __call__(self, grad, param=None):
+    def __call__(self, grad: "torch.Tensor", param: Optional["torch.Tensor"] = None) -> bool:
         if self.exact_params is not None and param is not None and id(param) in self.exact_params:
             return False
         return grad.numel() >= self.min_elements and (self.compress_1d or grad.dim() > 1)
@@ -130,7 +170,8 @@ class LayerPolicy:
     EXACT_KINDS = ("bias", "norm", "embedding", "output")
 
     @classmethod
-    def for_model(cls, model, budget=0.02, exact=EXACT_KINDS, min_elements=4096, compress_1d=False):
+    def for_model(cls, model: "torch.nn.Module", budget: float = 0.02, exact: Sequence[str] = EXACT_KINDS,
+                  min_elements: int = 4096, compress_1d: bool = False) -> "LayerPolicy":
         """A LayerPolicy that also keeps the model's sensitive parameters
         exact (sent densely) within a byte budget: the kinds named in
         `exact`, taken in the order of LayerPolicy.EXACT_KINDS --
@@ -221,27 +262,56 @@ class CompressionState:
                  bucket is compressed in the model's parameter order (a
                  copy when DDP's bucket holds them in another order)
 
+    log_every -- N > 0: every N steps (when a step's last bucket is
+                 posted), rank 0 logs the communicator's statistics since
+                 its previous record (Comm.stats(): requests still in flight
+                 count in the next) to the logger "cc_coll.torch" at INFO:
+                 calls, bytes on the wire and uncompressed, their ratio, the
+                 seconds compressing, communicating and decompressing, and
+                 for AUTO how many calls it compressed. 0 (the default): no
+                 logging
+
+    PyTorch's PowerSGDState names: matrix_approximation_rank (rank),
+    start_powerSGD_iter (start_iter), use_error_feedback (ef),
+    min_compression_rate and warm_start are accepted for the same settings
+    (keywords; giving both spellings with different values is a
+    ValueError).
+
     Counters: iter (the steps the hook has seen, counted at each step's
     last bucket, as powerSGD_hook counts them). state_dict() and
     load_state_dict() save and restore them with the communicator's whole
     compression state.
     """
 
-    def __init__(self, comm, method="topk", density=0.01, rank=1, start_iter=2, min_compression_rate=2.0,
-                 warm_start=True, ef=True, policy=None, sparsifier=None, load_factor=None, seed=None,
-                 key_base=DEFAULT_KEY_BASE, model=None, ramp_steps=0, ramp_density=None, ramp_rank=None):
+    def __init__(self, comm: Any, method: Union[Method, int, str] = "topk", density: float = 0.01,
+                 rank: int = _Default(1), start_iter: int = _Default(2),  # type: ignore[assignment]
+                 min_compression_rate: float = 2.0, warm_start: bool = True,
+                 ef: bool = _Default(True),  # type: ignore[assignment]
+                 policy: Optional[Callable[..., bool]] = None, sparsifier: Any = None,
+                 load_factor: Optional[float] = None, seed: Optional[int] = None, key_base: int = DEFAULT_KEY_BASE,
+                 model: Optional["torch.nn.Module"] = None, ramp_steps: int = 0, ramp_density: Optional[float] = None,
+                 ramp_rank: Optional[int] = None, *, log_every: int = 0,
+                 matrix_approximation_rank: Optional[int] = None, start_powerSGD_iter: Optional[int] = None,
+                 use_error_feedback: Optional[bool] = None) -> None:
+        rank, rank_name = _resolve("rank", rank, "matrix_approximation_rank", matrix_approximation_rank)
+        start_iter, start_name = _resolve("start_iter", start_iter, "start_powerSGD_iter", start_powerSGD_iter)
+        ef, _ = _resolve("ef", ef, "use_error_feedback", use_error_feedback)
+        if isinstance(log_every, bool) or not isinstance(log_every, numbers.Integral) or log_every < 0:
+            raise ValueError("log_every must be an int >= 0 (0: no logging), not %r" % (log_every,))
         self._own_comm = not isinstance(comm, Comm)
         self.comm = Comm(comm) if self._own_comm else comm
         self.method = _enum_arg(Method, method, "method")
         if not isinstance(self.method, Method):
             raise ValueError("method = %r: the hook supports %s" % (method, method_names(Method)))
+        self.log_every = int(log_every)
+        self._logged: Optional[Any] = None  # the Stats of the last log record
         if isinstance(ramp_steps, bool) or not isinstance(ramp_steps, numbers.Integral) or ramp_steps < 0:
             raise ValueError("ramp_steps must be an int >= 0, not %r" % (ramp_steps,))
         for name, value in (("density", density), ("ramp_density", ramp_density)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
                                       or not 0 < value <= 1):
                 raise ValueError("%s must be a number in (0, 1], not %r" % (name, value))
-        for name, value in (("rank", rank), ("ramp_rank", ramp_rank)):
+        for name, value in ((rank_name, rank), ("ramp_rank", ramp_rank)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)
                                       or value < 1):
                 raise ValueError("%s must be an int >= 1, not %r" % (name, value))
@@ -251,7 +321,7 @@ class CompressionState:
         if policy is not None and not callable(policy):
             raise TypeError("policy must be None or a callable policy(grad, param) -> bool, not %r" % (policy,))
         if isinstance(start_iter, bool) or not isinstance(start_iter, numbers.Integral) or start_iter < 0:
-            raise ValueError("start_iter must be an int >= 0, not %r" % (start_iter,))
+            raise ValueError("%s must be an int >= 0, not %r" % (start_name, start_iter))
         if isinstance(key_base, bool) or not isinstance(key_base, numbers.Integral) \
                 or not 0 <= key_base < (1 << 64) - (1 << (_GEN_BITS + _INDEX_BITS + _POS_BITS)):
             raise ValueError("key_base = %r leaves no room for the hook's keys below 2**64" % (key_base,))
@@ -294,12 +364,12 @@ class CompressionState:
         done = max(0.0, done)
         return start ** (1.0 - done) * end ** done
 
-    def density_at(self, step):
+    def density_at(self, step: int) -> float:
         """TOPK's, SKETCH's and AUTO's density at step `step` (counted as
         iter counts them, from 0): the ramp's value."""
         return min(1.0, self._ramp(step, self.ramp_density, self.density))
 
-    def rank_at(self, step):
+    def rank_at(self, step: int) -> int:
         """LOWRANK's (and AUTO's) rank at step `step`: the ramp's value."""
         return max(1, int(round(self._ramp(step, self.ramp_rank, self.rank))))
 
@@ -332,7 +402,7 @@ class CompressionState:
         return Params(method=m, density=self.density, ef=self.ef, sparsifier=self.sparsifier,
                       load_factor=self.load_factor, seed=self.seed)
 
-    def ef_key(self, bucket_index, position=None, generation=None):
+    def ef_key(self, bucket_index: int, position: Optional[int] = None, generation: Optional[int] = None) -> int:
         """The ef_key of bucket `bucket_index`'s whole buffer (position None)
         or of its gradient number `position`, in the bucket's current
         generation (the number of times its layout changed) unless given."""
@@ -344,14 +414,14 @@ class CompressionState:
         return (self.key_base + ((generation % (1 << _GEN_BITS)) << (_INDEX_BITS + _POS_BITS))
                 + (bucket_index << _POS_BITS) + pos)
 
-    def param_key(self, param_index):
+    def param_key(self, param_index: int) -> int:
         """The ef_key of the gradient of parameter number `param_index` of
         the model (with a model: those compressed gradient by gradient)."""
         if not 0 <= param_index < (1 << (_INDEX_BITS + _POS_BITS)):
             raise ValueError("parameter %d: beyond the hook's key space" % param_index)
         return self.key_base + (_PARAM_GEN << (_INDEX_BITS + _POS_BITS)) + param_index
 
-    def shard_key(self, key):
+    def shard_key(self, key: int) -> int:
         """The ef_key of reduce_scatter_hook's flat gradient number `key`."""
         if isinstance(key, bool) or not isinstance(key, numbers.Integral) \
                 or not 0 <= key < (1 << (_INDEX_BITS + _POS_BITS)):
@@ -368,7 +438,7 @@ class CompressionState:
             raise ValueError("a parameter of the bucket (shape %s) is not one of the model given to "
                              "CompressionState" % (tuple(param.shape),)) from None
 
-    def layout(self, bucket_index):
+    def layout(self, bucket_index: int) -> Optional[List[BucketEntry]]:
         """The BucketEntry list of the bucket's last call: how its tensors
         were sent, under which ef_keys (Comm.ef_residual reads their
         residuals), or None for a bucket not seen yet."""
@@ -403,6 +473,33 @@ class CompressionState:
                 with self._lock:
                     self._stale.append(e)
 
+    # -- steps and their log ----------------------------------------------
+
+    def _end_step(self) -> None:
+        """A step's last bucket was posted: count the step, and log the
+        statistics of the last log_every steps when due."""
+        self.iter += 1
+        if self.log_every and self.iter % self.log_every == 0 and self.comm.rank == 0:
+            self._log()
+
+    def _log(self) -> None:
+        now = self.comm.stats()
+        last = self._logged
+        self._logged = now
+        if last is not None:
+            now_d = now.as_dict()
+            delta = type(now)(**{k: v - getattr(last, k) for k, v in now_d.items()})
+        else:
+            delta = now
+        text = ("step %d (%s, last %d steps): %d calls, %d bytes on the wire of %d (%.1fx less), "
+                "%.3f s compressing, %.3f s communicating, %.3f s decompressing"
+                % (self.iter, self.method.name.lower(), self.log_every, delta.calls, delta.bytes_wire,
+                   delta.bytes_uncompressed, delta.ratio, delta.time_compress, delta.time_communicate,
+                   delta.time_decompress))
+        if self.method.caps & MethodCap.SELECTS:
+            text += ", %s compressed %d of %d calls" % (self.method.name, delta.auto_lossy_calls, delta.auto_calls)
+        logger.info(text)
+
     # -- in-flight bookkeeping -------------------------------------------
 
     def _post(self, post, buffer, after=None):
@@ -429,14 +526,14 @@ class CompressionState:
         return request.to_torch_future().then(finish)
 
     @property
-    def inflight(self):
+    def inflight(self) -> int:
         """Requests posted by the hook and not yet completed."""
         with self._lock:
             return self._inflight
 
     # -- checkpoints --------------------------------------------------------
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """This rank's hook state for a training checkpoint: the counters
         and the communicator's whole compression state
         (Comm.state_export(): residuals, LOWRANK factors and call counts).
@@ -455,7 +552,7 @@ class CompressionState:
             "comm_state": self.comm.state_export(),
         }
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Restore what state_dict() saved on this rank, all or nothing: a
         dict of another format raises ValueError, a compression state that
         is corrupt or of another rank or communicator size raises the
@@ -478,7 +575,7 @@ class CompressionState:
         self._buckets = buckets
         self._stale = stale
 
-    def close(self):
+    def close(self) -> None:
         """Close the Comm the state created (one it was given stays open)."""
         if self._own_comm:
             self.comm.close()
@@ -520,7 +617,7 @@ def _offsets(buffer, grads):
     return out
 
 
-def allreduce_hook(state, bucket):
+def allreduce_hook(state: Any, bucket: GradBucket) -> HookFuture:
     """The bucket buffer averaged (method NONE, op AVG) through the library,
     whatever state.method says: what DDP's default allreduce does. A
     CompressionState (or anything with a `comm`) is the state."""
@@ -529,13 +626,13 @@ def allreduce_hook(state, bucket):
     if isinstance(state, CompressionState):
         state._drop_stale()
         if bucket.is_last():
-            state.iter += 1
+            state._end_step()
         return state._post(lambda: state.comm.iallreduce(array, op="avg", method="none", dtype=dtype), buffer)
     request = state.comm.iallreduce(array, op="avg", method="none", dtype=dtype)
     return request.to_torch_future().then(lambda fut: (fut.value(), buffer)[1])
 
 
-def compression_hook(state, bucket):
+def compression_hook(state: CompressionState, bucket: GradBucket) -> HookFuture:
     """A DDP communication hook (model.register_comm_hook(state,
     compression_hook)) compressing with the CompressionState's method.
 
@@ -568,7 +665,7 @@ def compression_hook(state, bucket):
     step = state.iter
     method = state.method if step >= state.start_iter else Method.NONE
     if bucket.is_last():
-        state.iter += 1
+        state._end_step()
     comm = state.comm
     grads = bucket.gradients()
     shapes = tuple(tuple(g.shape) for g in grads)
@@ -638,7 +735,8 @@ def compression_hook(state, bucket):
     return state._post(lambda: comm.iallreduce_group(sendbufs, op="avg", params=plist, dtype=dtype), buffer)
 
 
-def reduce_scatter_hook(state, grad, output=None, key=0):
+def reduce_scatter_hook(state: CompressionState, grad: "torch.Tensor", output: Optional["torch.Tensor"] = None,
+                        key: int = 0) -> HookFuture:
     """Sharded data parallelism: average a flat gradient over the ranks into
     this rank's shard, compressed with the state's method (NONE, TOPK or
     SKETCH, error feedback as the state says), without blocking.

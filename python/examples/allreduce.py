@@ -37,5 +37,5 @@ with cc_coll.Comm(world) as comm:
         print("libcc_coll %s on %d ranks" % (cc_coll.version(), comm.size))
         print("running mean after %d TOPK steps: max relative error %.3g" % (steps, error))
         print("TOPK bytes on the wire / uncompressed: %d / %d"
-              % (stats["bytes_wire"], stats["bytes_uncompressed"]))
+              % (stats.bytes_wire, stats.bytes_uncompressed))
     assert error < 0.2, error

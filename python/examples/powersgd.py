@@ -44,5 +44,5 @@ with cc_coll.Comm(world) as comm:
         print("running mean after %d steps: max relative error %s"
               % (steps, ", ".join("%.3g" % e for e in errors)))
         print("bytes on the wire / uncompressed: %d / %d"
-              % (stats["bytes_wire"], stats["bytes_uncompressed"]))
+              % (stats.bytes_wire, stats.bytes_uncompressed))
     assert max(errors) < 0.1, errors

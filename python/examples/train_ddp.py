@@ -58,7 +58,7 @@ stats = comm.stats()
 checkpoint = state.state_dict()             # with the model's and optimizer's
 if world.rank == 0:
     print("bytes on the wire / uncompressed: %d / %d (%.1fx less)"
-          % (stats["bytes_wire"], stats["bytes_uncompressed"], stats["bytes_uncompressed"] / stats["bytes_wire"]))
+          % (stats.bytes_wire, stats.bytes_uncompressed, stats.ratio))
     print("checkpoint: hook step %d, compression state %d bytes" % (checkpoint["iter"], len(checkpoint["comm_state"])))
 assert loss.item() < 0.5 * first, (first, loss.item())
 comm.close()
@@ -66,8 +66,4 @@ world.Barrier()
 if world.rank == 0:
     os.remove(os.path.join(path, "rendezvous"))
     os.rmdir(path)
-# PyTorch 1.13 can abort while destroying a gloo group at exit (see
-# docs/pytorch.md): finalise MPI and leave without destructors.
-sys.stdout.flush()
-MPI.Finalize()
-os._exit(0)
+dist.destroy_process_group()

@@ -26,7 +26,7 @@ for the row masks) trains a few steps on CPU, each rank on its own batches:
     h_i + e = u_i, m = H, and each c_i holds at most ceil(density n)
     elements; a refresh step sets h_i = H = m;
   - refresh="exponential": the warm-up and refresh steps send the dense
-    size (Comm.stats()["bytes_wire"]), the others less, and v changes on
+    size (Comm.stats().bytes_wire), the others less, and v changes on
     exactly those steps;
   - mask_zero_rows: embedding rows unused in the warm-up keep zero
     momentum, residual, h and H after it, while used later;
@@ -340,9 +340,9 @@ class Adam(Base):
         self.assertEqual({s for s in range(20) if opt.averaging_gradients(s)}, {0, 1, 4, 8, 16})
         for s in range(10):
             v = [opt.state[p]["exp_avg_sq"].clone() for p in net.parameters()]
-            before = comm.stats()["bytes_wire"]
+            before = comm.stats().bytes_wire
             train(net, opt, s)
-            sent = comm.stats()["bytes_wire"] - before
+            sent = comm.stats().bytes_wire - before
             changed = any(not bits_equal(a, opt.state[p]["exp_avg_sq"]) for a, p in zip(v, net.parameters()))
             if s in expected_dense:
                 self.assertEqual(sent, dense, "step %d" % s)

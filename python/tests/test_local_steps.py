@@ -263,7 +263,7 @@ class LocalSteps(unittest.TestCase):
                 for s in range(2 + 3 * 3):
                     syncs = opt.syncs
                     train_step(net, opt, s)
-                    wire.append(comm.stats()["bytes_wire"])
+                    wire.append(comm.stats().bytes_wire)
                     if opt.syncs != syncs:
                         self.assertTrue(same_on_all_ranks(flat(net.parameters())))
                 per_step = np.diff([0] + wire)

@@ -9,6 +9,7 @@ forever in a collective its peer has left.
 """
 
 import contextlib
+import dataclasses
 import gc
 import math
 import os
@@ -22,6 +23,13 @@ from mpi4py import MPI
 
 import cc_coll
 from cc_coll import Dtype, Method, Op, Sparsifier, Status
+
+
+def error_class(status):
+    """The exception class of `status`: its name in CamelCase + Error
+    (INVALID_ARG: InvalidArgError, MPI: MPIError)."""
+    words = {"MPI": "MPI", "EF": "EF", "CUDA": "CUDA"}
+    return getattr(cc_coll, "".join(words.get(w, w.capitalize()) for w in Status(status).name.split("_")) + "Error")
 
 WORLD = MPI.COMM_WORLD
 RANK, SIZE = WORLD.rank, WORLD.size
@@ -254,9 +262,9 @@ class Topk(Base):
                                    rtol=0, atol=1e-4 * steps * np.abs(exact).max())
         # the sparse path really ran: k = 20 (index, value) pairs + header per rank and call
         s = self.comm.stats()
-        self.assertEqual(s["calls"], steps)
-        self.assertEqual(s["bytes_uncompressed"], steps * n * 4)
-        self.assertLess(s["bytes_wire"], s["bytes_uncompressed"] / 10)
+        self.assertEqual(s.calls, steps)
+        self.assertEqual(s.bytes_uncompressed, steps * n * 4)
+        self.assertLess(s.bytes_wire, s.bytes_uncompressed / 10)
 
         # Without EF the same elements are sent every time: no convergence.
         no_ef, _, _ = self.running_mean_error(grad, steps // 10, ef=False, key=2)
@@ -326,10 +334,10 @@ class Sketch(Base):
             self.assertTrue(same_sketch_result(sk, tk), dtype)
             self.assertTrue(same_on_all_ranks(sk))
             # the sketch path ran, and peeling recovered every support element
-            self.assertEqual(s["calls"], 1)
-            self.assertEqual(s["sketch_elements"], support)
-            self.assertEqual(s["sketch_peeled"], support)
-            self.assertLess(s["bytes_wire"], s["bytes_uncompressed"] / 2)
+            self.assertEqual(s.calls, 1)
+            self.assertEqual(s.sketch_elements, support)
+            self.assertEqual(s.sketch_peeled, support)
+            self.assertLess(s.bytes_wire, s.bytes_uncompressed / 2)
             # AVG divides the same sum
             sk = self.comm.allreduce(x, np.empty_like(x), op="avg", method=Method.SKETCH, density=density,
                                      ef=False, load_factor=0.75)
@@ -348,7 +356,7 @@ class Sketch(Base):
                                       ef_key=key, load_factor=0.5, seed=seed)
             self.assertTrue(same_sketch_result(out, expected), seed)
             s = self.comm.stats()
-            self.assertEqual(s["sketch_peeled"], s["sketch_elements"])
+            self.assertEqual(s.sketch_peeled, s.sketch_elements)
             np.testing.assert_array_equal(self.comm.ef_residual(out, ef_key=key), x - selected)
 
     def test_threshold_sparsifier(self):
@@ -369,7 +377,7 @@ class Sketch(Base):
                                   zero_fraction=0.95, load_factor=0.5, ef=True, ef_key=77)
         self.assertTrue(same_sketch_result(out, expected))
         s = self.comm.stats()
-        self.assertEqual((s["sketch_elements"], s["sketch_peeled"]), (SKETCH_BLOCK, SKETCH_BLOCK))
+        self.assertEqual((s.sketch_elements, s.sketch_peeled), (SKETCH_BLOCK, SKETCH_BLOCK))
         # error feedback keeps exactly what was not sent
         residual = self.comm.ef_residual(out, ef_key=77)
         np.testing.assert_array_equal(residual, np.where(kept, 0.0, 2.0 ** -10))
@@ -452,14 +460,14 @@ class ReduceScatter(Base):
                                            ef=False, load_factor=0.75)
             self.assertTrue(same_sketch_result(out, ref), dtype)
             s = self.comm.stats()
-            self.assertEqual(s["calls"], 1)
-            self.assertEqual(s["bytes_uncompressed"], x.size * x.itemsize)
-            self.assertLess(s["bytes_wire"], s["bytes_uncompressed"])
-            self.assertEqual(s["sketch_peeled"], s["sketch_elements"])
+            self.assertEqual(s.calls, 1)
+            self.assertEqual(s.bytes_uncompressed, x.size * x.itemsize)
+            self.assertLess(s.bytes_wire, s.bytes_uncompressed)
+            self.assertEqual(s.sketch_peeled, s.sketch_elements)
             # each rank decoded its shard of the union of the selections
             kept = (top_k(x, k) != 0).astype(np.int32)
             WORLD.Allreduce(MPI.IN_PLACE, kept, op=MPI.MAX)
-            self.assertEqual(s["sketch_elements"], int(np.count_nonzero(kept[RANK * rc:(RANK + 1) * rc])))
+            self.assertEqual(s.sketch_elements, int(np.count_nonzero(kept[RANK * rc:(RANK + 1) * rc])))
 
     def test_topk_error_feedback(self):
         # TOPK sends a top k of each shard and keeps the rest in the residual:
@@ -486,6 +494,8 @@ class Errors(Base):
             fn(*args, **kwargs)
         self.assertIsInstance(cm.exception.status, Status)
         self.assertEqual(cm.exception.status, status, str(cm.exception))
+        # raised as the status's own subclass (InvalidArgError, ...)
+        self.assertIs(type(cm.exception), error_class(status))
         return cm.exception
 
     def test_non_contiguous(self):
@@ -716,7 +726,7 @@ class NonBlocking(Base):
             for key, like in ((1, y["topk"]), (2, y["inplace"]), (3, y["group"][0]), (4, y["rs"])):
                 self.assertSameBits(nb.ef_residual(like, ef_key=key), ref.ef_residual(like, ef_key=key),
                                     "%s progress, residual %d" % (mode, key))
-            self.assertEqual(nb.stats()["bytes_wire"], ref.stats()["bytes_wire"])
+            self.assertEqual(nb.stats().bytes_wire, ref.stats().bytes_wire)
         finally:
             nb.close()
             ref.close()
@@ -833,6 +843,7 @@ class NonBlocking(Base):
         with self.assertRaises(cc_coll.Error) as cm:
             fn(*args, **kwargs)
         self.assertEqual(cm.exception.status, status, str(cm.exception))
+        self.assertIs(type(cm.exception), error_class(status))
         return cm.exception
 
     def test_misuse(self):
@@ -904,36 +915,46 @@ class NonBlocking(Base):
 class Stats(Base):
     def test_counts_calls(self):
         s = self.comm.stats()
-        self.assertEqual(set(s), {"calls", "bytes_uncompressed", "bytes_wire",
-                                  "time_compress", "time_communicate", "time_decompress",
-                                  "sketch_elements", "sketch_peeled", "time_total",
-                                  "auto_calls", "auto_lossy_calls", "auto_predicted",
-                                  "auto_explored_calls", "auto_measured"})
-        self.assertEqual(s["calls"], 0)
+        self.assertIsInstance(s, cc_coll.Stats)
+        self.assertEqual([f.name for f in dataclasses.fields(s)],
+                         ["calls", "bytes_uncompressed", "bytes_wire", "time_compress", "time_communicate",
+                          "time_decompress", "sketch_elements", "sketch_peeled", "time_total",
+                          "auto_calls", "auto_lossy_calls", "auto_predicted", "auto_explored_calls", "auto_measured"])
+        self.assertEqual(s.calls, 0)
+        self.assertEqual(s.ratio, 1.0)
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            s.calls = 1
         x = np.ones(1000, dtype=np.float32)
         for _ in range(3):
             self.comm.allreduce(x, np.empty_like(x), method="none")
         s = self.comm.stats()
-        self.assertEqual(s["calls"], 3)
-        self.assertEqual(s["bytes_uncompressed"], 3 * 1000 * 4)
-        self.assertEqual(s["bytes_wire"], 3 * 1000 * 4)
-        self.assertGreaterEqual(s["time_communicate"], 0.0)
+        self.assertEqual(s.calls, 3)
+        self.assertEqual(s.bytes_uncompressed, 3 * 1000 * 4)
+        self.assertEqual(s.bytes_wire, 3 * 1000 * 4)
+        self.assertEqual(s.ratio, 1.0)
+        self.assertGreaterEqual(s.time_communicate, 0.0)
+        self.assertEqual(s.as_dict()["bytes_wire"], s.bytes_wire)
+        # the dict interface of earlier versions still answers, deprecated
+        with self.assertWarns(DeprecationWarning):
+            self.assertEqual(s["calls"], 3)
+        self.assertEqual(set(s), set(s.as_dict()))
+        self.assertIn("bytes_wire", s)
         # failed calls do not count
         with self.assertRaises(cc_coll.Error):
             self.comm.allreduce(x, method="topk", density=2.0)
-        self.assertEqual(self.comm.stats()["calls"], 3)
+        self.assertEqual(self.comm.stats().calls, 3)
         self.comm.allreduce(x.astype(np.float64))
-        self.assertEqual(self.comm.stats()["calls"], 4)
-        self.assertEqual(self.comm.stats()["bytes_uncompressed"], 3 * 4000 + 8000)
+        self.assertEqual(self.comm.stats().calls, 4)
+        self.assertEqual(self.comm.stats().bytes_uncompressed, 3 * 4000 + 8000)
         # a reduce-scatter counts recvcount * size elements
         self.comm.reduce_scatter(np.ones(SIZE * 100, dtype=np.float32), np.empty(100, dtype=np.float32),
                                  method="none")
         s = self.comm.stats()
-        self.assertEqual(s["calls"], 5)
-        self.assertEqual(s["bytes_uncompressed"], 3 * 4000 + 8000 + SIZE * 400)
-        self.assertEqual((s["sketch_elements"], s["sketch_peeled"]), (0, 0))
+        self.assertEqual(s.calls, 5)
+        self.assertEqual(s.bytes_uncompressed, 3 * 4000 + 8000 + SIZE * 400)
+        self.assertEqual((s.sketch_elements, s.sketch_peeled), (0, 0))
         self.comm.reset_stats()
-        self.assertEqual(self.comm.stats()["calls"], 0)
+        self.assertEqual(self.comm.stats().calls, 0)
 
     def test_rank_size(self):
         self.assertEqual((self.comm.rank, self.comm.size), (RANK, SIZE))

@@ -339,7 +339,7 @@ class Group(Errors, Base):
                 self.check_results(tensors, outs, op)
                 for t, b in zip(tensors, before):
                     self.assertTrue(np.array_equal(bits(t), bits(b)), "sendbuf changed")
-                self.assertEqual(self.comm.stats()["calls"], len(tensors))
+                self.assertEqual(self.comm.stats().calls, len(tensors))
                 # the compressed tensors' states, named by their recvbufs
                 self.assertEqual(self.comm.lowrank_state(outs[0], ef_key=key)[:4], (64, 48, 2, 1))
                 self.assertEqual(self.comm.lowrank_state(outs[3], ef_key=key + 3)[:4], (30, 20, 1, 1))
@@ -404,7 +404,7 @@ class Group(Errors, Base):
                         self.assertEqual(s[:3], (0, 0, 0), name)
                         self.assertTrue(np.array_equal(bits(out), bits(mpi_reference(g, cc_coll.Op[op.upper()]))),
                                         name)
-                self.assertEqual(self.comm.stats()["bytes_wire"], wire)
+                self.assertEqual(self.comm.stats().bytes_wire, wire)
                 self.assertEqual(n_compressed, 2)   # the conv and fc weights
 
     def test_single_params_and_dtypes(self):

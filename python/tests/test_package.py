@@ -21,6 +21,7 @@ import unittest
 
 import numpy as np
 
+import api_checks  # noqa: E402 (python/tests)
 import cc_coll
 from cc_coll import _lib
 
@@ -398,6 +399,66 @@ class NoMpi(unittest.TestCase):
         import pickle
         e2 = pickle.loads(pickle.dumps(e))
         self.assertEqual((e2.status, e2.message), (e.status, e.message))
+        self.assertIs(type(e2), cc_coll.InvalidArgError)
+
+    # The exception class of every status but OK, named after it.
+    STATUS_ERRORS = {
+        "NULL_BUFFER": "NullBufferError", "INVALID_DTYPE": "InvalidDtypeError", "INVALID_OP": "InvalidOpError",
+        "INVALID_METHOD": "InvalidMethodError", "COUNT_OVERFLOW": "CountOverflowError",
+        "INVALID_COMM": "InvalidCommError", "INVALID_PARAMS": "InvalidParamsError", "INVALID_ARG": "InvalidArgError",
+        "MPI": "MPIError", "MPI_NOT_INITIALIZED": "MPINotInitializedError",
+        "VERSION_MISMATCH": "VersionMismatchError", "CONFIG": "ConfigError", "NOT_SUPPORTED": "NotSupportedError",
+        "NO_MEMORY": "NoMemoryError", "INTERNAL": "InternalError", "EF_LIMIT": "EFLimitError",
+        "MISMATCH": "MismatchError", "CUDA": "CUDAError",
+    }
+
+    def test_error_class_per_status(self):
+        self.assertEqual(set(self.STATUS_ERRORS), {s.name for s in cc_coll.Status if s != cc_coll.Status.OK})
+        for name, cls_name in self.STATUS_ERRORS.items():
+            status = cc_coll.Status[name]
+            cls = getattr(cc_coll, cls_name)
+            self.assertIn(cls_name, cc_coll.__all__)
+            self.assertTrue(issubclass(cls, cc_coll.Error) and cls is not cc_coll.Error, cls_name)
+            self.assertEqual(cls.STATUS, status)
+            self.assertTrue(cls.__doc__ and cls.__doc__.startswith("Status.%s: " % name), cls_name)
+            # Error(status, message), as the library's status comes back, builds the subclass
+            e = cc_coll.Error(int(status), "the message")
+            self.assertIs(type(e), cls)
+            self.assertEqual((e.status, e.message), (status, "the message"))
+            # and the subclass takes its message alone
+            e = cls("why")
+            self.assertEqual((e.status, e.message, str(e)), (status, "why", "CC_COLL_ERR_%s: why" % name))
+            with self.assertRaises(cc_coll.Error):
+                raise e
+        self.assertIs(type(cc_coll.Error(-99)), cc_coll.Error)
+        with self.assertRaisesRegex(TypeError, "needs a status"):
+            cc_coll.Error()
+        # the library's own statuses come back as their classes
+        with self.assertRaises(cc_coll.VersionMismatchError):
+            cc_coll.check_version(cc_coll.ABI_MAJOR + 1, 0)
+        with self.assertRaises(cc_coll.MPINotInitializedError):
+            cc_coll.Comm(0)
+
+    def test_stats_type(self):
+        import dataclasses
+        import warnings
+        s = cc_coll.Stats(calls=2, bytes_uncompressed=800, bytes_wire=100)
+        self.assertTrue(dataclasses.is_dataclass(s))
+        self.assertEqual((s.calls, s.bytes_wire, s.ratio), (2, 100, 8.0))
+        self.assertEqual(cc_coll.Stats(bytes_uncompressed=8).ratio, float("inf"))
+        self.assertEqual(s.as_dict()["bytes_uncompressed"], 800)
+        # every field is described in the class's docstring
+        for f in dataclasses.fields(cc_coll.Stats):
+            self.assertRegex(cc_coll.Stats.__doc__, r"\n    %s +-- " % f.name)
+        # the dict of earlier versions: item access still works, deprecated
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.assertEqual(s["bytes_wire"], 100)
+            with self.assertRaises(KeyError):
+                s["no_such_counter"]
+        self.assertTrue(caught and all(issubclass(w.category, DeprecationWarning) for w in caught))
+        self.assertIn("stats.bytes_wire", str(caught[0].message))
+        self.assertEqual(dict(zip(s.keys(), (getattr(s, k) for k in s))), s.as_dict())
 
     def test_params_struct(self):
         from cc_coll._params import _params
@@ -527,6 +588,50 @@ class NoMpi(unittest.TestCase):
         self.assertTrue(np.isnan(cc_coll.from_bfloat16(cc_coll.to_bfloat16(np.float32(np.nan)))))
 
 
+class Api(unittest.TestCase):
+    """help() answers and the type hints are there (PEP 561: py.typed)."""
+
+    def test_help_answers(self):
+        import pydoc
+        self.assertEqual(api_checks.undocumented(cc_coll), [])
+        text = pydoc.render_doc(cc_coll.Stats, renderer=pydoc.plaintext)
+        self.assertIn("bytes_wire         -- the bytes this rank sent", text)
+        text = pydoc.render_doc(cc_coll.Comm.allreduce, renderer=pydoc.plaintext)
+        self.assertRegex(text, r"sendbuf: [^,]*ndarray")
+        self.assertIn("Allreduce numpy arrays over the communicator", text)
+
+    def test_type_hints(self):
+        self.assertEqual(api_checks.unannotated(cc_coll), [])
+        import typing
+        hints = typing.get_type_hints(cc_coll.Comm.stats)
+        self.assertIs(hints["return"], cc_coll.Stats)
+
+    def test_py_typed_installed(self):
+        # pip installs the marker with the package (from a copy of python/:
+        # building writes into the source folder)
+        import shutil
+        import tempfile
+        self.assertTrue(os.path.isfile(os.path.join(os.path.dirname(cc_coll.__file__), "py.typed")))
+        r = subprocess.run([sys.executable, "-m", "pip", "--version"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        if r.returncode != 0:
+            self.skipTest("no pip in %s" % sys.executable)
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copytree(os.path.join(SOURCE_DIR, "python"), os.path.join(tmp, "src"),
+                            ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+            r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
+                                "--no-index", "--target", os.path.join(tmp, "t"), os.path.join(tmp, "src")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                               timeout=300)
+            if r.returncode != 0 and "setuptools" in r.stderr and "No module named" in r.stderr:
+                self.skipTest("no setuptools in %s" % sys.executable)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(os.path.isfile(os.path.join(tmp, "t", "cc_coll", "py.typed")))
+        # and CMake's install rule (CC_COLL_INSTALL_PYTHON) copies it
+        with open(os.path.join(SOURCE_DIR, "python", "CMakeLists.txt")) as f:
+            self.assertRegex(f.read(), r'install\(DIRECTORY cc_coll .*\n.*PATTERN "py\.typed"')
+
+
 class Docs(unittest.TestCase):
     def test_docs_show_the_tested_examples(self):
         with open(os.path.join(SOURCE_DIR, "docs", "python.md")) as f:
@@ -542,6 +647,15 @@ class Docs(unittest.TestCase):
             example = f.read()
         self.assertIn("```python\n" + example + "```\n", docs,
                       "docs/pytorch.md must quote python/examples/train_ddp.py verbatim")
+
+    def test_examples_exit_cleanly(self):
+        # the examples return normally: no os._exit, MPI finalised by mpi4py
+        folder = os.path.join(SOURCE_DIR, "python", "examples")
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name)) as f:
+                    text = f.read()
+                self.assertNotIn("os._exit", text, name)
 
     def test_import_without_torch(self):
         # cc_coll itself never imports PyTorch (only cc_coll.torch does).

@@ -213,7 +213,7 @@ class AgainstTorch(unittest.TestCase):
             wire = sum(outs[i].nbytes for i in range(len(SHAPES))) if step < START_ITER else sum(
                 sum(matrix_shape(SHAPES[i])) * compressed(SHAPES[i], rank)[1] * itemsize if i in layout
                 else outs[i].nbytes for i in range(len(SHAPES)))
-            self.assertEqual(comm.stats()["bytes_wire"], wire, "step %d: bytes_wire" % step)
+            self.assertEqual(comm.stats().bytes_wire, wire, "step %d: bytes_wire" % step)
             # PyTorch
             bucket = Bucket(grads)
             if first_compressed:

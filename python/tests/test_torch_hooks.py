@@ -43,6 +43,7 @@ import unittest
 import numpy as np
 from mpi4py import MPI
 
+import api_checks  # noqa: E402 (python/tests)
 import torch_mpi  # noqa: E402 (python/tests)
 
 import cc_coll
@@ -302,7 +303,7 @@ class Hooks(unittest.TestCase):
         wire = []
         for s in range(6):
             run.step(s)
-            wire.append(comm.stats()["bytes_wire"])
+            wire.append(comm.stats().bytes_wire)
         per_step = np.diff([0] + wire)
         if SIZE > 1:
             ramp = list(per_step[1:6])
@@ -316,10 +317,102 @@ class Hooks(unittest.TestCase):
         for s in range(4):
             run.step(s)
         stats = comm.stats()
-        self.assertGreater(stats["auto_calls"], 0)
+        self.assertGreater(stats.auto_calls, 0)
         self.assertTrue(same_on_all_ranks(flat_params(run.net)))
         self.assertEqual(run.state.method, cc_coll.Method.AUTO)
         self.assertTrue(all(np.isfinite(flat_params(run.net))))
+
+    # -- PyTorch's names, logging, the helper thread ------------------------------
+
+    def test_pytorch_names(self):
+        comm = self.comm()
+        torch_style = cct.CompressionState(comm, method="lowrank", matrix_approximation_rank=4,
+                                           start_powerSGD_iter=3, min_compression_rate=3, use_error_feedback=False,
+                                           warm_start=False)
+        ours = cct.CompressionState(comm, method="lowrank", rank=4, start_iter=3, min_compression_rate=3, ef=False,
+                                    warm_start=False)
+        for s in (torch_style, ours):
+            self.assertEqual((s.rank, s.start_iter, s.min_compression_rate, s.ef, s.warm_start), (4, 3, 3, False, False))
+        self.assertEqual(torch_style._method_params, ours._method_params)
+        # both spellings: fine when they agree, a ValueError naming both when they do not
+        both = cct.CompressionState(comm, method="lowrank", rank=4, matrix_approximation_rank=4)
+        self.assertEqual(both.rank, 4)
+        for ours_name, torch_name, a, b in (("rank", "matrix_approximation_rank", 1, 4),
+                                            ("start_iter", "start_powerSGD_iter", 2, 10),
+                                            ("ef", "use_error_feedback", True, False)):
+            with self.subTest(ours_name):
+                with self.assertRaisesRegex(ValueError, "%s=%r and %s=%r" % (ours_name, a, torch_name, b)):
+                    cct.CompressionState(comm, method="lowrank", **{ours_name: a, torch_name: b})
+        with self.assertRaisesRegex(ValueError, "matrix_approximation_rank"):
+            cct.CompressionState(comm, method="lowrank", matrix_approximation_rank=0)  # checked as rank is
+        # the defaults still read as values in help()
+        import inspect
+        sig = inspect.signature(cct.CompressionState)
+        self.assertEqual((repr(sig.parameters["rank"].default), repr(sig.parameters["start_iter"].default),
+                          repr(sig.parameters["ef"].default)), ("1", "2", "True"))
+        self.assertEqual(cct.CompressionState(comm).rank, 1)
+
+    def test_help_and_type_hints(self):
+        import pydoc
+        self.assertEqual(api_checks.undocumented(cct), [])
+        self.assertEqual(api_checks.unannotated(cct), [])
+        text = pydoc.render_doc(cct.CompressionState, renderer=pydoc.plaintext)
+        for name in ("matrix_approximation_rank", "start_powerSGD_iter", "use_error_feedback", "log_every"):
+            self.assertIn(name, text)
+
+    def test_log_every(self):
+        import logging
+
+        class Collect(logging.Handler):
+            def __init__(self):
+                super().__init__(logging.INFO)
+                self.messages = []
+
+            def emit(self, record):
+                self.messages.append(record.getMessage())
+
+        handler = Collect()
+        log = logging.getLogger("cc_coll.torch")
+        log.addHandler(handler)
+        level = log.level
+        log.setLevel(logging.INFO)
+        self.addCleanup(log.removeHandler, handler)
+        self.addCleanup(log.setLevel, level)
+        comm = self.comm()
+        run = Run(comm, cct.compression_hook, dict(method="auto", density=0.1, rank=2, start_iter=1,
+                                                   log_every=2)).start()
+        for s in range(7):
+            run.step(s)
+        if RANK != 0:
+            self.assertEqual(handler.messages, [])
+            return
+        self.assertEqual([m.split(" (")[0] for m in handler.messages], ["step 2", "step 4", "step 6"])
+        wire = [int(m.split(" bytes on the wire")[0].rsplit(" ", 1)[1]) for m in handler.messages]
+        self.assertTrue(all(w > 0 for w in wire), handler.messages)
+        self.assertLessEqual(sum(wire), comm.stats().bytes_wire)  # each record: since the previous one
+        self.assertIn("auto, last 2 steps", handler.messages[0])
+        self.assertIn("AUTO compressed", handler.messages[-1])
+        with self.assertRaisesRegex(ValueError, "log_every"):
+            cct.CompressionState(comm, log_every=-1)
+
+    def test_one_helper_thread(self):
+        # the futures of every bucket of every step complete on one thread
+        import threading
+        threads = []
+
+        def hook(state, bucket):
+            def seen(fut):
+                threads.append(threading.current_thread())
+                return fut.value()
+            return cct.compression_hook(state, bucket).then(seen)
+
+        run = Run(self.comm(), hook, dict(method="topk", density=0.1, start_iter=1), small_buckets=True).start()
+        for s in range(4):
+            run.step(s)
+        self.assertGreater(len(run.state._buckets), 1)
+        helpers = {id(t) for t in threads if t is not threading.main_thread()}
+        self.assertGreater(len(threads), 4)
+        self.assertLessEqual(len(helpers), 1, "%d helper threads for %d futures" % (len(helpers), len(threads)))
 
     def test_layer_policy_for_model(self):
         class LM(torch.nn.Module):

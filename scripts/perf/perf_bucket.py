@@ -106,13 +106,13 @@ def main():
         comm.reset_stats()
         t = timed(fill, group)
         s = comm.stats()
-        split = np.array([s["time_compress"], s["time_communicate"], s["time_decompress"]]) / args.iters
+        split = np.array([s.time_compress, s.time_communicate, s.time_decompress]) / args.iters
         world.Allreduce(MPI.IN_PLACE, split, op=MPI.MAX)
-        entry = dict(row=row, time_us=t * 1e6, speedup=t_mpi / t, wire_bytes=s["bytes_wire"] / args.iters,
+        entry = dict(row=row, time_us=t * 1e6, speedup=t_mpi / t, wire_bytes=s.bytes_wire / args.iters,
                      compress_us=split[0] * 1e6, communicate_us=split[1] * 1e6, decompress_us=split[2] * 1e6)
         if fields["method"] == "auto":
-            entry["auto_lossy_share"] = s["auto_lossy_calls"] / max(s["auto_calls"], 1)
-            entry["auto_predicted_us"] = s["auto_predicted"] / max(s["auto_calls"], 1) * 1e6
+            entry["auto_lossy_share"] = s.auto_lossy_calls / max(s.auto_calls, 1)
+            entry["auto_predicted_us"] = s.auto_predicted / max(s.auto_calls, 1) * 1e6
         results.append(entry)
         comm.ef_reset_all()
     if rank == 0:

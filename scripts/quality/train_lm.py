@@ -388,11 +388,11 @@ def main(argv):
         step_time.append(time.perf_counter() - t0)
         train_loss.append(loss.item())
         if comm is not None:
-            wire.append(comm.stats()["bytes_wire"])
+            wire.append(comm.stats().bytes_wire)
     if finish_sync is not None:
         finish_sync()
         if comm is not None:
-            wire[-1] = comm.stats()["bytes_wire"]
+            wire[-1] = comm.stats().bytes_wire
     val_curve.append((a.steps, evaluate()))
     wall = time.perf_counter() - t_run
     load_after = os.getloadavg()

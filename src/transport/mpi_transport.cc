@@ -4,7 +4,11 @@
 #include "transport/transport.hpp"
 
 #include <climits>
+#include <cstring>
+#include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 
 #include "core/dtype.hpp"
@@ -116,6 +120,60 @@ cc_coll_status_t run_mpi(const char *what, Blocking blocking, Start start)
 
 }  // namespace
 
+namespace {
+
+#if defined(OPEN_MPI)
+// Open MPI's MPI_Iallreduce (coll/libnbc) sums an in-place buffer, and any
+// buffer on fewer than 4 ranks, with a binomial tree unless told otherwise
+// (--mca coll_libnbc_iallreduce_algorithm): the whole buffer goes up to
+// rank 0 and back down, twice the time of a reduce-scatter + allgather on
+// two ranks. From kSplitSumBytes on (libnbc's own bound for its tree), a
+// request sums as a reduce-scatter (MPI_Ialltoallv of the P blocks, each
+// rank adding the P pieces of its block in the order of libnbc's binomial
+// tree, so the bits are those the tree gives) and an MPI_Iallgatherv.
+constexpr std::size_t kSplitSumBytes = 64 * 1024;
+
+cc_coll_status_t split_allreduce_sum(const void *send, void *recv, std::size_t count, std::size_t es,
+                                     MPI_Datatype type, MPI_Op op, MPI_Comm comm, int p, int rank)
+{
+    std::vector<int> counts(p), displs(p), scounts(p), rcounts(p), rdispls(p);
+    for (int r = 0; r < p; ++r) {
+        const std::size_t lo = count * r / p, hi = count * (r + 1) / p;
+        counts[r] = static_cast<int>((hi - lo) * es);
+        displs[r] = static_cast<int>(lo * es);
+    }
+    // Rank r's piece of this rank's block lands at slot r of `others` (none
+    // from itself: its own piece stays in recv).
+    const std::size_t mine = static_cast<std::size_t>(counts[rank]);
+    for (int r = 0; r < p; ++r) {
+        scounts[r] = r == rank ? 0 : counts[r];
+        rcounts[r] = r == rank ? 0 : counts[rank];
+        rdispls[r] = static_cast<int>(mine * r);
+    }
+    unsigned char *const own = static_cast<unsigned char *>(recv) + displs[rank];
+    if (send != recv) std::memcpy(own, static_cast<const unsigned char *>(send) + displs[rank], mine);
+    std::unique_ptr<unsigned char[]> others(new unsigned char[mine * p]);
+    CC_COLL_TRY(alltoallv_bytes(send, scounts.data(), displs.data(), others.get(), rcounts.data(), rdispls.data(),
+                                comm));
+    // The binomial tree: in round `step`, piece v += piece v + step. The sum
+    // of two is commutative (MPI_SUM, and the 16-bit ops), so it goes into
+    // whichever of the two is this rank's own block: the total ends there.
+    std::vector<unsigned char *> piece(p);
+    for (int r = 0; r < p; ++r) piece[r] = r == rank ? own : others.get() + mine * r;
+    const int n = static_cast<int>(mine / es);
+    for (int step = 1; step < p; step *= 2)
+        for (int v = 0; v + step < p; v += 2 * step) {
+            unsigned char *in = piece[v + step], *inout = piece[v];
+            if (in == own) std::swap(in, inout);
+            CC_COLL_TRY(check_mpi(MPI_Reduce_local(in, inout, n, type, op), "MPI_Reduce_local"));
+            piece[v] = inout;
+        }
+    return allgatherv_bytes_in_place(recv, counts.data(), displs.data(), comm);
+}
+#endif
+
+}  // namespace
+
 cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, cc_coll_dtype_t dtype,
                                MPI_Comm comm)
 {
@@ -123,6 +181,16 @@ cc_coll_status_t allreduce_sum(const void *send, void *recv, std::size_t count, 
     MPI_Op op = MPI_SUM;
     cc_coll_status_t st = check_int_count(count, "allreduce_sum");
     if (st != CC_COLL_OK || (st = sum_type_op(dtype, &type, &op)) != CC_COLL_OK) return st;
+#if defined(OPEN_MPI)
+    const std::size_t es = dtype_size(dtype);
+    if (progress::in_request() && count * es >= kSplitSumBytes && count * es <= static_cast<std::size_t>(INT_MAX)) {
+        int p = 1, rank = 0;
+        CC_COLL_TRY(check_mpi(MPI_Comm_size(comm, &p), "MPI_Comm_size"));
+        CC_COLL_TRY(check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank"));
+        if (p > 1 && count >= static_cast<std::size_t>(p))
+            return split_allreduce_sum(send, recv, count, es, type, op, comm, p, rank);
+    }
+#endif
     const void *sendarg = send == recv ? MPI_IN_PLACE : send;
     const int n = static_cast<int>(count);
     return run_mpi(
