@@ -245,7 +245,7 @@ void print_advice(const std::map<AdviceRowKey, AdviceRow> &merged, const double 
     });
     std::fprintf(stderr,
                  "[cc_coll] advice (CC_COLL_ADVISE=1): nothing was compressed; the rule in force would compress %" PRIu64
-                 " MPI_Allreduce calls, %" PRIu64 " bytes (summed over ranks), at %zu call sites\n",
+                 " calls, %" PRIu64 " bytes (summed over ranks), at %zu call sites\n",
                  calls, bytes, rows.size());
     std::fprintf(stderr,
                  "[cc_coll] advice: CC_COLL_METHOD=auto's cost model predicts these calls take %.6f s uncompressed "
