@@ -110,8 +110,8 @@ void setup(int thread_level)
     }
     if (advise && s.keyval != MPI_KEYVAL_INVALID && !cfg.quiet && s.world_rank == 0)
         std::fprintf(stderr,
-                     "[cc_coll] preload: advice mode (CC_COLL_ADVISE=1): nothing is compressed, every MPI_Allreduce "
-                     "goes to MPI unchanged; at MPI_Finalize rank 0 lists the calls the rule in force would "
+                     "[cc_coll] preload: advice mode (CC_COLL_ADVISE=1): nothing is compressed, every call goes to "
+                     "MPI unchanged; at MPI_Finalize rank 0 lists the calls the rule in force would "
                      "compress (%s) and the time CC_COLL_METHOD=auto's cost model predicts compression would save "
                      "(CC_COLL_QUIET=1 silences this line)\n",
                      eligibility_rule(cfg).c_str());
