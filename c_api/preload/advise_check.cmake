@@ -12,10 +12,11 @@
 #
 # -DLAUNCH=<launcher, its rank-count flag, NP and preflags, '|'-separated>
 # -DPOST=<postflags, '|'-separated> -DPROGRAM=<preload_advise_allreduce>
-# -DADVICE=<env args of the advice run> -DCOMPRESS=<env args of the
-# compressing run> (both in the launcher's syntax, '|'-separated)
+# -DPLAIN=<env args of the plain run, may be empty> -DADVICE=<env args of
+# the advice run> -DCOMPRESS=<env args of the compressing run> (in the
+# launcher's syntax, '|'-separated)
 # -DNP=<ranks> -DSTEPS=<steps> -DREPEATS=<CC_COLL_MIN_REPEATS>
-foreach(_v LAUNCH POST ADVICE COMPRESS)
+foreach(_v LAUNCH POST PLAIN ADVICE COMPRESS)
   string(REPLACE "|" ";" _${_v} "${${_v}}")
 endforeach()
 
@@ -43,7 +44,7 @@ function(_checksums text out_var)
   set(${out_var} "${_lines}" PARENT_SCOPE)
 endfunction()
 
-_run(plain plain_out plain_err)
+_run(plain plain_out plain_err ${_PLAIN})
 _run(advice advice_out advice_err ${_ADVICE})
 _run(compress compress_out compress_err ${_COMPRESS})
 _checksums("${plain_out}" plain_sums)
