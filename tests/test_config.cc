@@ -365,7 +365,7 @@ TEST(PreloadSettings, ShimSettingsCloseTheTable)
     std::size_t n = 0, m = 0;
     const cc_coll::detail::SettingDef *table = cc_coll::detail::settings(&n);
     const cc_coll::detail::SettingDef *shim = cc_coll::detail::preload_setting_defs(&m);
-    ASSERT_EQ(m, 6u);
+    ASSERT_EQ(m, 7u);
     ASSERT_GE(n, m);
     for (std::size_t i = 0; i < m; ++i) {
         const cc_coll::detail::SettingDef &s = table[n - m + i];
@@ -377,7 +377,8 @@ TEST(PreloadSettings, ShimSettingsCloseTheTable)
     }
     const char *expected[][2] = {{"CC_COLL_MIN_BYTES", "1M"}, {"CC_COLL_MIN_REPEATS", "100"},
                                  {"CC_COLL_ALLOW", ""},        {"CC_COLL_DENY", ""},
-                                 {"CC_COLL_QUIET", "0"},       {"CC_COLL_STATS", "0"}};
+                                 {"CC_COLL_QUIET", "0"},       {"CC_COLL_STATS", "0"},
+                                 {"CC_COLL_ADVISE", "0"}};
     for (std::size_t i = 0; i < m; ++i) {
         EXPECT_STREQ(shim[i].env_var, expected[i][0]);
         EXPECT_STREQ(shim[i].default_value, expected[i][1]);
@@ -450,6 +451,7 @@ TEST(PreloadSettings, EnvironmentOverridesDefault)
     env.vars["CC_COLL_ALLOW"] = "comm:grad*, site:train_step";
     env.vars["CC_COLL_DENY"] = "site:lmp+0x1000-0x2000";
     env.vars["CC_COLL_QUIET"] = "on";
+    env.vars["CC_COLL_ADVISE"] = " TRUE ";
     std::vector<std::string> errors;
     const PreloadSettings s = cc_coll::detail::load_preload_settings(env.lookup(), &errors);
     EXPECT_TRUE(errors.empty()) << errors.front();
@@ -466,6 +468,7 @@ TEST(PreloadSettings, EnvironmentOverridesDefault)
     EXPECT_EQ(s.ef_max_bytes, std::uint64_t{2} << 20);
     EXPECT_EQ(s.min_bytes, std::uint64_t{64} << 10);
     EXPECT_TRUE(s.stats);
+    EXPECT_TRUE(s.advise);
 
     env.vars["CC_COLL_MIN_BYTES"] = "0";
     env.vars["CC_COLL_STATS"] = "0";
@@ -555,17 +558,20 @@ TEST(PreloadSettings, EveryBadValueIsReportedInTableOrderAndKeepsTheDefault)
     env.vars["CC_COLL_MIN_BYTES"] = "lots";
     env.vars["CC_COLL_DENSITY"] = "2";
     env.vars["CC_COLL_SEED"] = "-1";  // a setting the shim does not use still counts
+    env.vars["CC_COLL_ADVISE"] = "sometimes";
     std::vector<std::string> errors;
     const PreloadSettings s = cc_coll::detail::load_preload_settings(env.lookup(), &errors);
-    ASSERT_EQ(errors.size(), 4u);
+    ASSERT_EQ(errors.size(), 5u);
     const std::size_t density = setting_index("DENSITY"), seed = setting_index("SEED");
     EXPECT_EQ(errors[density < seed ? 0 : 1], "CC_COLL_DENSITY=\"2\" is invalid: expected a number in (0, 1]");
     EXPECT_EQ(errors[density < seed ? 1 : 0].rfind("CC_COLL_SEED=\"-1\" is invalid: ", 0), 0u) << errors[1];
     EXPECT_EQ(errors[2], "CC_COLL_MIN_BYTES=\"lots\" is invalid: expected a byte count such as 0, 65536, 64K or 1M");
     EXPECT_EQ(errors[3], "CC_COLL_STATS=\"maybe\" is invalid: expected 1/0, true/false, yes/no or on/off");
+    EXPECT_EQ(errors[4], "CC_COLL_ADVISE=\"sometimes\" is invalid: expected 1/0, true/false, yes/no or on/off");
     EXPECT_EQ(s.density, 0.01);
     EXPECT_EQ(s.min_bytes, std::uint64_t{1} << 20);
     EXPECT_FALSE(s.stats);
+    EXPECT_FALSE(s.advise);
 }
 
 TEST(PreloadSettings, BadShimValueStillFailsLoadConfig)
@@ -573,7 +579,8 @@ TEST(PreloadSettings, BadShimValueStillFailsLoadConfig)
     // cc_coll_comm_create rejects every invalid CC_COLL_* value, the shim's
     // included, as before they left Config.
     const char *vars[] = {"CC_COLL_MIN_BYTES", "CC_COLL_MIN_REPEATS", "CC_COLL_ALLOW",
-                          "CC_COLL_DENY",      "CC_COLL_QUIET",       "CC_COLL_STATS"};
+                          "CC_COLL_DENY",      "CC_COLL_QUIET",       "CC_COLL_STATS",
+                          "CC_COLL_ADVISE"};
     for (const char *var : vars) {
         FakeEnv env;
         env.vars[var] = "plenty";

@@ -20,7 +20,7 @@ bool intercept(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op 
                int *rc) noexcept
 {
     State &s = state();
-    if (!s.active.load() || s.torn_down.load()) return false;
+    if (!(s.active.load() || s.advise.load()) || s.torn_down.load()) return false;
     try {
         Candidate c;
         if (!consider(send, recv, count, dt, op, comm, ret, &c)) return false;
@@ -29,6 +29,11 @@ bool intercept(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op 
         EfCheck ef;
         const int bits = preflight(*e, c.src, recv, c.n, c.dtype, c.local, &ef);
         if (!agreed_to_compress(*e, bits)) return false;
+        // Advice mode: the ranks agreed to compress it; MPI runs it.
+        if (s.advise.load()) {
+            count_advice(ret, c, comm);
+            return false;
+        }
 
         const cc_coll_params_t p = compress_params();
         const double t0 = PMPI_Wtime();
@@ -40,7 +45,8 @@ bool intercept(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op 
                 site_for(ret);  // resolved now, for the summary
                 if (!c.targeting) c.name = comm_name(comm);
             }
-            count_compressed(ret, c.n, c.dtype, c.bytes, c.name, seconds, false);
+            const Prediction prediction = predict_for(*e, c.n, c.dtype);
+            count_compressed(ret, c.n, c.dtype, c.bytes, c.name, seconds, false, &prediction);
             *rc = MPI_SUCCESS;
             return true;
         }

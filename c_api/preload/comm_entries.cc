@@ -4,6 +4,7 @@
 // frees the communicator, and destroyed outside MPI's callbacks once its
 // MPI_Iallreduce requests have completed.
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
@@ -93,6 +94,33 @@ int delete_entry(MPI_Comm, int, void *value, void *)
     return MPI_SUCCESS;
 }
 
+namespace {
+
+// AUTO's cost model on a new entry's communicator, for the predictions of
+// the reports: in advice mode, and when some rank of the communicator has
+// CC_COLL_STATS=1 (agreed on here, so that a rank whose setting differs
+// cannot leave the others waiting). Collective, like the entry's creation:
+// every rank makes this call. A failure leaves the entry without a model
+// (its calls are reported without a prediction), said once by rank 0.
+void measure_model(MPI_Comm comm, Entry *e)
+{
+    State &s = state();
+    int wanted = s.advise.load() || s.cfg.stats ? 1 : 0;
+    if (!s.advise.load() && PMPI_Allreduce(MPI_IN_PLACE, &wanted, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) return;
+    if (!wanted) return;
+    const cc_coll_params_t p = prediction_params();
+    const cc_coll_status_t st = cc_coll_auto_predict(e->handle, 1, CC_COLL_F32, &p, nullptr, nullptr, nullptr);
+    e->model = st == CC_COLL_OK;
+    static std::atomic<bool> said{false};
+    if (!e->model && e->rank == 0 && !said.exchange(true))
+        std::fprintf(stderr,
+                     "[cc_coll] preload: cannot measure CC_COLL_METHOD=auto's cost model on a communicator: %s: %s; "
+                     "its calls are reported without a predicted time (reported once)\n",
+                     cc_coll_status_string(st), cc_coll_last_error());
+}
+
+}  // namespace
+
 // The entry cached on `comm`, created at the communicator's first eligible
 // call (collective: every rank makes that call). nullptr: pass through.
 Entry *entry_for(MPI_Comm comm)
@@ -105,6 +133,7 @@ Entry *entry_for(MPI_Comm comm)
     Entry *e = new Entry;
     e->user = comm;
     PMPI_Comm_rank(comm, &e->rank);
+    PMPI_Comm_size(comm, &e->size);
     const cc_coll_status_t st = cc_coll_comm_create(comm, &e->handle);
     const char *why = nullptr;
     if (st != CC_COLL_OK) {
@@ -126,6 +155,7 @@ Entry *entry_for(MPI_Comm comm)
                      "[cc_coll] preload: cannot set up compression on a communicator: %s; its MPI_Allreduce "
                      "calls pass through to MPI uncompressed\n",
                      why);
+    if (e->handle != nullptr) measure_model(comm, e);
     {
         std::lock_guard<std::mutex> lock(s.mutex);
         s.live.insert(e);

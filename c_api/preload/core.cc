@@ -69,7 +69,7 @@
 //    the progress thread).
 //  - completion.cc: MPI_Wait, MPI_Test and the rest.
 //  - fortran.cc: the Fortran entry points.
-//  - report.cc: the summary at MPI_Finalize.
+//  - report.cc: the summary at MPI_Finalize, and advice mode's report.
 //  - mpi_forward.cc: libcc_coll's own MPI calls, kept off the front.
 
 #include <cstdint>

@@ -243,10 +243,58 @@ cc_coll_params_t compress_params()
     return p;
 }
 
+cc_coll_params_t prediction_params()
+{
+    const State &s = state();
+    cc_coll_params_t p{};
+    p.mask = CC_COLL_PARAMS_FIELD_METHOD | CC_COLL_PARAMS_FIELD_DENSITY | CC_COLL_PARAMS_FIELD_EF |
+             CC_COLL_PARAMS_FIELD_SHAPE;
+    p.method = CC_COLL_METHOD_AUTO;  // ignored by the prediction
+    p.density = s.cfg.density;
+    p.ef = s.cfg.ef ? 1 : 0;
+    p.rows = 0;  // the near-square view, as compress_params gives a method that takes a matrix
+    p.cols = 0;
+    return p;
+}
+
+// After the collective measurement when the entry was made (measure_model),
+// cc_coll_auto_predict is local and gives every rank the same answer. It
+// does not answer while MPI_Iallreduce requests are in flight on the
+// communicator: that call then has no prediction, and the next one asks
+// again.
+Prediction predict_for(Entry &e, std::size_t n, cc_coll_dtype_t dtype)
+{
+    Prediction out;
+    if (!e.model) return out;
+    const std::pair<std::size_t, int> key{n, dtype};
+    std::lock_guard<std::mutex> lock(e.predictions_mutex);
+    const auto it = e.predictions.find(key);
+    if (it != e.predictions.end()) return it->second;
+    const cc_coll_params_t p = prediction_params();
+    if (cc_coll_auto_predict(e.handle, n, dtype, &p, &out.chosen, &out.none, &out.lossy) != CC_COLL_OK) return out;
+    out.known = true;
+    e.predictions.emplace(key, out);
+    return out;
+}
+
+void count_advice(const void *ret, const Candidate &c, MPI_Comm comm)
+{
+    State &s = state();
+    site_for(ret);  // resolved now, for the report
+    std::string name = c.targeting ? c.name : comm_name(comm);
+    if (name.empty()) name = "an unnamed communicator";
+    const Prediction prediction = predict_for(*c.e, c.n, c.dtype);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    AdviceTotals &a = s.advice_sites[AdviceKey{ret, c.n, c.dtype, name, c.e->size}];
+    a.calls += 1;
+    a.bytes += c.bytes;
+    if (prediction.known) a.prediction = prediction;
+}
+
 // Counts a compressed call that completed (`seconds`: its time, blocking
 // calls only).
 void count_compressed(const void *ret, std::size_t n, cc_coll_dtype_t dtype, std::uint64_t bytes,
-                      const std::string &comm, double seconds, bool nonblocking)
+                      const std::string &comm, double seconds, bool nonblocking, const Prediction *prediction)
 {
     State &s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -260,6 +308,13 @@ void count_compressed(const void *ret, std::size_t n, cc_coll_dtype_t dtype, std
     s.totals.bytes_uncompressed += bytes;
     s.totals.seconds += seconds;
     if (nonblocking) s.totals.compressed_nonblocking += 1;
+    if (prediction != nullptr && prediction->known) {
+        s.totals.predicted_calls += 1;
+        s.totals.predicted_seconds += seconds;
+        s.totals.predicted_none += prediction->none;
+    } else if (prediction != nullptr) {
+        s.totals.unpredicted_calls += 1;
+    }
 }
 
 const char *mpi_error_name(int err) { return err == MPI_ERR_NO_MEM ? "MPI_ERR_NO_MEM" : "MPI_ERR_OTHER"; }

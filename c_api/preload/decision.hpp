@@ -52,9 +52,19 @@ void note_residual(Entry *e, void *recv, std::size_t count, cc_coll_dtype_t dtyp
 bool failed_together(cc_coll_status_t st);
 // The parameters of every compressed call, from the settings.
 cc_coll_params_t compress_params();
-// Counts a compressed call that completed.
+// Counts a compressed call that completed; `prediction`: AUTO's cost model
+// on the call (blocking calls, whose `seconds` are measured; nullptr for
+// MPI_Iallreduce).
 void count_compressed(const void *ret, std::size_t n, cc_coll_dtype_t dtype, std::uint64_t bytes,
-                      const std::string &comm, double seconds, bool nonblocking);
+                      const std::string &comm, double seconds, bool nonblocking, const Prediction *prediction);
+// The parameters of the shim's predictions (cc_coll_auto_predict): the
+// settings' density, the near-square matrix view.
+cc_coll_params_t prediction_params();
+// AUTO's cost model on a call of `n` x `dtype` on the entry's communicator,
+// cached; not known where the entry has no model (Entry::model).
+Prediction predict_for(Entry &e, std::size_t n, cc_coll_dtype_t dtype);
+// Advice mode (CC_COLL_ADVISE): counts a call that would be compressed.
+void count_advice(const void *ret, const Candidate &c, MPI_Comm comm);
 // Prints `message` once per process and status, from rank 0 of the communicator.
 void report_once(int key, int comm_rank, const char *message, const char *detail);
 // The object, offset and symbol of a return address (dladdr), cached.

@@ -4,7 +4,9 @@
 # `mpiexec` (on a machine with two MPIs the bare names may be the other
 # one's). Run with -DDOC=<docs/preload.md> -DBUILD_DIR=<build>
 # -DMARKER=<preload-example or preload-example-hydra> -DMPIEXEC=<launcher>
-# [-DSANITIZER_PRELOAD=<ASan runtime>].
+# [-DSANITIZER_PRELOAD=<ASan runtime>] [-DCHECK=<script>: the block's
+# output, stdout and stderr, in _out and the text after the block in
+# _after, is handed to that script, which fails the test on a difference].
 if(NOT MARKER)
   set(MARKER preload-example)
 endif()
@@ -43,7 +45,18 @@ if(SANITIZER_PRELOAD)
   string(REPLACE "LD_PRELOAD=" "LD_PRELOAD=${SANITIZER_PRELOAD}:" _script "${_script}")
 endif()
 message(STATUS "running in ${BUILD_DIR} (mpirun, mpiexec: ${MPIEXEC}):\n${_script}")
-execute_process(COMMAND sh -c "${_script}" WORKING_DIRECTORY "${BUILD_DIR}" RESULT_VARIABLE _rc)
+if(CHECK)
+  execute_process(COMMAND sh -c "${_script}" WORKING_DIRECTORY "${BUILD_DIR}" RESULT_VARIABLE _rc
+    OUTPUT_VARIABLE _out ERROR_VARIABLE _out)
+  message(STATUS "output:\n${_out}")
+else()
+  execute_process(COMMAND sh -c "${_script}" WORKING_DIRECTORY "${BUILD_DIR}" RESULT_VARIABLE _rc)
+endif()
 if(NOT _rc EQUAL 0)
   message(FATAL_ERROR "the example exited with status ${_rc}")
+endif()
+if(CHECK)
+  math(EXPR _end "${_end} + 3")
+  string(SUBSTRING "${_rest}" ${_end} -1 _after)
+  include("${CHECK}")
 endif()

@@ -114,6 +114,21 @@ Posting post_compressed(ShimRequest *r, cc_coll_status_t *st)
 
 int mpi_error_of(cc_coll_status_t st) { return st == CC_COLL_ERR_NO_MEMORY ? MPI_ERR_NO_MEM : MPI_ERR_OTHER; }
 
+// Advice mode (CC_COLL_ADVISE): counts the call when it would be compressed
+// as far as this rank can tell, without an agreement (MPI_Iallreduce must
+// not wait for the other ranks, and the program gets MPI's own request).
+// Nothing here fails the call: a failure leaves it uncounted.
+void advise_nonblocking(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                        const void *ret) noexcept
+{
+    try {
+        Candidate c;
+        if (consider(send, recv, count, dt, op, comm, ret, &c) && agreed_to_compress(*c.e, c.local))
+            count_advice(ret, c, comm);
+    } catch (...) {
+    }
+}
+
 }  // namespace
 
 // Decides and posts the undecided calls of an entry whose agreement has
@@ -183,7 +198,7 @@ bool finished_locked(ShimRequest *r)
     const cc_coll_status_t st = cc_coll_test(r->lib, &done);
     if (done == 0 && st == CC_COLL_OK) return false;
     if (st == CC_COLL_OK) {
-        count_compressed(r->ret, r->n, r->dtype, r->bytes, r->comm, 0.0, true);
+        count_compressed(r->ret, r->n, r->dtype, r->bytes, r->comm, 0.0, true, nullptr);
     } else {
         const char *message = "";
         if (done == 0 || cc_coll_request_status(r->lib, nullptr, nullptr, &message) != CC_COLL_OK)
@@ -212,6 +227,10 @@ bool intercept_nonblocking(const void *send, void *recv, int count, MPI_Datatype
                            const void *ret, MPI_Request *request, int *rc) noexcept
 {
     State &s = state();
+    if (s.advise.load() && !s.torn_down.load()) {
+        advise_nonblocking(send, recv, count, dt, op, comm, ret);
+        return false;
+    }
     if (!s.active.load() || s.torn_down.load()) return false;
     // Until a request is handed out, a failure leaves the program none.
     *request = MPI_REQUEST_NULL;

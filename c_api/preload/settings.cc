@@ -84,19 +84,20 @@ void setup(int thread_level)
                      "[cc_coll] preload: compression is off for this run: every MPI_Allreduce passes through "
                      "to MPI unchanged\n");
     }
-    bool active = s.settings_valid && method_compresses(cfg.method);
-    if (active) {
+    const bool advise = s.settings_valid && cfg.advise;
+    bool active = s.settings_valid && !advise && method_compresses(cfg.method);
+    if (active || advise) {
         const int rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_entry, &s.keyval, nullptr);
         if (rc != MPI_SUCCESS) {
-            active = false;
             if (s.world_rank == 0)
                 std::fprintf(stderr,
-                             "[cc_coll] preload: MPI_Comm_create_keyval failed (error %d): compression is off "
-                             "for this run\n",
-                             rc);
+                             "[cc_coll] preload: MPI_Comm_create_keyval failed (error %d): %s is off for this run\n",
+                             rc, active ? "compression" : "advice mode");
+            active = false;
+            s.keyval = MPI_KEYVAL_INVALID;
         }
     }
-    s.ef_cap = cfg.ef && method_compresses(cfg.method) && cfg.ef_max_bytes != 0;
+    s.ef_cap = !advise && cfg.ef && method_compresses(cfg.method) && cfg.ef_max_bytes != 0;
     s.preflight_device = (cc_coll_build_flags() & CC_COLL_BUILD_CUDA) != 0 && cc_coll_mpi_cuda_aware() != 0;
     if (active && !cfg.quiet && s.world_rank == 0) {
         // The parameters the shim passes with every compressed call, whatever
@@ -107,7 +108,15 @@ void setup(int thread_level)
                      cc_coll_method_name(cfg.method), cfg.density, cfg.ef ? "on" : "off",
                      eligibility_rule(cfg).c_str());
     }
+    if (advise && s.keyval != MPI_KEYVAL_INVALID && !cfg.quiet && s.world_rank == 0)
+        std::fprintf(stderr,
+                     "[cc_coll] preload: advice mode (CC_COLL_ADVISE=1): nothing is compressed, every call goes to "
+                     "MPI unchanged; at MPI_Finalize rank 0 lists the calls the rule in force would "
+                     "compress (%s) and the time CC_COLL_METHOD=auto's cost model predicts compression would save "
+                     "(CC_COLL_QUIET=1 silences this line)\n",
+                     eligibility_rule(cfg).c_str());
     s.active = active;
+    s.advise = advise && s.keyval != MPI_KEYVAL_INVALID;
     s.set_up = true;
 }
 

@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -69,11 +70,23 @@ constexpr int kBitRepeats = 16;   // seen fewer than CC_COLL_MIN_REPEATS times
 
 struct ShimRequest;
 
+// What AUTO's cost model predicts for one call of a (count, dtype) on a
+// communicator (cc_coll_auto_predict): the method it would run and the
+// seconds of NONE and of the lossy method. `known` false: no prediction
+// (the model could not be measured, or the library did not answer).
+struct Prediction {
+    bool known = false;
+    cc_coll_method_t chosen = CC_COLL_METHOD_NONE;
+    double none = 0;
+    double lossy = 0;
+};
+
 // What hangs off a user communicator (the attribute value).
 struct Entry {
     MPI_Comm user = MPI_COMM_NULL;    // the communicator it is cached on
     cc_coll_comm_h handle = nullptr;  // nullptr when creation failed
     int rank = 0;                     // in the user communicator
+    int size = 0;                     // of the user communicator
     // The shim's own duplicate of `user` (MPI_ERRORS_RETURN) for the
     // preflight's agreement; MPI_COMM_NULL when no preflight can happen.
     MPI_Comm agree = MPI_COMM_NULL;
@@ -99,6 +112,13 @@ struct Entry {
     // Its requests that have not completed (the entry is destroyed only
     // without any).
     std::atomic<int> in_flight{0};
+
+    // AUTO's cost model on `handle`: measured when the entry was made (in
+    // advice mode, or when some rank has CC_COLL_STATS=1), after which each
+    // prediction is local; the predictions by (count, dtype).
+    bool model = false;
+    std::map<std::pair<std::size_t, int>, Prediction> predictions;
+    std::mutex predictions_mutex;
 };
 
 // A compressed call site in the summary: (return address, count, dtype).
@@ -107,6 +127,15 @@ struct SiteTotals {
     std::uint64_t calls = 0;
     std::uint64_t bytes = 0;
     std::string comm;  // the communicator's name at the last call
+};
+
+// A call site in the advice report (CC_COLL_ADVISE): (return address,
+// count, dtype, communicator name, communicator size), and what it saw.
+using AdviceKey = std::tuple<const void *, std::size_t, int, std::string, int>;
+struct AdviceTotals {
+    std::uint64_t calls = 0;
+    std::uint64_t bytes = 0;
+    Prediction prediction;  // of one call
 };
 
 struct Totals {
@@ -122,6 +151,13 @@ struct Totals {
     // Of the compressed calls, those of MPI_Iallreduce (their time is not
     // in `seconds`: it runs while the program computes).
     std::uint64_t compressed_nonblocking = 0;
+    // Of the compressed MPI_Allreduce calls (blocking), those with a
+    // prediction of NONE's time: their measured seconds and NONE's
+    // predicted seconds; and the number of those without one.
+    std::uint64_t predicted_calls = 0;
+    double predicted_seconds = 0;
+    double predicted_none = 0;
+    std::uint64_t unpredicted_calls = 0;
 };
 
 struct State {
@@ -129,6 +165,7 @@ struct State {
     std::atomic<bool> set_up{false};
     std::atomic<bool> torn_down{false};
     std::atomic<bool> active{false};  // compress eligible calls
+    std::atomic<bool> advise{false};  // CC_COLL_ADVISE: compress nothing, report what would be
     std::atomic<bool> have_zombies{false};
     std::atomic<std::uint64_t> seen{0};
     std::atomic<std::uint64_t> seen_nonblocking{0};  // MPI_Iallreduce calls (in `seen` too)
@@ -146,6 +183,7 @@ struct State {
     Totals totals;
     std::map<const void *, PreloadCallSite> sites;  // resolved return addresses
     std::map<SiteKey, SiteTotals> compressed_sites;
+    std::map<AdviceKey, AdviceTotals> advice_sites;  // CC_COLL_ADVISE
 };
 
 // The process state (settings.cc). Never destroyed: safe during exit.

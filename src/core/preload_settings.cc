@@ -121,6 +121,13 @@ bool apply_stats(const std::string &text, PreloadSettings *s, std::string *why)
     return false;
 }
 
+bool apply_advise(const std::string &text, PreloadSettings *s, std::string *why)
+{
+    if (parse_bool(text, &s->advise)) return true;
+    *why = "expected 1/0, true/false, yes/no or on/off";
+    return false;
+}
+
 using PreloadApply = bool (*)(const std::string &, PreloadSettings *, std::string *);
 
 // SettingDef::apply of a shim setting: validates, stores nothing in Config.
@@ -160,11 +167,17 @@ const SettingDef kPreloadSettings[] = {
      "ranks: calls seen, compressed and passed through (and why), bytes, time, and the call sites "
      "compressed most.",
      check<apply_stats>},
+    {"ADVISE", "CC_COLL_ADVISE", "0",
+     "LD_PRELOAD interception: 1 is advice mode: nothing is compressed (every call goes to MPI unchanged), "
+     "and at MPI_Finalize rank 0 lists, reduced over the ranks, each call site the rule in force would "
+     "compress, with its calls and bytes and the time CC_COLL_METHOD=auto's cost model predicts "
+     "compression would save.",
+     check<apply_advise>},
 };
 
 // The parser of each entry above, in the same order.
-const PreloadApply kPreloadApply[] = {apply_min_bytes, apply_min_repeats, apply_allow,
-                                      apply_deny,      apply_quiet,       apply_stats};
+const PreloadApply kPreloadApply[] = {apply_min_bytes, apply_min_repeats, apply_allow, apply_deny,
+                                      apply_quiet,     apply_stats,       apply_advise};
 
 static_assert(sizeof kPreloadSettings / sizeof kPreloadSettings[0] == sizeof kPreloadApply / sizeof kPreloadApply[0],
               "one parser per shim setting");

@@ -6,7 +6,8 @@
 // depends on nothing in src/ and declares only what the shim reads.
 //
 // The shim's own settings (CC_COLL_MIN_BYTES, CC_COLL_MIN_REPEATS,
-// CC_COLL_ALLOW, CC_COLL_DENY, CC_COLL_QUIET, CC_COLL_STATS) belong to it
+// CC_COLL_ALLOW, CC_COLL_DENY, CC_COLL_QUIET, CC_COLL_STATS,
+// CC_COLL_ADVISE) belong to it
 // alone: the library's
 // Config does not carry them and no collective reads them. They are still
 // entries of the library's settings table (preload_settings.cc defines them;
@@ -82,6 +83,9 @@ struct PreloadSettings {
     std::vector<PreloadPattern> deny;   // CC_COLL_DENY: never compressed
     bool quiet = false;                 // CC_COLL_QUIET: no line at MPI_Init / MPI_Finalize
     bool stats = false;                 // CC_COLL_STATS: summary at MPI_Finalize
+    // CC_COLL_ADVISE: compress nothing; at MPI_Finalize, the calls that
+    // would be compressed and the time AUTO's cost model predicts saved.
+    bool advise = false;
 };
 
 // Looks up an environment variable: false when unset (the same type as
