@@ -1,59 +1,98 @@
 #!/bin/sh
-# Method AUTO against NONE and TOPK from 4 KiB to 256 MiB per rank on the
-# emulated cluster (docs/performance.md, "The cost model: predicted against
-# measured"), and one GPT-2-small bucket through every method ("A
-# GPT-2-small bucket"). For each rate, one cluster session of 2 hosts runs:
-#   cc_coll_perf -m none,topk,auto  4 KiB .. 1 MiB (30 timed calls)
-#   cc_coll_perf -m none,topk,auto  4 MiB .. 256 MiB (5 timed calls)
-#   scripts/perf/perf_bucket.py     (every method on the bucket)
-# then prints the markdown tables (scripts/perf/perf_tables.py).
+# Method AUTO against NONE and TOPK (its default candidate) from 4 KiB to
+# 256 MiB per rank, in every setup a user runs it (docs/performance.md, "The
+# cost model: predicted against measured"), each run three times:
+#   shm2, shm4   2 and 4 ranks on this machine (shared memory; 4 ranks
+#                oversubscribe a 2-core machine)
+#   busy2        2 ranks on this machine beside a busy process (one core
+#                taken by a spinning loop)
+#   <rate>       the emulated cluster (scripts/cluster/cc_cluster.sh), 2 hosts
+#                of one rank, links of 100mbit, 1gbit, 10gbit or 25gbit
+# Each run is one cc_coll_perf -m none,topk,auto of 4 KiB .. 1 MiB (30 timed
+# calls after 3 warm-up calls) and one of 4 MiB .. 256 MiB (5 timed calls
+# after 3; on 100mbit 3 timed calls up to 64 MiB: NONE takes 11 s a call at
+# 64 MiB). AUTO's first check of its model in a size class (its 3rd call)
+# falls in the warm-up. With CC_A_BUCKET=1 the cluster setups also run the
+# GPT-2-small bucket through every method (scripts/perf/perf_bucket.py, "A
+# GPT-2-small bucket"). Then it prints the markdown table
+# (scripts/perf/perf_tables.py auto).
 #
 #   scripts/perf/perf_auto.sh [--help]
 #
 # Settings (environment):
-#   CC_A_RATES   link rates (default "1gbit 10gbit")
-#   CC_A_HOSTS   hosts, one rank each (default 2)
-#   CC_A_OUT     folder of the JSON files (docs/perf): auto_<rate>_<N>hosts.json,
-#                bucket_<rate>_<N>hosts.json
+#   CC_A_SETUPS  setups (default "shm2 shm4 busy2 100mbit 1gbit 10gbit 25gbit")
+#   CC_A_RUNS    runs per setup (default 3)
+#   CC_A_OUT     folder of the JSON files (docs/perf): auto_<setup>.json,
+#                bucket_<rate>_2hosts.json
 #   CC_A_BUILD   build folder with cc_coll_perf and the Python package (build)
-#   CC_A_SWEEP   1 (default): the AUTO sweeps and the bucket; 0: the bucket only
-# Needs root (network namespaces), and mpi4py and numpy for /usr/bin/python3
-# (Debian: python3-mpi4py python3-numpy). Takes about 3 minutes.
+#   CC_A_BUCKET  0 (default) or 1: the bucket too, on the cluster setups
+# The cluster setups need root (network namespaces); the bucket needs mpi4py
+# and numpy for /usr/bin/python3 (Debian: python3-mpi4py python3-numpy).
+# Takes about 40 minutes with the defaults.
 set -eu
-case "${1:-}" in -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h | --help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
-rates=${CC_A_RATES:-1gbit 10gbit}
-hosts=${CC_A_HOSTS:-2}
+setups=${CC_A_SETUPS:-shm2 shm4 busy2 100mbit 1gbit 10gbit 25gbit}
+runs=${CC_A_RUNS:-3}
 out=${CC_A_OUT:-docs/perf}
 build=${CC_A_BUILD:-build}
-sweep=${CC_A_SWEEP:-1}
-case $sweep in 0 | 1) ;; *) echo "perf_auto.sh: CC_A_SWEEP must be 0 or 1" >&2; exit 2 ;; esac
+bucket=${CC_A_BUCKET:-0}
+case $bucket in 0 | 1) ;; *) echo "perf_auto.sh: CC_A_BUCKET must be 0 or 1" >&2; exit 2 ;; esac
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+busy=
+trap 'rm -rf "$tmp"; [ -z "$busy" ] || kill "$busy" 2>/dev/null || true' EXIT
 lib=$(cd "$build" && pwd)/libcc_coll.so
-for rate in $rates; do
-  load=$(cut -d' ' -f1-3 /proc/loadavg)
-  perf="$build/cc_coll_perf -i 0 -r normal -D 0.01 -J -q -m none,topk,auto"
-  scripts/cluster/cc_cluster.sh -N "$hosts" -r "$rate" -t 1500 -p ccauto -- sh -c '
-    if [ '"$sweep"' = 1 ]; then
-      $CC_CLUSTER_MPIRUN '"$perf"' -b 4K -e 1M -f 4 -n 30 -w 3 > '"$tmp"'/small.json &&
-      $CC_CLUSTER_MPIRUN '"$perf"' -b 4M -e 256M -f 4 -n 5 -w 1 > '"$tmp"'/large.json || exit 1
-    fi
-    $CC_CLUSTER_MPIRUN -x PYTHONPATH='"$PWD"'/python -x CC_COLL_LIBRARY='"$lib"' \
-      /usr/bin/python3 scripts/perf/perf_bucket.py '"$tmp"'/bucket.json --iters 10'
-  after=$(cut -d' ' -f1-3 /proc/loadavg)
-  python3 - "$tmp" "$out" "$rate" "$hosts" "$load" "$after" <<'EOF'
+perf="$build/cc_coll_perf -i 0 -r normal -D 0.01 -J -q -m none,topk,auto"
+for setup in $setups; do
+  large="-b 4M -e 256M -f 4 -n 5 -w 3"
+  [ "$setup" = 100mbit ] && large="-b 4M -e 64M -f 4 -n 3 -w 3"
+  run=1
+  while [ "$run" -le "$runs" ]; do
+    load=$(cut -d' ' -f1-3 /proc/loadavg)
+    case $setup in
+      shm2 | shm4 | busy2)
+        np=${setup#shm}
+        [ "$setup" = busy2 ] && np=2
+        if [ "$setup" = busy2 ]; then
+          /usr/bin/python3 -c 'while True: pass' &
+          busy=$!
+        fi
+        mpirun --oversubscribe -np "$np" $perf -b 4K -e 1M -f 4 -n 30 -w 3 > "$tmp/small.json"
+        mpirun --oversubscribe -np "$np" $perf $large > "$tmp/large.json"
+        if [ -n "$busy" ]; then kill "$busy"; wait "$busy" 2>/dev/null || true; busy=; fi
+        ;;
+      *)
+        extra=:
+        if [ "$bucket" = 1 ] && [ "$run" = 1 ]; then
+          extra='$CC_CLUSTER_MPIRUN -x PYTHONPATH='"$PWD"'/python -x CC_COLL_LIBRARY='"$lib"' /usr/bin/python3 scripts/perf/perf_bucket.py '"$tmp"'/bucket.json --iters 10'
+        fi
+        scripts/cluster/cc_cluster.sh -N 2 -r "$setup" -t 3000 -p ccauto -- sh -c '
+          $CC_CLUSTER_MPIRUN '"$perf"' -b 4K -e 1M -f 4 -n 30 -w 3 > '"$tmp"'/small.json &&
+          $CC_CLUSTER_MPIRUN '"$perf $large"' > '"$tmp"'/large.json && '"$extra"
+        ;;
+    esac
+    after=$(cut -d' ' -f1-3 /proc/loadavg)
+    python3 - "$tmp" "$out" "$setup" "$run" "$load" "$after" <<'EOF'
 import json, os, subprocess, sys, time
-tmp, out, rate, hosts, lb, la = sys.argv[1:]
+tmp, out, setup, run, lb, la = sys.argv[1:]
+path = os.path.join(out, "auto_%s.json" % setup)
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit, "rate": rate,
-        "hosts": int(hosts), "load_before": lb, "load_after": la}
-if os.path.exists(os.path.join(tmp, "small.json")):
-    runs = {r: json.load(open(os.path.join(tmp, r + ".json"))) for r in ("small", "large")}
-    json.dump(dict(meta, runs=runs), open(os.path.join(out, "auto_%s_%shosts.json" % (rate, hosts)), "w"), indent=1)
-json.dump(dict(meta, run=json.load(open(os.path.join(tmp, "bucket.json")))),
-          open(os.path.join(out, "bucket_%s_%shosts.json" % (rate, hosts)), "w"), indent=1)
+d = json.load(open(path)) if run != "1" and os.path.exists(path) else {"setup": setup, "runs": []}
+d["runs"].append({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
+                  "load_before": lb, "load_after": la,
+                  "small": json.load(open(os.path.join(tmp, "small.json"))),
+                  "large": json.load(open(os.path.join(tmp, "large.json")))})
+json.dump(d, open(path, "w"), indent=1)
+bucket = os.path.join(tmp, "bucket.json")
+if os.path.exists(bucket):
+    meta = {"date": d["runs"][-1]["date"], "commit": commit, "rate": setup, "hosts": 2, "load_before": lb,
+            "load_after": la}
+    json.dump(dict(meta, run=json.load(open(bucket))), open(os.path.join(out, "bucket_%s_2hosts.json" % setup), "w"),
+              indent=1)
+    os.remove(bucket)
 EOF
+    run=$((run + 1))
+  done
 done
-python3 scripts/perf/perf_tables.py auto "$out"/auto_*hosts.json
-python3 scripts/perf/perf_tables.py bucket "$out"/bucket_*hosts.json
+python3 scripts/perf/perf_tables.py auto $(for s in $setups; do echo "$out/auto_$s.json"; done)

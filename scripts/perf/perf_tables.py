@@ -1,12 +1,12 @@
 """Markdown tables of docs/performance.md from the JSON the perf scripts write:
 
-    python3 scripts/perf/perf_tables.py auto    docs/perf/auto_<rate>_<N>hosts.json ...
+    python3 scripts/perf/perf_tables.py auto    docs/perf/auto_<setup>.json ...
     python3 scripts/perf/perf_tables.py bucket  docs/perf/bucket_<rate>_<N>hosts.json ...
     python3 scripts/perf/perf_tables.py kernels docs/perf/host_kernels.json
 
-auto:    per size, MPI_Allreduce, NONE, TOPK and AUTO (time in us), what AUTO
-         ran, its predicted time, measured / predicted, and AUTO against the
-         better of NONE and TOPK (scripts/perf/perf_auto.sh).
+auto:    per size and setup, AUTO's time over the faster of NONE and TOPK in
+         the same run (median of the runs), what AUTO ran, and the faster
+         one where it differs (scripts/perf/perf_auto.sh).
 bucket:  per method, the GPT-2-small bucket's time, speedup over
          MPI_Allreduce, bytes and the library's split (perf_bucket.py).
 kernels: cc_coll_bench_host_kernels' medians: each kernel's GB/s of fp32
@@ -28,33 +28,60 @@ def fmt(us):
     return "%.1f" % us if us < 1e4 else "%.0f" % us
 
 
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
 def auto_tables(paths):
+    """One table: per size (rows) and setup (columns), the median over the
+    runs of AUTO's time over the faster of NONE and TOPK in the same run,
+    what AUTO ran in most runs, and the faster one where it differs."""
+    setups, cells, sizes = [], {}, set()
     for path in paths:
         d = json.load(open(path))
-        print("#### %s, %d hosts\n" % (d["rate"], d["hosts"]))
-        print("%s, commit %s; load average %s before, %s after.\n" % (d["date"], d["commit"], d["load_before"],
-                                                                      d["load_after"]))
-        print("| size per rank | MPI_Allreduce (us) | none (us) | topk (us) | auto (us) | auto ran | auto predicted (us) "
-              "| measured / predicted | auto / best of none, topk |")
-        print("| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
-        worst = 0.0
-        for run in ("small", "large"):
-            rows = {}
-            for r in d["runs"][run]["results"]:
-                rows.setdefault(r["bytes"], {})[r["method"]] = r
-            for b in sorted(rows):
-                m = rows[b]
-                a = m["auto"]
-                share = a.get("auto_lossy_share", -1)
-                ran = "topk" if share == 1 else "none" if share == 0 else "mixed (%.0f%% topk)" % (100 * share)
-                best = min(m["none"]["time_us"], m["topk"]["time_us"])
-                ratio = a["time_us"] / best
-                worst = max(worst, ratio)
-                pred = a.get("auto_predicted_us", float("nan"))
-                print("| %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f |" % (
-                    size_label(b), fmt(m["mpi"]["time_us"]), fmt(m["none"]["time_us"]), fmt(m["topk"]["time_us"]),
-                    fmt(a["time_us"]), ran, fmt(pred), a["time_us"] / pred, ratio))
-        print("\nWorst auto / best: %.2f.\n" % worst)
+        setup = d["setup"]
+        setups.append((setup, d["runs"]))
+        per_size = {}
+        for run in d["runs"]:
+            for part in ("small", "large"):
+                rows = {}
+                for r in run[part]["results"]:
+                    rows.setdefault(r["bytes"], {})[r["method"]] = r
+                for b, m in rows.items():
+                    if not all(k in m for k in ("none", "topk", "auto")):
+                        continue
+                    share = m["auto"].get("auto_lossy_share", -1)
+                    ran = "topk" if share == 1 else "none" if share == 0 else "mixed"
+                    faster = "none" if m["none"]["time_us"] <= m["topk"]["time_us"] else "topk"
+                    ratio = m["auto"]["time_us"] / min(m["none"]["time_us"], m["topk"]["time_us"])
+                    per_size.setdefault(b, []).append((ratio, ran, faster))
+        for b, xs in per_size.items():
+            sizes.add(b)
+            ran = max(("none", "topk", "mixed"), key=lambda k: sum(1 for x in xs if x[1] == k))
+            faster = max(("none", "topk"), key=lambda k: sum(1 for x in xs if x[2] == k))
+            cells[(setup, b)] = (median([x[0] for x in xs]), ran, faster, len(xs))
+    print("| size per rank | " + " | ".join(s for s, _ in setups) + " |")
+    print("| ---: |" + " --- |" * len(setups))
+    for b in sorted(sizes):
+        row = []
+        for setup, _ in setups:
+            c = cells.get((setup, b))
+            if c is None:
+                row.append("")
+                continue
+            ratio, ran, faster, n = c
+            row.append("%.2f %s%s" % (ratio, ran, "" if ran == faster else " (faster: %s)" % faster))
+        print("| %s | %s |" % (size_label(b), " | ".join(row)))
+    worst = [max((c[0] for (s, _), c in cells.items() if s == setup), default=float("nan")) for setup, _ in setups]
+    print("| worst | " + " | ".join("%.2f" % w for w in worst) + " |")
+    print()
+    for setup, runs in setups:
+        print("- %s: %d runs, %s to %s, commit %s; load average %s." % (
+            setup, len(runs), runs[0]["date"], runs[-1]["date"], runs[-1]["commit"],
+            "; ".join("%s before, %s after" % (r["load_before"], r["load_after"]) for r in runs)))
+    print()
 
 
 def bucket_tables(paths):

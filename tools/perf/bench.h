@@ -21,7 +21,7 @@ typedef struct result {
     double compress_us, communicate_us, decompress_us;
     /* A selecting method (CC_COLL_METHOD_CAP_SELECTS, as auto): the share of
      * calls compressed and the mean predicted time; -1 otherwise. */
-    double auto_lossy, auto_predicted_us;
+    double auto_lossy, auto_predicted_us, auto_explored, auto_measured_us;
     long long wrong; /* -1: not checked */
     /* -N: the non-blocking form, OSU's quantities (microseconds, averaged
      * over the timed iterations on each rank, then over the ranks). */

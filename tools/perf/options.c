@@ -93,8 +93,10 @@ void print_help(void)
         "The JSON also holds, for the library's methods, compress_us,\n"
         "communicate_us and decompress_us: the library's own phases per call\n"
         "(its statistics over the timed calls), the slowest rank's; for auto,\n"
-        "auto_lossy_share (the share of its calls the cost model compressed) and\n"
-        "auto_predicted_us (the model's mean predicted time of its choices)\n"
+        "auto_lossy_share (the share of its calls that ran a candidate),\n"
+        "auto_explored_share (the share that ran the runner-up to check the\n"
+        "model), auto_predicted_us (the model's mean predicted time of its\n"
+        "choices) and auto_measured_us (their mean measured time, rank 0's)\n"
         "\n");
     printf(
         "With -N the table shows, instead of algbw, busbw, wire, ratio and relerr\n"

@@ -223,6 +223,10 @@ void print_json(const bench_t *b, const result_t *res, size_t n_res, double dens
             json_number(r->auto_lossy);
             printf(",\"auto_predicted_us\":");
             json_number(r->auto_predicted_us);
+            printf(",\"auto_explored_share\":");
+            json_number(r->auto_explored);
+            printf(",\"auto_measured_us\":");
+            json_number(r->auto_measured_us);
         }
         if (r->has_nb) {
             const double v[] = {r->nb_pure_us,    r->nb_init_us,    r->nb_compute_us,  r->nb_test_us,

@@ -122,7 +122,8 @@ int measure(bench_t *b, size_t count, int in_place, int method, double t_mpi_us,
     stats.mask = CC_COLL_STATS_FIELD_CALLS | CC_COLL_STATS_FIELD_BYTES_WIRE | CC_COLL_STATS_FIELD_TIME_COMPRESS |
                  CC_COLL_STATS_FIELD_TIME_COMMUNICATE | CC_COLL_STATS_FIELD_TIME_DECOMPRESS |
                  CC_COLL_STATS_FIELD_AUTO_CALLS | CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS |
-                 CC_COLL_STATS_FIELD_AUTO_PREDICTED;
+                 CC_COLL_STATS_FIELD_AUTO_PREDICTED | CC_COLL_STATS_FIELD_AUTO_EXPLORED_CALLS |
+                 CC_COLL_STATS_FIELD_AUTO_MEASURED;
     if (!failed_call && method != METHOD_MPI && (st = cc_coll_comm_get_stats(b->comm, &stats)) != CC_COLL_OK)
         report_failure(b, failed_call = "cc_coll_comm_get_stats", method, count, st);
 
@@ -162,6 +163,8 @@ int measure(bench_t *b, size_t count, int in_place, int method, double t_mpi_us,
      * predicted time (rank 0's; every rank holds the same model). */
     res->auto_lossy = stats.auto_calls ? (double)stats.auto_lossy_calls / (double)stats.auto_calls : -1.0;
     res->auto_predicted_us = stats.auto_calls ? stats.auto_predicted / (double)stats.auto_calls * 1e6 : -1.0;
+    res->auto_explored = stats.auto_calls ? (double)stats.auto_explored_calls / (double)stats.auto_calls : -1.0;
+    res->auto_measured_us = stats.auto_calls ? stats.auto_measured / (double)stats.auto_calls * 1e6 : -1.0;
     res->communicate_us = phases[1];
     res->decompress_us = phases[2];
     return 0;

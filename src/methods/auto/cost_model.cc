@@ -44,13 +44,6 @@ double curve(const double *xs, const double *ys, int points, double x)
     return ys[i - 1] + slope * (x - xs[i - 1]);
 }
 
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // A flat, error-feedback-free view of the communicator for the
 // measurements: a duplicate of it, so that every rank runs each call at
 // once, as the calls it predicts will.
@@ -169,6 +162,13 @@ void make_monotone(double *ys, int points)
 }
 
 }  // namespace
+
+double median(std::vector<double> v)
+{
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 std::vector<cc_coll_method_t> auto_candidates(std::uint32_t mask)
 {

@@ -100,6 +100,10 @@ AutoChoice predict(const CostModel &model, const std::vector<CostTensor> &tensor
 // call it at the same point.
 cc_coll_status_t calibrate(Comm &comm, CostModel *out);
 
+// The median of a sample (0 for none): the model's and the check's robust
+// figure.
+double median(std::vector<double> v);
+
 // The candidates of a Config (Config::auto_candidates), in id order.
 std::vector<cc_coll_method_t> auto_candidates(std::uint32_t mask);
 
