@@ -123,7 +123,7 @@ class AbiLayout(unittest.TestCase):
         text = subprocess.run([LAYOUT_EXE], stdout=subprocess.PIPE, check=True,
                               universal_newlines=True).stdout
         c_layout = {k: int(v) for k, v in (line.split() for line in text.splitlines())}
-        self.assertEqual(len(c_layout), 77)
+        self.assertEqual(len(c_layout), 81)
         self.assertEqual(self.ctypes_layout(), c_layout)
 
     @unittest.skipUnless(ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(ctypes.c_long) == 8,
