@@ -155,7 +155,7 @@ bool OnlineCheck::agreement_due(const CostModel &model) const
 {
     if (window_.empty()) return false;
     return static_cast<int>(window_.size()) >= kAgreeSlots || window_calls_ >= kAgreeMaxCalls ||
-           window_predicted_ >= kAgreeCostFactor * model.latency;
+           (window_calls_ >= kAgreeMinCalls && window_predicted_ >= kAgreeCostFactor * 2 * model.latency);
 }
 
 std::vector<std::uint64_t> OnlineCheck::agreement_words() const
@@ -188,13 +188,18 @@ bool OnlineCheck::apply_agreement(const std::vector<std::uint64_t> &max_words)
         if (!(r > 0) || !std::isfinite(r)) continue;
         const int j = sorted[i].key / kSizeClasses, k = sorted[i].key % kSizeClasses;
         double &f = factor_[j][k];
+        signed char &off = off_[j][k];
+        const signed char now = r > kDriftFactor * f ? 1 : r * kDriftFactor < f ? -1 : 0;
         if (f <= 0) {
             f = r;
-        } else if (r > kDriftFactor * f || r * kDriftFactor < f) {
+            off = 0;
+        } else if (now != 0 && now == off) {
             f = r;
             drift_[k] = true;
+            off = 0;
         } else {
             f = 0.5 * (f + r);
+            off = now;
         }
     }
     return true;

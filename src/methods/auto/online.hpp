@@ -4,13 +4,14 @@
 // Every call AUTO routes is timed on every rank; the time over the model's
 // prediction for what ran is a sample of that choice (NONE or a candidate)
 // in the call's size class (a half-octave of its bytes). The ranks agree on
-// the samples every so often, at the same AUTO call on every rank: one
-// MPI_Allreduce (MPI_MAX) of a fixed-size vector, at most when the calls
-// since the last one were predicted to take 50 times its latency, or after
-// 64 calls. What they agree on is each choice's median ratio, the slowest
-// rank's; it becomes the choice's correction in that class (halfway
-// towards it, or all the way when it moved by more than 1.5x: the model
-// has drifted). A prediction is multiplied by its correction (the class's,
+// the samples every so often, at the same AUTO call on every rank (an
+// exchange in the agreement's format, then one MPI_Allreduce (MPI_MAX) of
+// at most 32 words), once the calls since the last one are 4 or more and
+// were predicted to take 100 times its two latencies, or after 64 calls.
+// What they agree on is each choice's median ratio, the slowest rank's;
+// the choice's correction in that class moves halfway towards it, or all
+// the way when it is off by more than 1.5x, in the same direction, for the
+// second agreement running (the class has drifted). A prediction is multiplied by its correction (the class's,
 // else the nearest class's within two octaves, else 1).
 //
 // Exploration: AUTO runs the runner-up instead of the best now and then,
@@ -43,8 +44,9 @@ namespace cc_coll::detail {
 constexpr int kSizeClasses = 80;      // half-octaves of bytes: 1 B .. 2^40 B
 constexpr int kChoices = kMaxCandidates + 1;  // NONE, then the model's candidates
 constexpr int kAgreeSlots = 32;       // distinct (choice, class) pairs per agreement
+constexpr int kAgreeMinCalls = 4;
 constexpr int kAgreeMaxCalls = 64;
-constexpr double kAgreeCostFactor = 50;
+constexpr double kAgreeCostFactor = 100;  // the window's predicted time over the agreement's (2 latencies)
 constexpr int kExplorePeriod = 50;
 constexpr int kExploreAt = 3;
 constexpr int kExploreRefresh = 1000;  // calls of a class after which a choice is re-checked
@@ -97,6 +99,7 @@ private:
     };
     double factor_[kChoices][kSizeClasses] = {};
     bool drift_[kSizeClasses] = {};
+    signed char off_[kChoices][kSizeClasses] = {};  // the last agreement's direction when off by > 1.5x
     std::uint64_t calls_[kSizeClasses] = {};
     std::uint64_t last_explore_[kSizeClasses] = {};  // the class's call that last explored (0: none)
     double spent_ = 0;  // the predicted extra seconds of the checks
