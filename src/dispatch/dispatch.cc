@@ -65,8 +65,9 @@ const Method *selecting_method(cc_coll_method_t id)
 
 cc_coll_status_t run_allreduce(Comm &comm, const AllreduceArgs &args, const CallParams &params)
 {
+    const Method *selecting = selecting_method(params.method);
+    if (selecting == nullptr) return allreduce(comm, args, params);
     CallParams p = params;
-    const Method *selecting = selecting_method(p.method);
     CC_COLL_TRY(select_method(comm, CallKind::Allreduce,
                               {CostTensor{args.count, args.dtype, p.has_shape, p.rows, p.cols}}, &p));
     return run_observed(comm, selecting, [&] { return allreduce(comm, args, p); });

@@ -5,6 +5,7 @@
 // reduce-scatter and point-to-point calls run NONE. The dispatchers call
 // `select` before they route a call and `observe` after it, so no entry
 // point knows AUTO.
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -103,14 +104,31 @@ cc_coll_status_t select(Comm &comm, CallKind kind, const std::vector<CostTensor>
     }
     AutoState *st = nullptr;
     CC_COLL_TRY(ensure_state(comm, &st));
-    const bool check = comm.config().auto_check && comm.size() > 1;
+    bool check = comm.config().auto_check && comm.size() > 1;
     if (check && st->online.agreement_due(st->model)) CC_COLL_TRY(agree_samples(comm, *st));
     const AutoChoice c = predict(st->model, tensors, *p);
     const double bytes = call_bytes(tensors);
     Decision d;
     if (check) {
+        // Calls predicted under kCheckMinSeconds are not checked (their
+        // choice is the corrected model's): the check's own cost would be a
+        // visible share of them, and a wrong choice among them costs
+        // microseconds.
+        int best = -1;
+        double none = 0, lossy = 0;
+        st->online.corrected(st->model, c, bytes, &none, &lossy, &best);
+        if (std::min(none, lossy) < kCheckMinSeconds) {
+            check = false;
+            d.choice = best >= 0 && lossy < none ? 1 + best : 0;
+            d.predicted = d.choice == 0 ? c.predicted_none : c.predicted[best];
+            d.corrected = d.choice == 0 ? none : lossy;
+            d.corrected_none = none;
+            d.corrected_best_lossy = lossy;
+        }
+    }
+    if (check) {
         d = st->online.decide(st->model, c, bytes);
-    } else {
+    } else if (!comm.config().auto_check || comm.size() <= 1) {
         d.choice = c.method == CC_COLL_METHOD_NONE ? 0 : 1 + c.best_candidate;
         d.predicted = d.corrected = c.method == CC_COLL_METHOD_NONE ? c.predicted_none : c.predicted_lossy;
         d.corrected_none = c.predicted_none;

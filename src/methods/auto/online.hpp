@@ -54,6 +54,7 @@ constexpr double kFirstLookFactor = 10;
 constexpr double kExploreBudget = 0.02;
 constexpr double kCloseFactor = 1.5;
 constexpr double kDriftFactor = 1.5;
+constexpr double kCheckMinSeconds = 20e-6;  // calls predicted shorter are not checked (auto.cc)
 
 int size_class(double bytes);
 
