@@ -198,8 +198,9 @@ static int print_auto(void)
         if (rank != 0) continue;
         if (bytes == 4096)
             printf("CC_COLL_METHOD=auto on MPI_COMM_WORLD (%d ranks): predicted seconds per allreduce of f32\n"
+                   "(the model as measured: a new communicator's calls have not corrected it yet)\n"
                    "%14s  %-8s  %14s  %14s\n",
-                   size, "bytes", "auto runs", "none", "lossy");
+                   size, "bytes", "auto runs", "none", "best candidate");
         printf("%14zu  %-8s  %14.6g  %14.6g\n", bytes, cc_coll_method_name(chosen), t_none, t_lossy);
     }
     cc_coll_comm_destroy(comm);
