@@ -27,7 +27,7 @@ int main(int argc, char **argv)
                                .method = CC_COLL_METHOD_TOPK, .density = 0.01};
     for (int step = 0; step < STEPS; step++) {
         for (int i = 0; i < N; i++) /* this rank's gradient */
-            grad[i] = (float)((i * 7919 + step * 104729 + rank) % 1000) / 1000.0f - 0.5f;
+            grad[i] = (float)(((unsigned)i * 7919u + (unsigned)step * 104729u + (unsigned)rank) % 1000u) / 1000.0f - 0.5f;
         cc_coll_status_t st = cc_coll_allreduce(grad, grad, N, CC_COLL_F32, CC_COLL_AVG, &params, comm, NULL);
         if (st != CC_COLL_OK) {
             fprintf(stderr, "cc_coll_allreduce: %s (%s)\n", cc_coll_status_string(st), cc_coll_last_error());

@@ -20,7 +20,8 @@ int main(int argc, char **argv)
         const cc_coll::Params params = cc_coll::Params().method(CC_COLL_METHOD_TOPK).density(0.01);
         for (int step = 0; step < 10; step++) {
             for (std::size_t i = 0; i < grad.size(); i++)  // this rank's gradient
-                grad[i] = static_cast<float>((i * 7919 + step * 104729 + comm.rank()) % 1000) / 1000.0f - 0.5f;
+                grad[i] = static_cast<float>((static_cast<unsigned>(i) * 7919u + static_cast<unsigned>(step) * 104729u +
+                                                   static_cast<unsigned>(comm.rank())) % 1000u) / 1000.0f - 0.5f;
             comm.allreduce(grad.data(), grad.size(), CC_COLL_F32, CC_COLL_AVG, params);
         }
 

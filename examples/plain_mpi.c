@@ -16,7 +16,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     for (int step = 0; step < STEPS; step++) {
         for (int i = 0; i < N; i++) /* this rank's gradient */
-            grad[i] = (float)((i * 7919 + step * 104729 + rank) % 1000) / 1000.0f - 0.5f;
+            grad[i] = (float)(((unsigned)i * 7919u + (unsigned)step * 104729u + (unsigned)rank) % 1000u) / 1000.0f - 0.5f;
         MPI_Allreduce(MPI_IN_PLACE, grad, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     }
     if (rank == 0) printf("plain_mpi: %d steps of MPI_Allreduce on %d floats\n", STEPS, N);
