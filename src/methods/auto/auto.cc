@@ -64,6 +64,22 @@ const char *choice_name(const CostModel &m, int choice)
     return find_method(choice == 0 ? CC_COLL_METHOD_NONE : m.candidate[choice - 1].method)->name;
 }
 
+// The choice of the model alone (no check of the runner-up), its
+// predictions corrected by the samples so far when the check is on.
+Decision model_decision(const Comm &comm, const AutoState &st, const AutoChoice &c, double bytes)
+{
+    int best = st.model.candidates > 0 ? c.best_candidate : -1;
+    double none = c.predicted_none, lossy = c.predicted_lossy;
+    if (comm.config().auto_check) st.online.corrected(st.model, c, bytes, &none, &lossy, &best);
+    Decision d;
+    d.choice = best >= 0 && lossy < none ? 1 + best : 0;
+    d.predicted = d.choice == 0 ? c.predicted_none : c.predicted[best];
+    d.corrected = d.choice == 0 ? none : lossy;
+    d.corrected_none = none;
+    d.corrected_best_lossy = lossy;
+    return d;
+}
+
 // The ranks' agreement on the samples since the last one (online.hpp): an
 // exchange in the agreement's format (every rank checks that every other
 // one is making it, on the same window), then the values.
@@ -108,32 +124,12 @@ cc_coll_status_t select(Comm &comm, CallKind kind, const std::vector<CostTensor>
     if (check && st->online.agreement_due(st->model)) CC_COLL_TRY(agree_samples(comm, *st));
     const AutoChoice c = predict(st->model, tensors, *p);
     const double bytes = call_bytes(tensors);
-    Decision d;
-    if (check) {
-        // Calls predicted under kCheckMinSeconds are not checked (their
-        // choice is the corrected model's): the check's own cost would be a
-        // visible share of them, and a wrong choice among them costs
-        // microseconds.
-        int best = -1;
-        double none = 0, lossy = 0;
-        st->online.corrected(st->model, c, bytes, &none, &lossy, &best);
-        if (std::min(none, lossy) < kCheckMinSeconds) {
-            check = false;
-            d.choice = best >= 0 && lossy < none ? 1 + best : 0;
-            d.predicted = d.choice == 0 ? c.predicted_none : c.predicted[best];
-            d.corrected = d.choice == 0 ? none : lossy;
-            d.corrected_none = none;
-            d.corrected_best_lossy = lossy;
-        }
-    }
-    if (check) {
-        d = st->online.decide(st->model, c, bytes);
-    } else if (!comm.config().auto_check || comm.size() <= 1) {
-        d.choice = c.method == CC_COLL_METHOD_NONE ? 0 : 1 + c.best_candidate;
-        d.predicted = d.corrected = c.method == CC_COLL_METHOD_NONE ? c.predicted_none : c.predicted_lossy;
-        d.corrected_none = c.predicted_none;
-        d.corrected_best_lossy = c.predicted_lossy;
-    }
+    Decision d = model_decision(comm, *st, c, bytes);
+    // Calls predicted under kCheckMinSeconds are not checked (their choice
+    // is the corrected model's): the check's own cost would be a visible
+    // share of them, and a wrong choice among them costs microseconds.
+    check = check && std::min(d.corrected_none, d.corrected_best_lossy) >= kCheckMinSeconds;
+    if (check) d = st->online.decide(st->model, c, bytes);
     st->pending = d;
     st->has_pending = true;
     st->pending_checked = check;
@@ -188,14 +184,10 @@ cc_coll_status_t predict_call(Comm &comm, const CostTensor &t, const CallParams 
 {
     AutoState *st = nullptr;
     CC_COLL_TRY(ensure_state(comm, &st));
-    const AutoChoice c = predict(st->model, {t}, p);
-    int best = -1;
-    double none = c.predicted_none, lossy = c.predicted_lossy;
-    if (comm.config().auto_check) st->online.corrected(st->model, c, call_bytes({t}), &none, &lossy, &best);
-    else best = st->model.candidates > 0 ? c.best_candidate : -1;
-    *chosen = best >= 0 && lossy < none ? st->model.candidate[best].method : CC_COLL_METHOD_NONE;
-    *predicted_none = none;
-    *predicted_lossy = lossy;
+    const Decision d = model_decision(comm, *st, predict(st->model, {t}, p), call_bytes({t}));
+    *chosen = d.choice == 0 ? CC_COLL_METHOD_NONE : st->model.candidate[d.choice - 1].method;
+    *predicted_none = d.corrected_none;
+    *predicted_lossy = d.corrected_best_lossy;
     return CC_COLL_OK;
 }
 
