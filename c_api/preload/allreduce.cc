@@ -37,7 +37,9 @@ bool intercept(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op 
 
         const cc_coll_params_t p = compress_params();
         const double t0 = PMPI_Wtime();
-        const cc_coll_status_t st = cc_coll_allreduce(c.src, recv, c.n, c.dtype, CC_COLL_SUM, &p, e->handle, nullptr);
+        cc_coll_status_t st = cc_coll_allreduce(c.src, recv, c.n, c.dtype, CC_COLL_SUM, &p, e->handle, nullptr);
+        if (dropped_disagreeing_state(*e, p, recv, c.n, c.dtype, st))
+            st = cc_coll_allreduce(c.src, recv, c.n, c.dtype, CC_COLL_SUM, &p, e->handle, nullptr);
         const double seconds = PMPI_Wtime() - t0;
         if (st == CC_COLL_OK) {
             note_residual(e, recv, c.n, c.dtype, ef);

@@ -222,6 +222,22 @@ bool failed_together(cc_coll_status_t st)
     return st == CC_COLL_ERR_MISMATCH || st == CC_COLL_ERR_EF_LIMIT || st == CC_COLL_ERR_NOT_SUPPORTED;
 }
 
+// A tensor's state besides its residual (LOWRANK's call count and
+// factors) is keyed by its receive buffer, count and type: the program
+// cannot give a key through MPI_Allreduce. When malloc hands a freed
+// buffer's address back on some ranks only, those ranks meet another
+// tensor's state there and the ranks' call counts disagree, which every
+// rank sees as CC_COLL_ERR_MISMATCH before any data moves. Drops that key's
+// state (and residual) on this rank, as every rank does at the same call;
+// true when the call should run again from the fresh state.
+bool dropped_disagreeing_state(const Entry &e, const cc_coll_params_t &p, const void *recv, std::size_t n,
+                               cc_coll_dtype_t dtype, cc_coll_status_t st)
+{
+    if (st != CC_COLL_ERR_MISMATCH) return false;
+    if (!(cc_coll_method_caps(p.method) & (CC_COLL_METHOD_CAP_STATE | CC_COLL_METHOD_CAP_SELECTS))) return false;
+    return cc_coll_ef_reset(e.handle, &p, recv, n, dtype) == CC_COLL_OK;
+}
+
 // The parameters of every compressed call, from the settings.
 cc_coll_params_t compress_params()
 {

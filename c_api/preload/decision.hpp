@@ -50,6 +50,10 @@ bool agreed_to_compress(const Entry &e, int bits);
 void note_residual(Entry *e, void *recv, std::size_t count, cc_coll_dtype_t dtype, const EfCheck &ef);
 // Whether libcc_coll's status is one every rank sees together.
 bool failed_together(cc_coll_status_t st);
+// After CC_COLL_ERR_MISMATCH on a method with per-tensor state: drops the
+// call's key on this rank (every rank does); true to run the call again.
+bool dropped_disagreeing_state(const Entry &e, const cc_coll_params_t &p, const void *recv, std::size_t n,
+                               cc_coll_dtype_t dtype, cc_coll_status_t st);
 // The parameters of every compressed call, from the settings.
 cc_coll_params_t compress_params();
 // Counts a compressed call that completed; `prediction`: AUTO's cost model

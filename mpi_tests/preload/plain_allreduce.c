@@ -14,7 +14,9 @@
  *                                through (exact) while the first buffer's
  *                                calls stay compressed
  *
- * In the first two modes the ineligible calls (MPI_INT, MPI_MAX, a small
+ * In the first two modes a receive buffer whose address one rank reuses
+ * for a second tensor (and the others do not) must still compress or stay
+ * exact, and the ineligible calls (MPI_INT, MPI_MAX, a small
  * message, derived datatypes, an inter-communicator, and an MPI_Iallreduce
  * with MPI_MAX) must give exactly the locally computed result, eligible
  * MPI_Iallreduce calls are decided as MPI_Allreduce ones, and
@@ -142,6 +144,32 @@ static void check_type(MPI_Datatype type, const char *name, int bytes_per)
     if (compressed) CHECK(e > 0.5, "%s: error %.3e: not compressed", name, e);
     else CHECK(e < 1e-6, "%s: error %.3e: not exact", name, e);
     free(s), free(r), free(exact), free(got);
+}
+
+/* ---- a receive buffer's address reused on one rank only ----
+ * Rank 0 reduces twice into one buffer, the other ranks into two: what a
+ * program meets when malloc hands a freed buffer's address back on some
+ * ranks only. Tensors without a key are named by their receive buffer, so
+ * under LOWRANK rank 0's second call meets the first call's state (its call
+ * count) and the other ranks a fresh one; both calls must still compress. */
+static void check_address_reused(void)
+{
+    const long n = (1L << 20) / 4 + 29;
+    float *s = malloc(n * sizeof *s), *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    double *exact = calloc(n, sizeof *exact), *got = malloc(n * sizeof *got);
+    for (long i = 0; i < n; ++i) {
+        s[i] = (float)gval(rank, i, 5);
+        for (int q = 0; q < size; ++q) exact[i] += (double)(float)gval(q, i, 5);
+    }
+    for (int k = 0; k < 2; ++k) {
+        float *r = k == 1 && rank != 0 ? b : a;
+        CHECK(MPI_Allreduce(s, r, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS, "allreduce");
+        for (long i = 0; i < n; ++i) got[i] = r[i];
+        const double e = rel_err(got, exact, n);
+        if (compressed) CHECK(e > 0.5, "address reused on rank 0 only: call %d: error %.3e: not compressed", k, e);
+        else CHECK(e < 1e-6, "address reused on rank 0 only: call %d: error %.3e: not exact", k, e);
+    }
+    free(s), free(a), free(b), free(exact), free(got);
 }
 
 /* ---- ineligible calls: bit-identical to the exact result ---- */
@@ -450,6 +478,7 @@ int main(int argc, char **argv)
         check_type(MPI_REAL4, "MPI_REAL4", 4);
         check_type(MPI_DOUBLE_PRECISION, "MPI_DOUBLE_PRECISION", 8);
         check_type(MPI_REAL8, "MPI_REAL8", 8);
+        check_address_reused();
         check_ineligible();
         if (provided == MPI_THREAD_MULTIPLE) check_threads();
     }
