@@ -24,7 +24,8 @@ struct HalfCodec {
     {
         return p.method_options[CC_COLL_METHOD_HALF] == 1 ? half::Format::Fp16 : half::Format::Bf16;
     }
-    static std::size_t coded_bytes(const CallParams &) { return 2; }
+    static constexpr bool kElementwise = true;
+    static std::size_t coded_size(const CallParams &, std::size_t n) { return 2 * n; }
 
     template <typename W>
     static cc_coll_status_t encode(HostExec &x, const CallParams &p, const W *v, std::size_t n, unsigned char *out,
