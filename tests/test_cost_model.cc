@@ -287,10 +287,11 @@ TEST(OnlineCheck, AWrongModelIsCorrected)
     ASSERT_EQ(c.method, CC_COLL_METHOD_TOPK);
     OnlineCheck a, b;
     int explored = 0;
-    // TOPK at calls 1 and 2, NONE's first look at call 3, then NONE: TOPK,
-    // measured 5x slower, is not rechecked at call 53.
+    // TOPK at calls 1 and 2, NONE's first look at calls 3 and 4 (the
+    // second is the sample), then NONE: TOPK, measured 5x slower, is not
+    // rechecked at call 53.
     EXPECT_EQ(run_calls(m, a, b, n, 60, 1e-3, 5e-3, 56, &explored), 0);
-    EXPECT_EQ(explored, 1);
+    EXPECT_EQ(explored, 2);
     EXPECT_GT(a.agreements(), 0u);
     // The corrections are the slowest rank's ratios, the same on both.
     const int k = size_class(4.0 * n);
@@ -302,6 +303,42 @@ TEST(OnlineCheck, AWrongModelIsCorrected)
     a.corrected(m, c, 4.0 * n, &none, &lossy, &best);
     EXPECT_LT(none, lossy);
     EXPECT_EQ(best, 0);
+}
+
+TEST(OnlineCheck, AFirstLookSamplesTheSecondCall)
+{
+    // The model predicts NONE 2x faster than TOPK; in truth TOPK's first
+    // call on a tensor takes 10 ms (it allocates its residual and touches
+    // its pages) and every later one 0.5 ms, NONE 1 ms. A look that took the
+    // first call as its sample would keep NONE; the second call is the
+    // sample, and AUTO moves to TOPK.
+    CostModel m = model(CC_COLL_METHOD_TOPK, 2);
+    const std::size_t n = 1 << 20;
+    AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+    for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] = 0.5 * c.predicted_lossy * m.link_seconds[i] / c.predicted_none;
+    c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+    ASSERT_EQ(c.method, CC_COLL_METHOD_NONE);
+    ASSERT_LT(c.predicted_lossy, kFirstLookFactor * c.predicted_none);
+    OnlineCheck a, b;
+    bool topk_ran = false;
+    int warmups = 0, tail_topk = 0;
+    for (int i = 0; i < 200; ++i) {
+        if (a.agreement_due(m)) agree_both(a, b);
+        const Decision da = a.decide(m, c, 4.0 * n), db = b.decide(m, c, 4.0 * n);
+        ASSERT_EQ(da.choice, db.choice);
+        ASSERT_EQ(da.warmup, db.warmup);
+        if (da.warmup) {
+            ++warmups;
+            EXPECT_NE(da.choice, 0);  // TOPK's look, the NONE-predicted best never warms up
+        }
+        const double t = da.choice == 0 ? 1e-3 : topk_ran ? 0.5e-3 : 10e-3;
+        if (da.choice != 0) topk_ran = true;
+        a.observe(da, t);
+        b.observe(db, 1.1 * t);
+        if (i >= 100 && da.choice != 0) ++tail_topk;
+    }
+    EXPECT_EQ(warmups, 1);
+    EXPECT_GE(tail_topk, 98);  // TOPK but for NONE's rechecks
 }
 
 TEST(OnlineCheck, ARightModelStaysAndExplorationIsBounded)
@@ -331,7 +368,7 @@ TEST(OnlineCheck, CloseChoicesAreRecheckedAndDriftIsFollowed)
 {
     // A model that predicts both about 1.1 ms; the calls take 1.0 ms
     // (NONE) and 0.9 ms (TOPK): close, so the runner-up is rechecked every
-    // 50 calls of the class (and never more). Then TOPK's calls become 4x
+    // 50 calls of the class (and never more; its first look takes two). Then TOPK's calls become 4x
     // slower (another job on the node): the model follows and runs NONE.
     CostModel m = model(CC_COLL_METHOD_TOPK, 2);
     for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] = 1e-5 + m.link_bytes[i] / 4e9;
@@ -339,7 +376,7 @@ TEST(OnlineCheck, CloseChoicesAreRecheckedAndDriftIsFollowed)
     OnlineCheck a, b;
     int explored = 0;
     EXPECT_GT(run_calls(m, a, b, n, 500, 1e-3, 0.9e-3, 100, &explored), 90);
-    EXPECT_EQ(explored, 10);
+    EXPECT_EQ(explored, 11);  // every 50 calls, the first look twice
     explored = 0;
     EXPECT_EQ(run_calls(m, a, b, n, 300, 1e-3, 3.6e-3, 100, &explored), 0);
     EXPECT_LE(explored, 1);  // TOPK, left after its first slow window, rechecked at most once

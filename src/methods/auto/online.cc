@@ -103,7 +103,17 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
     for (int j = 1; j < n; ++j) d.corrected_best_lossy = std::min(d.corrected_best_lossy, est[j]);
     int ran = best;
     if (std::isfinite(est[best])) total_ += est[best];
-    const bool allowed = model.ranks > 1 && runner >= 0 && calls >= static_cast<std::uint64_t>(kExploreAt) &&
+    // The second call of a look at a choice unseen in the class: the one
+    // that is measured (the first paid for the choice's new state).
+    const int again = look_again_[k] - 1;
+    look_again_[k] = 0;
+    if (again >= 0 && again < n && again != best && std::isfinite(est[again])) {
+        ran = again;
+        d.explored = true;
+        spent_ += std::max(0.0, est[again] - est[best]);
+    }
+    const bool allowed = !d.explored && model.ranks > 1 && runner >= 0 &&
+                         calls >= static_cast<std::uint64_t>(kExploreAt) &&
                          (last_explore_[k] == 0 || calls - last_explore_[k] >= static_cast<std::uint64_t>(kExplorePeriod));
     if (allowed) {
         const bool unseen = factor_[runner][k] <= 0;
@@ -125,6 +135,13 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
             drift_[k] = false;
             last_explore_[k] = calls;
             spent_ += extra;
+            // A choice never measured in the class runs twice: its first
+            // call may pay for what the next ones reuse (a residual, scratch
+            // buffers, the pages they touch), so only the second is a sample.
+            if (unseen) {
+                d.warmup = true;
+                look_again_[k] = static_cast<unsigned char>(1 + runner);
+            }
         }
     }
     d.choice = ran;
@@ -142,6 +159,7 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
 
 void OnlineCheck::observe(const Decision &d, double seconds)
 {
+    if (d.warmup) return;
     if (!(d.predicted > 0) || !std::isfinite(d.predicted) || !(seconds >= 0)) return;
     const int key = d.choice * kSizeClasses + d.size_class;
     for (Pending &p : window_)

@@ -25,7 +25,9 @@
 // only while the predicted extra time of all checks stays within 2% of the
 // predicted time of all AUTO calls. So at most one call in 50 runs a
 // choice the model does not prefer, and, but for the first looks, the
-// checks cost at most 2% of the time.
+// checks cost at most 2% of the time. A choice with no sample in the class
+// yet is run twice in a row, and only the second call is a sample: the
+// first may pay for state the next ones reuse (TOPK's residual, scratch).
 //
 // Everything a decision reads (the model, the corrections, the call
 // counts) is the same on every rank: rank-local clocks enter only through
@@ -66,6 +68,7 @@ struct Decision {
     double corrected_none = 0;  // NONE, corrected
     double corrected_best_lossy = 0;
     bool explored = false;      // ran the runner-up to check the model
+    bool warmup = false;        // the first of a look's two calls: not a sample
 };
 
 class OnlineCheck {
@@ -103,6 +106,7 @@ private:
     signed char off_[kChoices][kSizeClasses] = {};  // the last agreement's direction when off by > 1.5x
     std::uint64_t calls_[kSizeClasses] = {};
     std::uint64_t last_explore_[kSizeClasses] = {};  // the class's call that last explored (0: none)
+    unsigned char look_again_[kSizeClasses] = {};    // 1 + the choice the class's next call runs again (0: none)
     double spent_ = 0;  // the predicted extra seconds of the checks
     double total_ = 0;  // the predicted seconds of every call decided
     std::vector<Pending> window_;
