@@ -11,6 +11,8 @@ gradients averaged by the row's communication hook:
   none           cc_coll.torch, method NONE (a dense average through libcc_coll)
   topk, sketch, lowrank          cc_coll.torch with that method, error feedback on
   topk-noef, sketch-noef, lowrank-noef    the same without error feedback
+  half, quant, onebit (and -noef)   the dense codecs, the same way; their
+                 settings (CC_COLL_QUANT_BITS, ...) through --setting
   powersgd       PyTorch's powerSGD_hook over gloo (error feedback, warm start)
   local, local-noef   compressed local steps (cc_coll.torch.LocalStepsOptimizer):
                  --local-steps inner steps per rank, then the parameters'
@@ -57,8 +59,11 @@ from gloo_mpi import finish, init_gloo
 # fails: on a GPU machine the runs see none.
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
+# The library's dense codecs (no density, no rank; their own settings
+# through --setting) have rows too.
+CODEC_ROWS = ("half", "half-noef", "quant", "quant-noef", "onebit", "onebit-noef")
 ROWS = ("ddp", "none", "topk", "topk-noef", "sketch", "sketch-noef", "lowrank", "lowrank-noef", "powersgd",
-        "local", "local-noef", "postlocal", "cadam", "cadam-noef")
+        "local", "local-noef", "postlocal", "cadam", "cadam-noef") + CODEC_ROWS
 LOCAL_ROWS = ("local", "local-noef", "postlocal")
 
 
@@ -116,6 +121,9 @@ def parse_args(argv):
                     help="cadam: momentum masks for gradient rows that were zero through the warm-up")
     ap.add_argument("--buckets", choices=("one", "ddp"), default="one",
                     help="one: all gradients in one DDP bucket; ddp: DDP's default bucket sizes")
+    ap.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
+                    help="a libcc_coll setting for the run's communicators, e.g. QUANT_BITS=4 or "
+                         "TOPK_VALUE_BITS=4 (CC_COLL_ is prefixed; repeatable)")
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--eval-windows", type=int, default=256, help="validation windows (spread over the ranks)")
     ap.add_argument("--seed", type=int, default=0)
@@ -125,6 +133,12 @@ def parse_args(argv):
         ap.error("need --local-steps >= 1 and --ramp-steps >= 0")
     if a.steps < 1 or a.batch < 1 or a.ctx < 2 or a.layers < 1 or a.dmodel % a.heads:
         ap.error("need steps >= 1, batch >= 1, ctx >= 2, layers >= 1 and dmodel a multiple of heads")
+    for kv in a.setting:
+        name, eq, value = kv.partition("=")
+        if not eq or not name:
+            ap.error("--setting takes NAME=VALUE (got %r)" % kv)
+        # read when the run's communicators are created
+        os.environ[name if name.startswith("CC_COLL_") else "CC_COLL_" + name] = value
     return a
 
 
