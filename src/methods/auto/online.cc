@@ -172,7 +172,10 @@ void OnlineCheck::observe(const Decision &d, double seconds)
 bool OnlineCheck::agreement_due(const CostModel &model) const
 {
     if (window_.empty()) return false;
-    return static_cast<int>(window_.size()) >= kAgreeSlots || window_calls_ >= kAgreeMaxCalls ||
+    // The first agreements come sooner (8, 16, 32 calls), so that a
+    // communicator's first sizes are corrected within their first calls.
+    const int max_calls = agreements_ >= 3 ? kAgreeMaxCalls : kAgreeFirstCalls << agreements_;
+    return static_cast<int>(window_.size()) >= kAgreeSlots || window_calls_ >= max_calls ||
            (window_calls_ >= kAgreeMinCalls && window_predicted_ >= kAgreeCostFactor * 2 * model.latency);
 }
 

@@ -7,7 +7,8 @@
 // the samples every so often, at the same AUTO call on every rank (an
 // exchange in the agreement's format, then one MPI_Allreduce (MPI_MAX) of
 // at most 32 words), once the calls since the last one are 4 or more and
-// were predicted to take 100 times its two latencies, or after 64 calls.
+// were predicted to take 100 times its two latencies, or after 64 calls
+// (8, 16 and 32 for a communicator's first three agreements).
 // What they agree on is each choice's median ratio, the slowest rank's;
 // the choice's correction in that class moves halfway towards it, or all
 // the way when it is off by more than 1.5x, in the same direction, for the
@@ -48,6 +49,7 @@ constexpr int kChoices = kMaxCandidates + 1;  // NONE, then the model's candidat
 constexpr int kAgreeSlots = 32;       // distinct (choice, class) pairs per agreement
 constexpr int kAgreeMinCalls = 4;
 constexpr int kAgreeMaxCalls = 64;
+constexpr int kAgreeFirstCalls = 8;  // the first agreement's calls, doubling up to kAgreeMaxCalls
 constexpr double kAgreeCostFactor = 100;  // the window's predicted time over the agreement's (2 latencies)
 constexpr int kExplorePeriod = 50;
 constexpr int kExploreAt = 3;
