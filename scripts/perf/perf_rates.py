@@ -9,7 +9,8 @@ MPI_Allreduce in the same session, the bytes one rank hands to MPI, the
 wire-time limit of those bytes (the time a host's link needs, at its nominal
 rate, for what the method's exchange makes it carry: 2 (N-1)/N x bytes for
 an allreduce of them (NONE, SKETCH, LOWRANK), (N-1) x bytes for TOPK's
-allgather), the call's time over that limit, and the library's own split of
+allgather, the bytes themselves for the element codecs, whose statistics
+count what a rank sends), the call's time over that limit, and the library's own split of
 the call into compress, communicate and decompress (its statistics, the
 slowest rank's).
 """
@@ -18,6 +19,10 @@ import glob
 import json
 import os
 import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import perf_summary  # noqa: E402  (the rows of a rates file)
 
 RATE = {"mbit": 1e6, "gbit": 1e9, "kbit": 1e3}
 
@@ -27,10 +32,17 @@ def rate_bps(text):
     return float(m.group(1)) * RATE[m.group(2)] / 8
 
 
+# The element codecs' statistics count what a rank sends (reduce-scatter
+# and allgather of coded blocks: 2 (N-1) blocks), not the buffer's bytes.
+SENT_BYTES = ("half", "quant", "onebit")
+
+
 def limit(method, wire, hosts, bps):
     f = (hosts - 1) / hosts
     if method == "topk":
         return (hosts - 1) * wire / bps
+    if method in SENT_BYTES:
+        return wire / bps
     return 2 * f * wire / bps
 
 
@@ -44,16 +56,9 @@ def main():
         bps = rate_bps(d["rate"])
         rows = []
         mpi = None
-        for tag, run in (("r1", d["runs"]["r1"]), ("r4", d["runs"]["r4"]), ("r16", d["runs"]["r16"])):
-            for x in run["results"]:
-                if x["method"] == "mpi":
-                    if tag == "r1":
-                        mpi = x
-                    continue
-                if tag != "r1" and x["method"] != "lowrank":
-                    continue
-                name = x["method"] + (" r" + tag[1:] if x["method"] == "lowrank" else "")
-                rows.append((name, x, x["time_us"] / 1e3))
+        mpi = next(x for x in d["runs"]["r1"]["results"] if x["method"] == "mpi")
+        for name, x in perf_summary.rates_runs(d):
+            rows.append((name, x, x["time_us"] / 1e3))
         print(f"### {d['rate']}, {d['hosts']} hosts\n")
         print(f"{d['date']}, commit {d['commit']}; load average {d['load_before']} before, {d['load_after']} after. "
               f"MPI_Allreduce: {mpi['time_us'] / 1e3:.1f} ms (wire-time limit "

@@ -44,16 +44,26 @@ def load(directory, kind):
     return sorted(docs, key=lambda d: (rate_value(d["rate"]), d["hosts"]))
 
 
+def rates_runs(doc):
+    """(name, result) of every row of one rates file (scripts/perf/perf_rates.sh):
+    run r1 has every method (LOWRANK at rank 1), runs r<R> LOWRANK at rank R,
+    and a run with a "label" one variant of a method (its settings)."""
+    def order(kv):
+        tag, run = kv
+        return (1, tag) if "label" in run else (0, int(tag[1:]))
+    for tag, run in sorted(doc["runs"].items(), key=order):
+        for x in run["results"]:
+            if x["method"] == "mpi":
+                continue
+            if "label" in run:
+                yield run["label"], x
+            elif tag == "r1" or x["method"] == "lowrank":
+                yield x["method"] + (" rank " + tag[1:] if x["method"] == "lowrank" else ""), x
+
+
 def rates_rows(doc):
     """{row name: (speedup, wire bytes)} of one rates file."""
-    rows = {}
-    for tag, run in sorted(doc["runs"].items(), key=lambda kv: int(kv[0][1:])):
-        for x in run["results"]:
-            if x["method"] == "mpi" or (tag != "r1" and x["method"] != "lowrank"):
-                continue
-            name = x["method"] + (" rank " + tag[1:] if x["method"] == "lowrank" else "")
-            rows[name] = (x["speedup"], x["wire_bytes"])
-    return rows
+    return {name: (x["speedup"], x["wire_bytes"]) for name, x in rates_runs(doc)}
 
 
 def bucket_rows(doc):
@@ -116,7 +126,8 @@ def section(directory):
 
     wire_rate = "1gbit" if "1gbit" in rate_list else rate_list[0]
     for name in names:
-        label = name.upper() if not name.startswith("lowrank") else "LOWRANK " + name.split(" ", 1)[1]
+        first, _, rest = name.partition(" ")
+        label = first.upper() + (" " + rest if rest else "")
         if name == "auto":
             label = "AUTO (ran its lossy method)"
         line = "| %s | %s | " % (label, cell(by, wire_rate, None, name, "wire"))
