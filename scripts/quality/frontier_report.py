@@ -47,6 +47,8 @@ HEADING = "## Routes at high compression: results"
 AIM = (1.0, 50.0)        # % gap at >= x fewer bytes over the run
 AT_LEAST = (3.0, 40.0)
 HALF_RANGE = (10.0, 200.0)   # ratios over the run at which runs are held against powerSGD_hook
+# train_lm.py's rows that compress every step's gradients in cc_coll.torch's hook
+HOOK_METHODS = ("none", "topk", "sketch", "lowrank", "half", "quant", "onebit")
 ROUTES = (  # (row test, route) in table order
     (lambda row: row == "ddp", "uncompressed (DDP's default hook)"),
     (lambda row: row == "powersgd", "PyTorch powerSGD_hook"),
@@ -54,6 +56,7 @@ ROUTES = (  # (row test, route) in table order
     (lambda row: row in ("local", "local-noef"), "compressed local steps (cc_coll)"),
     (lambda row: row.startswith("cadam"), "per-step compressed Adam (cc_coll)"),
     (lambda row: row.startswith("dgc"), "DGC momentum SGD (cc_coll)"),
+    (lambda row: row.split("-")[0] in HOOK_METHODS, "per-step compression in DDP's hook (cc_coll)"),
 )
 COLORS = ("#7f7f7f", "#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd",
           "#8c564b", "#e377c2", "#17becf", "#bcbd22")
@@ -75,7 +78,8 @@ def route_of(row):
 
 def is_challenger(row):
     """The rows held against powerSGD_hook: libcc_coll's routes."""
-    return row in ("local", "local-noef") or row.startswith("cadam") or row.startswith("dgc")
+    return (row in ("local", "local-noef") or row.startswith("cadam") or row.startswith("dgc")
+            or (row.split("-")[0] in HOOK_METHODS and row != "none"))
 
 
 def fmt_num(v):
@@ -244,8 +248,14 @@ def settings_of(run, base_settings):
             parts.append("LayerPolicy.for_model, budget %s" % fmt_num(g("exact_budget")))
         described.update(DEFAULTS)
     else:
-        parts = ["density %s" % fmt_num(g("density"))] if "density" in s else []
-        described.add("density")
+        m = row.split("-")[0]
+        parts = ["%s%s, %s" % (m, " %s" % fmt_num(g("density")) if m in ("topk", "sketch") else
+                               " rank %d" % g("rank") if m == "lowrank" else "",
+                               "no EF" if row.endswith("-noef") else "EF")]
+        described.update(("density", "rank"))
+    if s.get("setting"):
+        parts.append(", ".join(s["setting"]))
+    described.add("setting")
     # anything else that differs from the model's ddp run (options of the routes this
     # report does not know, or general ones such as --min-elements)
     if base_settings is not None:
