@@ -173,7 +173,8 @@ TEST(QuantNearest, MaxMinErrorAtMostHalfAStep)
             const float off = header(bytes, (i / chunk) * S);
             ASSERT_GT(step, 0.0f);
             // step / 2, and a few binary32 roundings of the chunk's range.
-            const float tol = step / 2 * (1 + 1e-5f) + 4 * std::numeric_limits<float>::epsilon() * (std::fabs(off) + step * ((1u << b) - 1));
+            const float range = std::fabs(off) + step * static_cast<float>((1u << b) - 1);
+            const float tol = step / 2 * (1 + 1e-5f) + 4 * std::numeric_limits<float>::epsilon() * range;
             ASSERT_LE(std::fabs(back[i] - v[i]), tol) << "b=" << b << " i=" << i;
             // The error output is v - decode, exactly.
             ASSERT_EQ(err[i], v[i] - back[i]) << "b=" << b << " i=" << i;

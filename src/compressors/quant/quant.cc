@@ -4,6 +4,9 @@
 // blocks in block (rank) order. The arithmetic is quant_kernels.hpp's, the
 // same as the device's.
 #include <algorithm>
+#include <climits>
+#include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 
@@ -24,42 +27,38 @@ constexpr std::size_t kSub = 256;
 template <typename W>
 Header chunk_header(const Options &o, const W *v, std::size_t len)
 {
-    std::uint32_t amax_bits = 0;  // max of |v|'s bits: +inf and NaN above every finite value
-    float lo = 0.0f, hi = 0.0f, abs_sum = 0.0f;
+    // Integer and lane reductions, so that the compiler vectorises them.
+    // Whether every value is finite follows from what each scheme reduces
+    // (the device tests every value; the header is the same).
     if (o.scheme == Scheme::MaxMin) {
-        lo = hi = static_cast<float>(v[0]);
+        std::int32_t klo = INT32_MAX, khi = INT32_MIN;  // order keys of min and max
         for (std::size_t i = 0; i < len; ++i) {
-            const float f = static_cast<float>(v[i]);
-            lo = f < lo ? f : lo;
-            hi = f > hi ? f : hi;
-            const std::uint32_t a = float_bits(f) & 0x7fffffffu;
-            amax_bits = a > amax_bits ? a : amax_bits;
+            const std::int32_t k = order_key(static_cast<float>(v[i]));
+            klo = k < klo ? k : klo;
+            khi = k > khi ? k : khi;
         }
-    } else if (o.scheme == Scheme::Norm) {
+        // A NaN's key lies beyond an infinity's on its side.
+        const float inf = std::numeric_limits<float>::infinity();
+        const bool all_finite = klo > order_key(-inf) && khi < order_key(inf);
+        return make_header(o.scheme, o.bits, all_finite, key_value(klo), key_value(khi), 0.0f, 0.0f, len);
+    }
+    if (o.scheme == Scheme::Norm) {
+        std::uint32_t amax_bits = 0;  // NaN and infinities above every finite |v|
         for (std::size_t i = 0; i < len; ++i) {
             const std::uint32_t a = float_bits(static_cast<float>(v[i])) & 0x7fffffffu;
             amax_bits = a > amax_bits ? a : amax_bits;
         }
-    } else {
-        float lane[kLanes] = {};
-        std::size_t i = 0;
-        for (; i + kLanes <= len; i += kLanes)
-            for (unsigned l = 0; l < kLanes; ++l) {
-                const std::uint32_t a = float_bits(static_cast<float>(v[i + l])) & 0x7fffffffu;
-                amax_bits = a > amax_bits ? a : amax_bits;
-                lane[l] += bits_float(a);
-            }
-        for (unsigned l = 0; i + l < len; ++l) {
-            const std::uint32_t a = float_bits(static_cast<float>(v[i + l])) & 0x7fffffffu;
-            amax_bits = a > amax_bits ? a : amax_bits;
-            lane[l] += bits_float(a);
-        }
-        for (unsigned off = kLanes / 2; off > 0; off /= 2)
-            for (unsigned l = 0; l < off; ++l) lane[l] += lane[l + off];
-        abs_sum = lane[0];
+        return make_header(o.scheme, o.bits, amax_bits < 0x7f800000u, 0.0f, 0.0f, bits_float(amax_bits), 0.0f, len);
     }
-    const bool all_finite = amax_bits < 0x7f800000u;
-    return make_header(o.scheme, o.bits, all_finite, lo, hi, bits_float(amax_bits), abs_sum, len);
+    // Sign: the lane-ordered sum of |v|, NaN or infinite when some |v| is.
+    float lane[kLanes] = {};
+    std::size_t i = 0;
+    for (; i + kLanes <= len; i += kLanes)
+        for (unsigned l = 0; l < kLanes; ++l) lane[l] += std::fabs(static_cast<float>(v[i + l]));
+    for (unsigned l = 0; i + l < len; ++l) lane[l] += std::fabs(static_cast<float>(v[i + l]));
+    for (unsigned off = kLanes / 2; off > 0; off /= 2)
+        for (unsigned l = 0; l < off; ++l) lane[l] += lane[l + off];
+    return make_header(o.scheme, o.bits, finite(lane[0]), 0.0f, 0.0f, 0.0f, lane[0], len);
 }
 
 // Codes of v[0..len) (len <= kSub) into q; r is the rounding's addend.

@@ -81,7 +81,10 @@ CC_COLL_HD inline std::size_t code_bytes(std::size_t len, unsigned bits)
     return (((len + 7) / 8) * bits + 7) / 8 * 8;
 }
 
-CC_COLL_HD inline std::size_t stride(std::uint32_t chunk, unsigned bits) { return kHeaderBytes + code_bytes(chunk, bits); }
+CC_COLL_HD inline std::size_t stride(std::uint32_t chunk, unsigned bits)
+{
+    return kHeaderBytes + code_bytes(chunk, bits);
+}
 
 // Bytes of a block of n elements: whole chunks at the stride, then the
 // shorter last chunk's header and codes. A multiple of 8.
@@ -112,7 +115,7 @@ CC_COLL_HD inline float add_rn(float a, float b)
 
 CC_COLL_HD inline float decode_one(float offset, float step, unsigned q)
 {
-    return add_rn(offset, mul_rn(static_cast<float>(q), step));
+    return add_rn(offset, mul_rn(static_cast<float>(static_cast<int>(q)), step));
 }
 
 CC_COLL_HD inline bool finite(float v) { return (float_bits(v) & 0x7f800000u) != 0x7f800000u; }
@@ -198,7 +201,20 @@ CC_COLL_HD inline unsigned code_one(float v, const Header &h, unsigned levels, S
     float t = add_rn(mul_rn(v - h.offset, h.inv), r);
     t = t > 0.0f ? t : 0.0f;
     t = t < static_cast<float>(levels) ? t : static_cast<float>(levels);
-    return static_cast<unsigned>(t);
+    return static_cast<unsigned>(static_cast<int>(t));
+}
+
+// A binary32 value's bits as an int32 that orders like the value (-0 below
+// +0; for values that are not NaN): min and max as integer reductions.
+CC_COLL_HD inline std::int32_t order_key(float v)
+{
+    const std::uint32_t u = float_bits(v);
+    return static_cast<std::int32_t>(u ^ ((0u - (u >> 31)) >> 1));
+}
+CC_COLL_HD inline float key_value(std::int32_t k)
+{
+    const std::uint32_t u = static_cast<std::uint32_t>(k);
+    return bits_float(u ^ ((0u - (u >> 31)) >> 1));
 }
 
 // Bits [k b, k b + b) of a chunk's code bytes.
