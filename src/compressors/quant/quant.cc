@@ -72,10 +72,21 @@ void code_range(const W *v, std::size_t len, const Header &h, unsigned levels, s
     }
 }
 
+// b in {1, 2, 4, 8}: 8 / b whole codes per byte, a loop over bytes (the
+// same bits as pack8's groups); else group by group.
 template <unsigned B>
 void pack_range(const unsigned *q, std::size_t groups, unsigned char *out)
 {
-    for (std::size_t g = 0; g < groups; ++g) pack8(q + 8 * g, B, out + g * B);
+    if constexpr (8 % B == 0) {
+        constexpr unsigned E = 8 / B;
+        for (std::size_t k = 0; k < groups * B; ++k) {
+            unsigned byte = 0;
+            for (unsigned j = 0; j < E; ++j) byte |= q[E * k + j] << (B * j);
+            out[k] = static_cast<unsigned char>(byte);
+        }
+    } else {
+        for (std::size_t g = 0; g < groups; ++g) pack8(q + 8 * g, B, out + g * B);
+    }
 }
 
 void pack_any(unsigned bits, const unsigned *q, std::size_t groups, unsigned char *out)
@@ -96,6 +107,14 @@ template <unsigned B>
 void unpack_range(const unsigned char *in, std::size_t groups, unsigned *q)
 {
     constexpr std::uint64_t mask = (std::uint64_t{1} << B) - 1;
+    if constexpr (8 % B == 0) {
+        constexpr unsigned E = 8 / B;
+        for (std::size_t k = 0; k < groups * B; ++k) {
+            const unsigned byte = in[k];
+            for (unsigned j = 0; j < E; ++j) q[E * k + j] = (byte >> (B * j)) & static_cast<unsigned>(mask);
+        }
+        return;
+    }
     for (std::size_t g = 0; g < groups; ++g) {
         std::uint64_t w = 0;
         for (unsigned j = 0; j < B; ++j) w |= static_cast<std::uint64_t>(in[g * B + j]) << (8 * j);

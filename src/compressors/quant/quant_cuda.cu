@@ -88,8 +88,12 @@ __global__ void encode_kernel(Options o, std::uint64_t seed, unsigned stage, con
             for (unsigned j = 0; j < 8; ++j) {
                 const std::size_t k = 8 * g + j;
                 if (k >= len) break;
-                // Non-finite values are sent (as NaN), never kept.
-                const W err = ok ? x[k] - static_cast<W>(decode_one(h.offset, h.step, q[j])) : W(0);
+                if (!ok) {
+                    // Non-finite values are sent (as NaN), never kept.
+                    if (!accumulate) e[k] = W(0);
+                    continue;
+                }
+                const W err = x[k] - static_cast<W>(decode_one(h.offset, h.step, q[j]));
                 e[k] = accumulate ? e[k] + err : err;
             }
         }
