@@ -61,19 +61,25 @@ Header chunk_header(const Options &o, const W *v, std::size_t len)
     return make_header(o.scheme, o.bits, finite(lane[0]), 0.0f, 0.0f, 0.0f, lane[0], len);
 }
 
-// Codes of v[0..len) (len <= kSub) into q; r is the rounding's addend.
-template <Scheme S, bool Stochastic, typename W>
+// Codes of v[0..len) (len <= kSub) into q (r is the rounding's addend),
+// and the coding error into e: Err 0 none, 1 stored, 2 added. One pass, so
+// that e may be v.
+template <Scheme S, bool Stochastic, int Err, typename W>
 void code_range(const W *v, std::size_t len, const Header &h, unsigned levels, std::uint32_t key, std::uint32_t first,
-                unsigned *q)
+                unsigned *q, W *e)
 {
     for (std::size_t j = 0; j < len; ++j) {
+        const W x = v[j];
         const float r = Stochastic ? uniform(key, first + static_cast<std::uint32_t>(j)) : 0.5f;
-        q[j] = code_one(static_cast<float>(v[j]), h, levels, S, r);
+        const unsigned c = code_one(static_cast<float>(x), h, levels, S, r);
+        q[j] = c;
+        if constexpr (Err != 0) {
+            const W err = x - static_cast<W>(decode_one(h.offset, h.step, c));
+            e[j] = Err == 2 ? e[j] + err : err;
+        }
     }
 }
 
-// b in {1, 2, 4, 8}: 8 / b whole codes per byte, a loop over bytes (the
-// same bits as pack8's groups); else group by group.
 template <unsigned B>
 void pack_range(const unsigned *q, std::size_t groups, unsigned char *out)
 {
@@ -136,14 +142,24 @@ void unpack_any(unsigned bits, const unsigned char *in, std::size_t groups, unsi
     }
 }
 
+template <Scheme S, bool Stochastic, typename W>
+void code_err(const W *v, std::size_t len, const Header &h, unsigned levels, std::uint32_t key, std::uint32_t first,
+              unsigned *q, W *e, bool accumulate)
+{
+    if (e == nullptr) code_range<S, Stochastic, 0>(v, len, h, levels, key, first, q, e);
+    else if (accumulate) code_range<S, Stochastic, 2>(v, len, h, levels, key, first, q, e);
+    else code_range<S, Stochastic, 1>(v, len, h, levels, key, first, q, e);
+}
+
 template <typename W>
 void code_any(const Options &o, const W *v, std::size_t len, const Header &h, std::uint32_t key, std::uint32_t first,
-              unsigned *q)
+              unsigned *q, W *e, bool accumulate)
 {
     const unsigned levels = (1u << o.bits) - 1u;
-    if (o.scheme == Scheme::Sign) code_range<Scheme::Sign, false>(v, len, h, levels, key, first, q);
-    else if (o.rounding == Rounding::Stochastic) code_range<Scheme::MaxMin, true>(v, len, h, levels, key, first, q);
-    else code_range<Scheme::MaxMin, false>(v, len, h, levels, key, first, q);
+    if (o.scheme == Scheme::Sign) code_err<Scheme::Sign, false>(v, len, h, levels, key, first, q, e, accumulate);
+    else if (o.rounding == Rounding::Stochastic)
+        code_err<Scheme::MaxMin, true>(v, len, h, levels, key, first, q, e, accumulate);
+    else code_err<Scheme::MaxMin, false>(v, len, h, levels, key, first, q, e, accumulate);
 }
 
 // One chunk: header, codes (padding zero), and the coding error.
@@ -160,23 +176,17 @@ void encode_chunk(const Options &o, std::uint64_t seed, unsigned stage, std::siz
     unsigned q[kSub];
     for (std::size_t i = 0; i < len; i += kSub) {
         const std::size_t cnt = std::min(kSub, len - i);
-        if (ok) code_any(o, v + i, cnt, h, key, static_cast<std::uint32_t>(i), q);
-        else std::fill(q, q + cnt, 0u);
+        W *e = error != nullptr ? error + i : nullptr;
+        if (ok) {
+            code_any(o, v + i, cnt, h, key, static_cast<std::uint32_t>(i), q, e, accumulate);
+        } else {
+            std::fill(q, q + cnt, 0u);
+            // Non-finite values are sent (as NaN), never kept (algorithms.md 1.3).
+            if (e != nullptr && !accumulate) std::fill(e, e + cnt, W(0));
+        }
         const std::size_t groups = (cnt + 7) / 8;
         std::fill(q + cnt, q + groups * 8, 0u);
         pack_any(o.bits, q, groups, codes + i / 8 * o.bits);
-        if (error == nullptr) continue;
-        W *e = error + i;
-        const W *x = v + i;
-        if (!ok) {
-            // Non-finite values are sent (as NaN), never kept (algorithms.md 1.3).
-            if (!accumulate) std::fill(e, e + cnt, W(0));
-            continue;
-        }
-        if (accumulate)
-            for (std::size_t j = 0; j < cnt; ++j) e[j] += x[j] - static_cast<W>(decode_one(h.offset, h.step, q[j]));
-        else
-            for (std::size_t j = 0; j < cnt; ++j) e[j] = x[j] - static_cast<W>(decode_one(h.offset, h.step, q[j]));
     }
     const std::size_t used = (len + 7) / 8 * o.bits;
     std::memset(codes + used, 0, code_bytes(len, o.bits) - used);
