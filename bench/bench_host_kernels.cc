@@ -20,6 +20,12 @@
 //                     two steps: M^ = P Q^T (one gemm), then e -= M^, out = M^
 //   lowrank_fused     the same in blocks of rows on the threads
 //                     (host::reconstruct_store, what the host backend runs)
+//   quant4_encode     QUANT's encode at 4 bits, chunks of 256 (max-min,
+//                     nearest): header, codes and the coding error
+//                     (4n read, 0.53n + 4n written)
+//   quant4_decode     its decode into fp32 (0.53n read, 4n written)
+//   onebit_encode     ONEBIT's encode, chunks of 1024, with the error
+//   onebit_decode     its decode into fp32
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -29,6 +35,7 @@
 
 #include "bench_common.hpp"
 #include "compressors/lowrank/powersgd.hpp"
+#include "compressors/quant/quant_codec.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
@@ -213,6 +220,52 @@ void BM_lowrank_fused(benchmark::State &state)
     set_input_bytes(state, n, sizeof(float));
 }
 
+// QUANT's and ONEBIT's host loops over the threads' ranges of whole chunks,
+// as the codec runs them (compressors/quant/quant.cc).
+namespace quant = cc_coll::detail::quant;
+
+void quant_encode(benchmark::State &state, const quant::Options &o)
+{
+    const std::size_t n = static_cast<std::size_t>(state.range(0));
+    const std::vector<float> &v = normal_data<float>(n);
+    std::vector<float> err(n, 0.0f);
+    std::vector<unsigned char> out(quant::coded_size(n, o.chunk, o.bits));
+    const std::size_t S = quant::stride(o.chunk, o.bits), chunks = (n + o.chunk - 1) / o.chunk;
+    const std::size_t grain = std::max<std::size_t>(1, kElementwiseGrain / o.chunk);
+    for (auto _ : state) {
+        parallel_for(chunks, threads_of(state), grain, [&](std::size_t b, std::size_t e) {
+            const std::size_t lo = b * o.chunk, len = std::min(n, e * o.chunk) - lo;
+            quant::encode_host<float>(o, 0, 1, v.data() + lo, len, out.data() + b * S, err.data() + lo, false);
+        });
+        benchmark::ClobberMemory();
+    }
+    set_input_bytes(state, n, sizeof(float));
+}
+
+void quant_decode(benchmark::State &state, const quant::Options &o)
+{
+    const std::size_t n = static_cast<std::size_t>(state.range(0));
+    const std::vector<float> &v = normal_data<float>(n);
+    std::vector<float> dst(n, 0.0f);
+    std::vector<unsigned char> in(quant::coded_size(n, o.chunk, o.bits));
+    quant::encode_host<float>(o, 0, 1, v.data(), n, in.data(), static_cast<float *>(nullptr), false);
+    const std::size_t S = quant::stride(o.chunk, o.bits), chunks = (n + o.chunk - 1) / o.chunk;
+    const std::size_t grain = std::max<std::size_t>(1, kElementwiseGrain / o.chunk);
+    for (auto _ : state) {
+        parallel_for(chunks, threads_of(state), grain, [&](std::size_t b, std::size_t e) {
+            const std::size_t lo = b * o.chunk, len = std::min(n, e * o.chunk) - lo;
+            quant::decode_host(o, in.data() + b * S, len, dst.data() + lo);
+        });
+        benchmark::ClobberMemory();
+    }
+    set_input_bytes(state, n, sizeof(float));
+}
+
+void BM_quant4_encode(benchmark::State &state) { quant_encode(state, quant::quant_options(0)); }
+void BM_quant4_decode(benchmark::State &state) { quant_decode(state, quant::quant_options(0)); }
+void BM_onebit_encode(benchmark::State &state) { quant_encode(state, quant::onebit_options(0)); }
+void BM_onebit_decode(benchmark::State &state) { quant_decode(state, quant::onebit_options(0)); }
+
 // n = 16Mi (64 MiB of fp32), threads 1 .. the machine's CPUs.
 void args(benchmark::internal::Benchmark *b)
 {
@@ -234,5 +287,9 @@ BENCHMARK(BM_residual_store)->Apply(args);
 BENCHMARK(BM_round_store)->Apply(args);
 BENCHMARK(BM_lowrank_unfused)->Apply(args);
 BENCHMARK(BM_lowrank_fused)->Apply(args);
+BENCHMARK(BM_quant4_encode)->Apply(args);
+BENCHMARK(BM_quant4_decode)->Apply(args);
+BENCHMARK(BM_onebit_encode)->Apply(args);
+BENCHMARK(BM_onebit_decode)->Apply(args);
 
 BENCHMARK_MAIN();

@@ -156,11 +156,20 @@ typedef enum cc_coll_method {
                                 measured link and the measured
                                 compute (since 0.6); reduce-scatter
                                 and point-to-point calls run NONE      */
-    CC_COLL_METHOD_HALF = 5    /* every element sent as bfloat16 or
+    CC_COLL_METHOD_HALF = 5,   /* every element sent as bfloat16 or
                                 binary16 (CC_COLL_HALF_FORMAT) and
                                 summed in the input's precision: half
                                 the bytes of NONE for F32, error
                                 feedback optional (since 0.7)          */
+    CC_COLL_METHOD_QUANT = 6,  /* every element sent as a b-bit level
+                                of its chunk (CC_COLL_QUANT_BITS, a
+                                binary32 offset and step per
+                                CC_COLL_QUANT_CHUNK elements), with
+                                two-stage error feedback (since 0.8)   */
+    CC_COLL_METHOD_ONEBIT = 7  /* every element sent as its sign, one
+                                scale (mean |v|) per
+                                CC_COLL_ONEBIT_CHUNK elements, with
+                                two-stage error feedback (since 0.8)   */
 } cc_coll_method_t;
 
 /* How SKETCH chooses the elements it sends (cc_coll_params_t.sparsifier). */
@@ -198,8 +207,11 @@ typedef enum cc_coll_method_cap {
                                                    checkpoints               */
     CC_COLL_METHOD_CAP_SELECTS        = 1 << 5, /* picks another method per
                                                    call (AUTO)               */
-    CC_COLL_METHOD_CAP_AUTO_CANDIDATE = 1 << 6  /* CC_COLL_AUTO_METHOD may
+    CC_COLL_METHOD_CAP_AUTO_CANDIDATE = 1 << 6, /* CC_COLL_AUTO_METHOD may
                                                    name it                   */
+    CC_COLL_METHOD_CAP_DENSITY        = 1 << 7  /* takes params.density:
+                                                   density 1 keeps every
+                                                   element (since 0.8)       */
 } cc_coll_method_cap_t;
 
 /* Number of methods of this library, AUTO included. */

@@ -359,6 +359,43 @@ static void test_local_failures(cc_coll_comm_h h)
     CHECK_CC(cc_coll_comm_destroy(keyed_comm));
 }
 
+/* A method's own settings shape its exchange (its options word is in the
+ * agreement): one rank's communicator created with another value makes
+ * every rank's allreduce and reduce-scatter with that method
+ * CC_COLL_ERR_MISMATCH, and the next agreed call works. */
+static void test_method_settings(cc_coll_comm_h h)
+{
+    (void)h;
+    static const struct {
+        cc_coll_method_t method;
+        const char *var, *value;
+    } cases[] = {
+        {CC_COLL_METHOD_HALF, "CC_COLL_HALF_FORMAT", "fp16"},
+        {CC_COLL_METHOD_QUANT, "CC_COLL_QUANT_BITS", "8"},
+        {CC_COLL_METHOD_QUANT, "CC_COLL_QUANT_CHUNK", "512"},
+        {CC_COLL_METHOD_QUANT, "CC_COLL_QUANT_SCHEME", "norm"},
+        {CC_COLL_METHOD_QUANT, "CC_COLL_QUANT_ROUNDING", "stochastic"},
+        {CC_COLL_METHOD_ONEBIT, "CC_COLL_ONEBIT_CHUNK", "256"},
+    };
+    const int odd = g_size - 1;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        if (g_rank == odd) setenv(cases[i].var, cases[i].value, 1);
+        cc_coll_comm_h other = NULL;
+        CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &other));
+        unsetenv(cases[i].var);
+        for (int k = 0; k < 2; ++k) {
+            Call x = base_call();
+            x.method = cases[i].method;
+            x.kind = k == 0 ? ALLREDUCE : REDUCE_SCATTER;
+            char desc[128];
+            snprintf(desc, sizeof desc, "%s=%s on one rank", cases[i].var, cases[i].value);
+            expect_disagreement(desc, &x, &x, odd, CC_COLL_ERR_MISMATCH, other);
+            expect_agreed_calls_work(desc, other);
+        }
+        CHECK_CC(cc_coll_comm_destroy(other));
+    }
+}
+
 static void setup(void)
 {
     static const char *const vars[] = {"CC_COLL_METHOD", "CC_COLL_EF", "CC_COLL_EF_MAX_BYTES", "CC_COLL_SEED",
@@ -379,6 +416,7 @@ static const NamedTest kTests[] = {
     {"fields", test_fields},
     {"fields_half", test_fields_half},
     {"local_failures", test_local_failures},
+    {"method_settings", test_method_settings},
 };
 
 int main(int argc, char **argv)

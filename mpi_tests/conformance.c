@@ -14,9 +14,10 @@
  *   - a lossy method's error is bounded: ||result - exact sum|| <= sum over
  *     ranks of ||input|| (AVG: over W), with EF off or on a fresh tensor;
  *   - a lossy method that keeps everything is exact: density 1 on integer
- *     data (methods without CAP_MATRIX and CAP_SELECTS) gives MPI's result
- *     and leaves no residual; a matrix method (CAP_MATRIX) at a rank at
- *     least the data's rank recovers the sum up to rounding;
+ *     data (methods with CAP_DENSITY) gives MPI's result and leaves no
+ *     residual; a matrix method (CAP_MATRIX) at a rank at least the data's
+ *     rank recovers the sum up to rounding (a lossy method with neither, a
+ *     dense codec, has no setting that keeps everything);
  *   - error feedback (docs/algorithms.md 1.2), over a few steps with SUM:
  *     sum_t result_t + sum_ranks e_T == sum_ranks sum_t g_t up to rounding,
  *     with a residual that carries more than the rounding; EF off neither
@@ -95,6 +96,7 @@ static int lossy(const Method *m) { return (m->caps & CC_COLL_METHOD_CAP_LOSSY) 
 static int matrix(const Method *m) { return (m->caps & CC_COLL_METHOD_CAP_MATRIX) != 0; }
 static int selects(const Method *m) { return (m->caps & CC_COLL_METHOD_CAP_SELECTS) != 0; }
 static int has_rs(const Method *m) { return (m->caps & CC_COLL_METHOD_CAP_REDUCE_SCATTER) != 0; }
+static int takes_density(const Method *m) { return (m->caps & CC_COLL_METHOD_CAP_DENSITY) != 0; }
 
 /* ---- params ----------------------------------------------------------------- */
 
@@ -108,8 +110,9 @@ static uint64_t g_key = 0xC0F0000;
 
 static uint64_t next_key(void) { return g_key++; }
 
-/* The method's params with a fresh ef_key: EF on or off; lossy methods
- * without a matrix view get `density`, matrix methods a shape and a rank. */
+/* The method's params with a fresh ef_key: EF on or off; methods with
+ * CAP_DENSITY (and selecting methods, which pass it on) get `density`,
+ * matrix methods a shape and a rank. */
 static cc_coll_params_t params_for(const Method *m, int ef, double density)
 {
     cc_coll_params_t p = keyed(method_params(m->id), next_key());
@@ -120,7 +123,7 @@ static cc_coll_params_t params_for(const Method *m, int ef, double density)
         p.rows = kRows;
         p.cols = 0;
         p.rank = kRank;
-    } else if (lossy(m)) {
+    } else if (takes_density(m) || selects(m)) {
         p.mask |= CC_COLL_PARAMS_FIELD_DENSITY;
         p.density = density;
     }
@@ -352,7 +355,7 @@ static void test_keeps_everything(cc_coll_comm_h h)
     int c = 0;
     for (int mi = 0; mi < g_nmethods; ++mi) {
         const Method *m = &g_methods[mi];
-        if (!lossy(m) || selects(m)) continue;
+        if (!lossy(m) || selects(m) || !(matrix(m) || takes_density(m))) continue;
         for (int di = 0; di < 4; ++di)
             for (int op = 0; op < 2; ++op)
                 for (int ef = 0; ef < 2; ++ef) {

@@ -28,6 +28,9 @@ TEST(Registry, PublicEnumeratorsKeepTheirValues)
     EXPECT_EQ(CC_COLL_METHOD_SKETCH, 2);
     EXPECT_EQ(CC_COLL_METHOD_LOWRANK, 3);
     EXPECT_EQ(CC_COLL_METHOD_AUTO, 4);
+    EXPECT_EQ(CC_COLL_METHOD_HALF, 5);
+    EXPECT_EQ(CC_COLL_METHOD_QUANT, 6);
+    EXPECT_EQ(CC_COLL_METHOD_ONEBIT, 7);
     EXPECT_EQ(CC_COLL_F32, 0);
     EXPECT_EQ(CC_COLL_F64, 1);
     EXPECT_EQ(CC_COLL_F16, 2);
@@ -43,6 +46,7 @@ TEST(Registry, PublicEnumeratorsKeepTheirValues)
     EXPECT_EQ(CC_COLL_METHOD_CAP_STATE, 16);
     EXPECT_EQ(CC_COLL_METHOD_CAP_SELECTS, 32);
     EXPECT_EQ(CC_COLL_METHOD_CAP_AUTO_CANDIDATE, 64);
+    EXPECT_EQ(CC_COLL_METHOD_CAP_DENSITY, 128);
 }
 
 TEST(Registry, IdsAscendAndFitTheStateSlots)
@@ -95,6 +99,18 @@ TEST(Registry, TheCAbiListsEveryMethodWithItsCaps)
     EXPECT_EQ(cc_coll_method_caps(CC_COLL_METHOD_AUTO) & CC_COLL_METHOD_CAP_AUTO_CANDIDATE, 0u);
     EXPECT_EQ(cc_coll_method_caps(CC_COLL_METHOD_SKETCH) & CC_COLL_METHOD_CAP_P2P, 0u);
     EXPECT_NE(cc_coll_method_caps(CC_COLL_METHOD_TOPK) & CC_COLL_METHOD_CAP_AUTO_CANDIDATE, 0u);
+    // Density: the sparsifiers take it; the dense codecs and LOWRANK do not.
+    EXPECT_NE(cc_coll_method_caps(CC_COLL_METHOD_TOPK) & CC_COLL_METHOD_CAP_DENSITY, 0u);
+    EXPECT_NE(cc_coll_method_caps(CC_COLL_METHOD_SKETCH) & CC_COLL_METHOD_CAP_DENSITY, 0u);
+    for (cc_coll_method_t m : {CC_COLL_METHOD_NONE, CC_COLL_METHOD_LOWRANK, CC_COLL_METHOD_HALF, CC_COLL_METHOD_QUANT,
+                               CC_COLL_METHOD_ONEBIT})
+        EXPECT_EQ(cc_coll_method_caps(m) & CC_COLL_METHOD_CAP_DENSITY, 0u) << m;
+    for (cc_coll_method_t m : {CC_COLL_METHOD_QUANT, CC_COLL_METHOD_ONEBIT}) {
+        EXPECT_EQ(cc_coll_method_caps(m), static_cast<unsigned>(CC_COLL_METHOD_CAP_LOSSY |
+                                                                 CC_COLL_METHOD_CAP_REDUCE_SCATTER |
+                                                                 CC_COLL_METHOD_CAP_AUTO_CANDIDATE))
+            << m;
+    }
 }
 
 TEST(Registry, NamesAreUniqueLowerCaseAndRoundTrip)

@@ -70,6 +70,7 @@ module cc_coll
   integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_STATE          = 16  ! per-tensor state besides residuals
   integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_SELECTS        = 32  ! picks another method per call
   integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_AUTO_CANDIDATE = 64  ! CC_COLL_AUTO_METHOD may name it
+  integer(c_int), parameter, public :: CC_COLL_METHOD_CAP_DENSITY        = 128 ! takes density; 1 keeps everything
   integer(c_int), parameter, public :: CC_COLL_SPARSIFY_TOPK      = 0
   integer(c_int), parameter, public :: CC_COLL_SPARSIFY_THRESHOLD = 1
 

@@ -27,6 +27,7 @@ class MethodCap(enum.IntFlag):
     STATE = _lib.METHOD_CAP_STATE                    # per-tensor state besides residuals
     SELECTS = _lib.METHOD_CAP_SELECTS                # picks another method per call
     AUTO_CANDIDATE = _lib.METHOD_CAP_AUTO_CANDIDATE  # CC_COLL_AUTO_METHOD may name it
+    DENSITY = _lib.METHOD_CAP_DENSITY                # takes density; density 1 keeps every element
 
 
 class _MethodBase(enum.IntEnum):

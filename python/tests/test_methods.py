@@ -65,6 +65,20 @@ class MatchesTheAbi(unittest.TestCase):
         self.assertNotEqual(_lib.lib.cc_coll_method_at(len(reg), ctypes.byref(out)), 0)
         self.assertEqual(int(method_caps(max(cc_coll.Method) + 1)), 0)
 
+    def test_lists_the_quantisers(self):
+        # QUANT and ONEBIT, from the registry like every method: dense lossy
+        # codecs with a reduce-scatter, AUTO candidates, no density.
+        M = cc_coll.Method
+        self.assertEqual((int(M.QUANT), int(M.ONEBIT)), (6, 7))
+        for m in (M.QUANT, M.ONEBIT):
+            self.assertEqual(m.caps, MethodCap.LOSSY | MethodCap.REDUCE_SCATTER | MethodCap.AUTO_CANDIDATE)
+            self.assertIs(method_named(m.name.lower()), m)
+        self.assertIn(M.QUANT, methods_with(MethodCap.REDUCE_SCATTER, MethodCap.SELECTS))
+        self.assertEqual(methods_with(MethodCap.DENSITY), (M.TOPK, M.SKETCH))
+        settings = [s["name"] for s in cc_coll.settings()]
+        for name in ("QUANT_BITS", "QUANT_CHUNK", "QUANT_SCHEME", "QUANT_ROUNDING", "ONEBIT_CHUNK"):
+            self.assertIn(name, settings)
+
     def test_method_cap_is_the_header(self):
         header = {m.group(1): 1 << int(m.group(2)) for m in re.finditer(
             r"CC_COLL_METHOD_CAP_(\w+)\s*=\s*1\s*<<\s*(\d+)", header_text())}

@@ -80,6 +80,9 @@ struct Method {
     // CC_COLL_AUTO_METHOD may name it: its allreduce is lossy and
     // exchange_cost predicts it.
     bool auto_candidate = false;
+    // Keeps a share of the elements set by the params' density, all of them
+    // at density 1 (CC_COLL_METHOD_CAP_DENSITY).
+    bool takes_density = false;
 
     // A selecting method (AUTO) runs another method per call: `select`
     // returns it, given the call's tensors, and may rewrite the params (the

@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-#define CC_COLL_METHODS(X) X(none) X(topk) X(sketch) X(lowrank) X(auto) X(half)
+#define CC_COLL_METHODS(X) X(none) X(topk) X(sketch) X(lowrank) X(auto) X(half) X(quant) X(onebit)
 
 namespace cc_coll::detail {
 
@@ -38,6 +38,7 @@ unsigned method_caps(const Method &m)
     if (m.state_export != nullptr) caps |= CC_COLL_METHOD_CAP_STATE;
     if (m.select != nullptr) caps |= CC_COLL_METHOD_CAP_SELECTS;
     if (m.auto_candidate) caps |= CC_COLL_METHOD_CAP_AUTO_CANDIDATE;
+    if (m.takes_density) caps |= CC_COLL_METHOD_CAP_DENSITY;
     return caps;
 }
 const Method *find_method(int id)

@@ -96,6 +96,7 @@ const Method &sketch_method()
         .summary = "count sketch with error feedback: a 1-bit support and a sketch summed by MPI_SUM, peeling decode",
         .homomorphic = true,
         .auto_candidate = true,
+        .takes_density = true,
         .exchange_cost = exchange_cost,
         .settings = kSettings,
         .settings_count = sizeof kSettings / sizeof kSettings[0],

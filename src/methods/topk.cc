@@ -109,6 +109,7 @@ const Method &topk_method()
         .summary = "top-k sparsification with error feedback: (index, value) pairs, sparse allgather or split",
         .homomorphic = false,
         .auto_candidate = true,
+        .takes_density = true,
         .exchange_cost = exchange_cost,
         .settings = kSettings,
         .settings_count = sizeof kSettings / sizeof kSettings[0],

@@ -21,7 +21,7 @@ program fortran_methods
 
   integer, parameter :: maxn = 64
   integer(c_int) :: ccaps(16)
-  integer :: fcaps(7), known_caps
+  integer :: fcaps(8), known_caps
   integer :: param_values(maxn), listed(maxn)
   character(len=48) :: param_names(maxn)
   integer :: nparams, count, i, j, m, m2, prev, ierr, nfail, caps
@@ -33,7 +33,7 @@ program fortran_methods
   ! The capability bits, against the C enumerators.
   fcaps = [CC_COLL_METHOD_CAP_LOSSY, CC_COLL_METHOD_CAP_REDUCE_SCATTER, CC_COLL_METHOD_CAP_P2P, &
            CC_COLL_METHOD_CAP_MATRIX, CC_COLL_METHOD_CAP_STATE, CC_COLL_METHOD_CAP_SELECTS, &
-           CC_COLL_METHOD_CAP_AUTO_CANDIDATE]
+           CC_COLL_METHOD_CAP_AUTO_CANDIDATE, CC_COLL_METHOD_CAP_DENSITY]
   if (c_cap_values(ccaps, size(ccaps, kind=c_int)) /= size(fcaps)) then
     call fail('methods_values.c lists another number of CC_COLL_METHOD_CAP_* values')
   else

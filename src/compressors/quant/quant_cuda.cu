@@ -1,0 +1,184 @@
+#include "compressors/quant/quant_cuda.hpp"
+
+#include "gpu/cuda_util.hpp"
+
+namespace cc_coll::detail::quant::cuda {
+
+namespace {
+
+constexpr unsigned kThreads = 256;
+constexpr unsigned kFull = 0xffffffffu;
+
+unsigned blocks_for(std::size_t n)
+{
+    const std::size_t b = (n + kThreads - 1) / kThreads;
+    return static_cast<unsigned>(b < 65535 * 32 ? (b > 0 ? b : 1) : 65535 * 32);
+}
+
+cudaStream_t as_stream(void *s) { return static_cast<cudaStream_t>(s); }
+
+// One warp per chunk. The statistics: lane l over the elements l, l + 32,
+// ... in order, then the shuffle tree (the host's lane order,
+// quant_kernels.hpp kLanes); the codes: lane l packs the groups of 8
+// elements l, l + 32, ...
+template <typename W>
+__global__ void encode_kernel(Options o, std::uint64_t seed, unsigned stage, const W *v, std::size_t n,
+                              unsigned char *out, W *error, bool accumulate)
+{
+    const unsigned lane = threadIdx.x % kLanes;
+    const std::size_t warps = static_cast<std::size_t>(gridDim.x) * (blockDim.x / kLanes);
+    const std::size_t chunks = (n + o.chunk - 1) / o.chunk;
+    const std::size_t S = stride(o.chunk, o.bits);
+    const unsigned levels = (1u << o.bits) - 1u;
+    for (std::size_t c = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / kLanes; c < chunks;
+         c += warps) {
+        const std::size_t lo_i = c * o.chunk;
+        const std::size_t len = n - lo_i < o.chunk ? n - lo_i : o.chunk;
+        const W *x = v + lo_i;
+        W *e = error != nullptr ? error + lo_i : nullptr;
+        unsigned char *chunk = out + c * S;
+        std::uint32_t amax_bits = 0;
+        const float first = static_cast<float>(x[0]);
+        float lo = first, hi = first, sum = 0.0f;
+        for (std::size_t k = lane; k < len; k += kLanes) {
+            const float f = static_cast<float>(x[k]);
+            lo = f < lo ? f : lo;
+            hi = f > hi ? f : hi;
+            const std::uint32_t a = float_bits(f) & 0x7fffffffu;
+            amax_bits = a > amax_bits ? a : amax_bits;
+            sum = add_rn(sum, bits_float(a));
+        }
+        for (unsigned off = kLanes / 2; off > 0; off /= 2) {
+            const float olo = __shfl_down_sync(kFull, lo, off), ohi = __shfl_down_sync(kFull, hi, off);
+            const std::uint32_t oa = __shfl_down_sync(kFull, amax_bits, off);
+            const float os = __shfl_down_sync(kFull, sum, off);
+            if (lane < off) {
+                lo = olo < lo ? olo : lo;
+                hi = ohi > hi ? ohi : hi;
+                amax_bits = oa > amax_bits ? oa : amax_bits;
+                sum = add_rn(sum, os);
+            }
+        }
+        lo = __shfl_sync(kFull, lo, 0);
+        hi = __shfl_sync(kFull, hi, 0);
+        amax_bits = __shfl_sync(kFull, amax_bits, 0);
+        sum = __shfl_sync(kFull, sum, 0);
+        const Header h =
+            make_header(o.scheme, o.bits, amax_bits < 0x7f800000u, lo, hi, bits_float(amax_bits), sum, len);
+        if (lane == 0) {
+            reinterpret_cast<float *>(chunk)[0] = h.offset;
+            reinterpret_cast<float *>(chunk)[1] = h.step;
+        }
+        const bool ok = finite(h.step);
+        const std::uint32_t key = o.rounding == Rounding::Stochastic ? chunk_key(seed, stage, c, h) : 0u;
+        unsigned char *codes = chunk + kHeaderBytes;
+        const std::size_t groups = (len + 7) / 8;
+        for (std::size_t g = lane; g < groups; g += kLanes) {
+            unsigned q[8];
+            for (unsigned j = 0; j < 8; ++j) {
+                const std::size_t k = 8 * g + j;
+                q[j] = 0;
+                if (k >= len || !ok) continue;
+                const float r =
+                    o.rounding == Rounding::Stochastic ? uniform(key, static_cast<std::uint32_t>(k)) : 0.5f;
+                q[j] = code_one(static_cast<float>(x[k]), h, levels, o.scheme, r);
+            }
+            pack8(q, o.bits, codes + g * o.bits);
+            if (e == nullptr) continue;
+            for (unsigned j = 0; j < 8; ++j) {
+                const std::size_t k = 8 * g + j;
+                if (k >= len) break;
+                if (!ok) {
+                    // Non-finite values are sent (as NaN), never kept.
+                    if (!accumulate) e[k] = W(0);
+                    continue;
+                }
+                const W err = x[k] - static_cast<W>(decode_one(h.offset, h.step, q[j]));
+                e[k] = accumulate ? e[k] + err : err;
+            }
+        }
+        if (lane == 0) {
+            const std::size_t used = groups * o.bits, all = code_bytes(len, o.bits);
+            for (std::size_t b = used; b < all; ++b) codes[b] = 0;
+        }
+        __syncwarp();
+    }
+}
+
+// Element i of a block: chunk i / C, element i % C of it.
+__device__ inline float decode_at(const Options &o, const unsigned char *block, std::size_t i)
+{
+    const unsigned char *chunk = block + (i / o.chunk) * stride(o.chunk, o.bits);
+    const float offset = reinterpret_cast<const float *>(chunk)[0];
+    const float step = reinterpret_cast<const float *>(chunk)[1];
+    return decode_one(offset, step, read_code(chunk + kHeaderBytes, i % o.chunk, o.bits));
+}
+
+template <typename W>
+__global__ void decode_sum_kernel(Options o, const unsigned char *in, std::size_t blocks, std::size_t n,
+                                  std::size_t block_bytes, W *sum)
+{
+    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+        W s = 0;
+        for (std::size_t r = 0; r < blocks; ++r) s += static_cast<W>(decode_at(o, in + r * block_bytes, i));
+        sum[i] = s;
+    }
+}
+
+__global__ void decode_store_kernel(Options o, const unsigned char *in, std::size_t n, cc_coll_dtype_t dtype,
+                                    void *dst)
+{
+    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+        const float v = decode_at(o, in, i);
+        switch (dtype) {
+        case CC_COLL_F64: static_cast<double *>(dst)[i] = v; break;
+        case CC_COLL_F16: static_cast<std::uint16_t *>(dst)[i] = float_to_f16(v); break;
+        case CC_COLL_BF16: static_cast<std::uint16_t *>(dst)[i] = float_to_bf16(v); break;
+        default: static_cast<float *>(dst)[i] = v; break;
+        }
+    }
+}
+
+}  // namespace
+
+template <typename W>
+gpu::Result encode(const Options &o, std::uint64_t seed, unsigned stage, const W *v, std::size_t n,
+                   unsigned char *out, W *error, bool accumulate, void *stream)
+{
+    if (n == 0) return gpu::Result::success();
+    const std::size_t chunks = (n + o.chunk - 1) / o.chunk;
+    encode_kernel<W><<<blocks_for(chunks * kLanes), kThreads, 0, as_stream(stream)>>>(o, seed, stage, v, n, out,
+                                                                                       error, accumulate);
+    return gpu::launch_result("quant::encode_kernel");
+}
+
+template <typename W>
+gpu::Result decode_sum(const Options &o, const unsigned char *in, std::size_t blocks, std::size_t n, W *sum,
+                       void *stream)
+{
+    if (n == 0) return gpu::Result::success();
+    decode_sum_kernel<W><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(o, in, blocks, n,
+                                                                            coded_size(n, o.chunk, o.bits), sum);
+    return gpu::launch_result("quant::decode_sum_kernel");
+}
+
+gpu::Result decode_store(const Options &o, const unsigned char *in, std::size_t n, cc_coll_dtype_t dtype, void *dst,
+                         void *stream)
+{
+    if (n == 0) return gpu::Result::success();
+    decode_store_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(o, in, n, dtype, dst);
+    return gpu::launch_result("quant::decode_store_kernel");
+}
+
+template gpu::Result encode<float>(const Options &, std::uint64_t, unsigned, const float *, std::size_t,
+                                   unsigned char *, float *, bool, void *);
+template gpu::Result encode<double>(const Options &, std::uint64_t, unsigned, const double *, std::size_t,
+                                    unsigned char *, double *, bool, void *);
+template gpu::Result decode_sum<float>(const Options &, const unsigned char *, std::size_t, std::size_t, float *,
+                                       void *);
+template gpu::Result decode_sum<double>(const Options &, const unsigned char *, std::size_t, std::size_t, double *,
+                                        void *);
+
+}  // namespace cc_coll::detail::quant::cuda
