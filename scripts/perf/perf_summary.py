@@ -26,7 +26,7 @@ END = "<!-- END summary-results -->"
 RATE = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 # The methods of the library, in the order the table lists them; a method
 # without figures in the JSON files is named as not measured.
-METHODS = ["none", "topk", "sketch", "lowrank", "half", "auto"]
+METHODS = ["none", "topk", "sketch", "lowrank", "half", "quant", "onebit", "auto"]
 
 
 def rate_value(rate):

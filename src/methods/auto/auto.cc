@@ -249,13 +249,13 @@ bool apply_link(const std::string &text, Config *cfg, std::string *why)
 const SettingDef kSettings[] = {
     {"AUTO_METHOD", "CC_COLL_AUTO_METHOD", "topk",
      "The candidates of CC_COLL_METHOD=auto besides none: a lossy method, or a comma-separated list of them "
-     "(methods whose caps include CC_COLL_METHOD_CAP_AUTO_CANDIDATE: topk, sketch, lowrank or half in this "
-     "release), such as topk,half. Per call auto runs the one the communicator's cost model predicts fastest, "
+     "(methods whose caps include CC_COLL_METHOD_CAP_AUTO_CANDIDATE; cc_coll_info lists them), such as "
+     "topk,half. Per call auto runs the one the communicator's cost model predicts fastest, "
      "none included (docs/algorithms.md, \"The cost model\"). Every rank must use the same value.",
      apply_auto_method},
     {"AUTO_CHECK", "CC_COLL_AUTO_CHECK", "on",
      "Whether CC_COLL_METHOD=auto checks its cost model against the calls it makes (on: it times them, the "
-     "ranks agree on the times now and then, the predictions are corrected, and at most one call in 50 runs "
+     "ranks agree on the times now and then, the predictions are corrected, and at most two calls in 50 run "
      "the runner-up to measure it; off: the model as measured at creation decides alone, so the same call "
      "always gets the same choice). docs/algorithms.md, \"Checked online\". Every rank must use the same value.",
      apply_auto_check},

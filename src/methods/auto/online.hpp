@@ -24,7 +24,7 @@
 // when it has no sample, is within 1.5x of the best, when the class has
 // drifted, or when it was last checked 1000 calls ago; these later checks
 // only while the predicted extra time of all checks stays within 2% of the
-// predicted time of all AUTO calls. So at most one call in 50 runs a
+// predicted time of all AUTO calls. So at most two calls in 50 run a
 // choice the model does not prefer, and, but for the first looks, the
 // checks cost at most 2% of the time. A choice with no sample in the class
 // yet is run twice in a row, and only the second call is a sample: the
