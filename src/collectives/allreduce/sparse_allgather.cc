@@ -63,17 +63,20 @@ std::size_t pipeline_chunks(std::size_t n, cc_coll_dtype_t dtype, const CallPara
 // and records what this rank found in `out`: a rejected payload as its
 // fault, and the digest of the checked bytes as a value every rank must
 // hold alike. Every rank adds the same words to `out`, whatever it found.
+// A coded format (fmt) is checked whole, in place (host buffers only).
 template <typename X>
 topk::Verdict check_gathered(X &x, Outcome &out, const unsigned char *gathered, std::size_t P, std::size_t bytes,
-                             std::size_t n, std::size_t k, const char *count_name)
+                             std::size_t n, std::size_t k, const char *count_name, const topk::Format &fmt,
+                             cc_coll_dtype_t dtype)
 {
     const unsigned char *records = nullptr;
     std::size_t stride = 0;
     topk::Verdict verdict = topk::Verdict::Reject;
     std::uint64_t digest = 0;
-    if (out.check(x.read_records(gathered, P, bytes, topk::checked_bytes(k), &records, &stride))) {
+    const std::size_t record = fmt.coded ? bytes : topk::checked_bytes(k);
+    if (out.check(x.read_records(gathered, P, bytes, record, &records, &stride))) {
         topk::Fault fault;
-        verdict = topk::check_payloads(records, P, stride, n, k, &fault);
+        verdict = topk::check_payloads(records, P, stride, n, k, &fault, fmt, dtype);
         if (verdict == topk::Verdict::Reject)
             out.fault(fail(CC_COLL_ERR_MISMATCH, "%s: %s", out.name(), topk::describe(fault, count_name).c_str()),
                       FaultKind::Payload, static_cast<std::uint32_t>(1 + fault.sender));
@@ -200,8 +203,16 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     const double t0 = now_seconds();
 
     const std::size_t k = topk::k_for(p.density, n);
-    const std::size_t bytes = topk::payload_bytes(k, a.dtype);
+    std::size_t bytes = topk::payload_bytes(k, a.dtype);
     const bool dense_only = topk_allreduce_dense(n, a.dtype, p.density, comm.size());
+    const topk::Format fmt = topk_format(p);
+    if constexpr (X::kDevice) {
+        if (fmt.coded)
+            return fail(CC_COLL_ERR_NOT_SUPPORTED,
+                        "cc_coll_allreduce (topk): CC_COLL_TOPK_VALUE_BITS / CC_COLL_TOPK_INDEX_CODING (the coded "
+                        "payload) are not supported on device buffers; set CC_COLL_TOPK_VALUE_BITS=full and "
+                        "CC_COLL_TOPK_INDEX_CODING=auto");
+    }
     if constexpr (!X::kDevice) {
         const std::size_t chunks = dense_only ? 0 : pipeline_chunks(n, a.dtype, p, comm.size());
         if (chunks > 0) return sparse_allgather_pipelined<W>(x, a, p, chunks, stats);
@@ -231,9 +242,39 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     W *sent = nullptr;
     unsigned char *payload = nullptr, *gathered = nullptr;
     CC_COLL_TRY(x.template buffer<W>(Buf::Sent, k, &sent));
-    CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, bytes, &payload));
+    std::size_t size_bytes = 0;  // the coded format's exchange of sizes
+    if constexpr (!X::kDevice) {
+        if (fmt.coded) {
+            // The coded payload's size depends on the data: the ranks
+            // exchange their sizes and every rank sends the largest, zero
+            // padded (docs/wire.md, "TOPK allreduce").
+            const std::size_t capacity = topk::coded_capacity(k, a.dtype, fmt);
+            std::size_t own = 0;
+            CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, capacity, &payload));
+            CC_COLL_TRY(topk_encode_coded<W>(x, g, n, idx, k, a.dtype, fmt, payload, sent, &own));
+            std::vector<std::uint64_t> sizes(P);
+            const std::uint64_t own64 = own;
+            CC_COLL_TRY(x.transport().allgather_bytes(&own64, sizeof own64, sizes.data(), comm.mpi()));
+            bytes = 0;
+            for (std::size_t r = 0; r < P; ++r) {
+                if (sizes[r] > capacity || sizes[r] % 8 != 0)
+                    return fail(CC_COLL_ERR_MISMATCH,
+                                "cc_coll_allreduce (topk): rank %zu announced a coded payload of %llu bytes; a "
+                                "payload of k %zu pairs takes at most %zu, in multiples of 8 (malformed size)",
+                                r, static_cast<unsigned long long>(sizes[r]), k, capacity);
+                bytes = std::max<std::size_t>(bytes, static_cast<std::size_t>(sizes[r]));
+            }
+            if (bytes * P > static_cast<std::size_t>(INT_MAX))
+                return fail(CC_COLL_ERR_COUNT_OVERFLOW, "cc_coll_allreduce (topk): %zu gathered bytes exceed INT_MAX",
+                            bytes * P);
+            size_bytes = sizeof own64;
+        }
+    }
+    if (!fmt.coded) {
+        CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, bytes, &payload));
+        CC_COLL_TRY(topk_encode<W>(x, g, n, idx, k, a.dtype, payload, sent));
+    }
     CC_COLL_TRY(x.template buffer<unsigned char>(Buf::RecvBytes, bytes * P, &gathered));
-    CC_COLL_TRY(topk_encode<W>(x, g, n, idx, k, a.dtype, payload, sent));
     CC_COLL_TRY(x.sync());
     const double t1 = now_seconds();
     stats->time_compress += t1 - t0;
@@ -252,12 +293,12 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     // the dense fallback go through the outcome exchange, so that every rank
     // takes the same branch and returns the same status.
     Outcome out(comm, "cc_coll_allreduce (topk)");
-    const topk::Verdict verdict = check_gathered(x, out, gathered, P, bytes, n, k, "count");
+    const topk::Verdict verdict = check_gathered(x, out, gathered, P, bytes, n, k, "count", fmt, a.dtype);
     const int dense = out.max(verdict == topk::Verdict::Dense ? 1 : 0);
     CC_COLL_TRY(out.exchange());
     guard.release();
     if (out.max_of(dense) != 0) {
-        stats->bytes_wire += bytes;
+        stats->bytes_wire += bytes + size_bytes;
         return dense_allreduce<X, W>(x, a, g, res != nullptr, stats);
     }
 
@@ -270,7 +311,7 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     if (res != nullptr) CC_COLL_TRY(x.template keep_unsent<W>(g, idx, sent, k));
     CC_COLL_TRY(x.sync());
     stats->time_decompress += now_seconds() - t2;
-    stats->bytes_wire += bytes;
+    stats->bytes_wire += bytes + size_bytes;
     return CC_COLL_OK;
 }
 
