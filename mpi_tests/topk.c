@@ -859,6 +859,29 @@ static void test_coded(cc_coll_comm_h h)
         CHECK_CC(cc_coll_comm_destroy(c));
     }
 
+    /* The reduce-scatter codes too: 4-bit values, bytes_wire at least 4
+     * times below the uncoded payloads (the EF invariant of the coded
+     * reduce-scatter: the conformance suite's run with the setting). */
+    {
+        cc_coll_comm_h c = coded_comm("4", "auto");
+        const cc_coll_params_t p = topk_params(density, 1);
+        const size_t rc = n / (size_t)g_size;
+        random_values(CC_COLL_F32, x, rc * (size_t)g_size, seed_for(g_rank, 2200), 6);
+        pack(CC_COLL_F32, x, rc * (size_t)g_size, buf);
+        const cc_coll_stats_t before = get_stats(c);
+        CHECK_CC(cc_coll_reduce_scatter(buf, want, rc, CC_COLL_F32, CC_COLL_SUM, &p, c, NULL));
+        const cc_coll_stats_t after = get_stats(c);
+        const uint64_t wire = after.bytes_wire - before.bytes_wire;
+        const size_t uncoded = payload_bytes(k_for(density, rc), 4) * (size_t)g_size;
+        if ((double)uncoded < 4.0 * (double)wire) {
+            fprintf(stderr, "[rank %d] bytes_wire %llu, uncoded payloads %zu\n", g_rank, (unsigned long long)wire,
+                    uncoded);
+            die("%s", "coded reduce-scatter: bytes_wire not 4 times below the uncoded payloads", 0);
+        }
+        for (size_t i = 0; i < rc; ++i) CHECK(isfinite(want[i]), "coded reduce-scatter: finite result");
+        CHECK_CC(cc_coll_comm_destroy(c));
+    }
+
     /* Ranks with different widths: CC_COLL_ERR_MISMATCH on every rank. */
     if (g_size > 1) {
         cc_coll_comm_h c = coded_comm(g_rank == 0 ? "4" : "8", "auto");

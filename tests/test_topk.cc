@@ -17,6 +17,7 @@
 
 #include "cc_coll.h"
 #include "wire/topk_payload.hpp"
+#include "compressors/topk/topk_backend.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/config.hpp"
 #include "core/dtype.hpp"
@@ -576,7 +577,9 @@ void payload_round_trip(cc_coll_dtype_t d)
             const std::size_t bytes = topk::payload_bytes(k, d);
             std::vector<unsigned char> payload(bytes + 8, 0xEE);
             std::vector<W> sent(k + 1, W(-777));
-            topk::encode<W>(x.data(), n, idx.data(), k, 0x5u, d, payload.data(), sent.data());
+            // Flags are written as given (bits 1-4 stay 0: they would name
+            // the coded layout, which scatter_add would then read).
+            topk::encode<W>(x.data(), n, idx.data(), k, 0x10001u, d, payload.data(), sent.data());
             // Padding is the caller's (the allreduce zeroes it): only check
             // that nothing was written after the payload.
             for (std::size_t b = bytes; b < bytes + 8; ++b) ASSERT_EQ(payload[b], 0xEE) << "written past the payload";
@@ -585,7 +588,7 @@ void payload_round_trip(cc_coll_dtype_t d)
             const topk::PayloadHeader h = topk::header_of(payload.data());
             EXPECT_EQ(h.n, n);
             EXPECT_EQ(h.k, k);
-            EXPECT_EQ(h.flags, 0x5u);
+            EXPECT_EQ(h.flags, 0x10001u);
             // Indices in place, right after the header.
             for (std::size_t j = 0; j < k; ++j) {
                 std::uint32_t i;
@@ -1006,6 +1009,43 @@ TEST(TopkConfig, DefaultsAndGoodValues)
     EXPECT_EQ(p.method, CC_COLL_METHOD_TOPK);
     EXPECT_EQ(p.density, 0.125);
     EXPECT_FALSE(p.ef);
+}
+
+// CC_COLL_TOPK_VALUE_BITS and CC_COLL_TOPK_INDEX_CODING write TOPK's word of
+// options; the default word 0 is the uncoded payload.
+TEST(TopkConfig, PayloadFormatSettings)
+{
+    const struct {
+        const char *bits, *coding;
+        unsigned value_bits;
+        bool coded;
+    } cases[] = {{"full", "auto", 0, false}, {"full", "delta", 0, true}, {"16", "auto", 16, true},
+                 {" 8 ", "auto", 8, true},   {"4", "DELTA", 4, true}};
+    for (const auto &c : cases) {
+        MapEnv env;
+        env.vars = {{"CC_COLL_TOPK_VALUE_BITS", c.bits}, {"CC_COLL_TOPK_INDEX_CODING", c.coding}};
+        Config cfg;
+        std::string why;
+        ASSERT_EQ(load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << c.bits << "/" << c.coding << ": " << why;
+        CallParams p;
+        p.method_options[CC_COLL_METHOD_TOPK] = cfg.method_options[CC_COLL_METHOD_TOPK];
+        const topk::Format f = topk_format(p);
+        EXPECT_EQ(f.value_bits, c.value_bits) << c.bits;
+        EXPECT_EQ(f.coded, c.coded) << c.bits << "/" << c.coding;
+    }
+    MapEnv env;
+    Config cfg;
+    std::string why;
+    ASSERT_EQ(load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << why;
+    EXPECT_EQ(cfg.method_options[CC_COLL_METHOD_TOPK], 0u);
+    for (const char *bad : {"32", "2", "", "half"}) {
+        env.vars = {{"CC_COLL_TOPK_VALUE_BITS", bad}};
+        EXPECT_EQ(load_config(env.lookup(), &cfg, &why), CC_COLL_ERR_CONFIG) << bad;
+        EXPECT_NE(why.find("CC_COLL_TOPK_VALUE_BITS"), std::string::npos) << why;
+    }
+    env.vars = {{"CC_COLL_TOPK_INDEX_CODING", "rice"}};
+    EXPECT_EQ(load_config(env.lookup(), &cfg, &why), CC_COLL_ERR_CONFIG);
+    EXPECT_NE(why.find("CC_COLL_TOPK_INDEX_CODING"), std::string::npos) << why;
 }
 
 TEST(TopkConfig, BadValuesAreConfigErrorsNamingTheVariable)

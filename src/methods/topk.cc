@@ -142,9 +142,9 @@ const SettingDef kSettings[] = {
      "TOPK's values on the wire: full (the call's dtype, the uncoded payload) or 16, 8, 4 (signed levels of "
      "one step per payload, step = max |value| / (2^(bits-1) - 1), rounded to nearest; the rounding error "
      "stays in the residual with error feedback), with delta-coded indices (the coded payload, docs/wire.md). "
-     "The allgather allreduce of host buffers codes (auto then never splits); its pipelined form, the split "
-     "allreduce, the reduce-scatter and point-to-point send the uncoded payload; device buffers refuse it "
-     "(CC_COLL_ERR_NOT_SUPPORTED). Every rank must use the same value.",
+     "The allgather allreduce and the reduce-scatter of host buffers code (auto then never splits); the "
+     "pipelined allgather, the split allreduce and point-to-point send the uncoded payload; device buffers "
+     "refuse it (CC_COLL_ERR_NOT_SUPPORTED). Every rank must use the same value.",
      apply_value_bits},
     {"TOPK_INDEX_CODING", "CC_COLL_TOPK_INDEX_CODING", "auto",
      "TOPK's indices on the wire: auto (delta-coded when CC_COLL_TOPK_VALUE_BITS is not full, else uint32) "
