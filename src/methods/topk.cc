@@ -51,9 +51,10 @@ bool creates_residual(bool reduce_scatter, std::size_t count, cc_coll_dtype_t dt
     return !(dense && (dtype == CC_COLL_F32 || dtype == CC_COLL_F64));
 }
 
-// The cost model: an allgather of the payloads, or the split algorithm's
-// pairs to their owners and regions to everyone (about 2 payloads received
-// per rank, two count exchanges).
+// The cost model: an allgather of the payloads (coded: their estimated size
+// and the exchange of sizes), or the split algorithm's pairs to their owners
+// and regions to everyone (about 2 payloads received per rank, two count
+// exchanges).
 bool exchange_cost(const CostTensor &t, const CallParams &p, int ranks, ExchangeCost *cost)
 {
     if (topk_allreduce_dense(t.count, t.dtype, p.density, ranks)) return false;
@@ -66,10 +67,12 @@ bool exchange_cost(const CostTensor &t, const CallParams &p, int ranks, Exchange
     if (fmt.coded && !split) {
         // The coded payload (docs/wire.md): 32 bytes of header and section,
         // about log2(1/density) + 2 bits per index (Rice-coded gaps of mean
-        // 1/density), the values' bits, the exchange of sizes (8 bytes).
+        // 1/density), the values' bits, 4 bytes of padding on average; the
+        // exchange of sizes beside it.
         const double index_bits = std::max(1.0, std::log2(1.0 / std::max(p.density, 1e-12)) + 2.0);
         const double value_bits = fmt.value_bits != 0 ? fmt.value_bits : 8.0 * dtype_size(t.dtype);
-        payload = 40.0 + static_cast<double>(k) * (index_bits + value_bits) / 8.0;
+        payload = 36.0 + static_cast<double>(k) * (index_bits + value_bits) / 8.0;
+        cost->latencies = std::max(cost->latencies, 1.0);
     }
     if (split) {
         cost->bytes[0] += P / (P - 1.0) * payload;
@@ -139,17 +142,15 @@ const SettingDef kSettings[] = {
      "always use allgather. Every rank must use the same value.",
      apply_topk_algorithm},
     {"TOPK_VALUE_BITS", "CC_COLL_TOPK_VALUE_BITS", "full",
-     "TOPK's values on the wire: full (the call's dtype, the uncoded payload) or 16, 8, 4 (signed levels of "
-     "one step per payload, step = max |value| / (2^(bits-1) - 1), rounded to nearest; the rounding error "
-     "stays in the residual with error feedback), with delta-coded indices (the coded payload, docs/wire.md). "
-     "The allgather allreduce and the reduce-scatter of host buffers code (auto then never splits); the "
-     "pipelined allgather, the split allreduce and point-to-point send the uncoded payload; device buffers "
-     "refuse it (CC_COLL_ERR_NOT_SUPPORTED). Every rank must use the same value.",
+     "TOPK's values on the wire: full (the call's dtype; the uncoded payload) or 16, 8, 4 (signed levels of "
+     "one step per payload, rounded to nearest; the rounding error stays in the residual with error feedback), "
+     "with delta-coded indices: the coded payload of docs/wire.md, which says which paths send it (device "
+     "buffers refuse it). Every rank must use the same value.",
      apply_value_bits},
     {"TOPK_INDEX_CODING", "CC_COLL_TOPK_INDEX_CODING", "auto",
-     "TOPK's indices on the wire: auto (delta-coded when CC_COLL_TOPK_VALUE_BITS is not full, else uint32) "
-     "or delta (always: gaps bit-packed at one width or Rice-coded, whichever is smaller per payload, with "
-     "full values too). Applies where CC_COLL_TOPK_VALUE_BITS does. Every rank must use the same value.",
+     "TOPK's indices on the wire: auto (delta-coded when CC_COLL_TOPK_VALUE_BITS is not full, else uint32) or "
+     "delta (the coded payload with full values too: gaps bit-packed or Rice-coded, whichever is smaller). "
+     "Every rank must use the same value.",
      apply_index_coding},
 };
 
