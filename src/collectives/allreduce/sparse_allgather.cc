@@ -5,6 +5,9 @@
 //  2. Select the k = ceil(density n) largest |g'| exactly; encode
 //     (index, value) pairs in the call's dtype (wire/topk_payload.hpp).
 //  3. One MPI_Allgather of the fixed-size payloads (O(k P) bytes per rank).
+//     Coded payloads (CC_COLL_TOPK_VALUE_BITS, CC_COLL_TOPK_INDEX_CODING;
+//     host buffers, unchunked) vary in size: one MPI_Allgather of the sizes
+//     first, then every payload padded to the largest.
 //  4. Every rank checks every payload's header and indices against its own
 //     call (topk::check_payloads), and the ranks compare what they found
 //     and a digest of the payloads in the outcome exchange

@@ -2,7 +2,9 @@
 // recvcount), sent to the shard's owner as fixed-size (index, value)
 // payloads with one MPI_Alltoall; the owner scatter-adds the P payloads it
 // receives. Each rank sends P payloads and receives P: O(k P) bytes, against
-// (P - 1) / P x the buffer for a dense reduce-scatter.
+// (P - 1) / P x the buffer for a dense reduce-scatter. Coded payloads
+// (CC_COLL_TOPK_VALUE_BITS, CC_COLL_TOPK_INDEX_CODING) vary in size: the
+// blocks take the largest of any rank's (one MPI_Allgather of sizes).
 //
 // Dense fallback (MPI_Reduce_scatter_block of g'), decided from values
 // identical on every rank: when one payload outweighs one shard, or when any
