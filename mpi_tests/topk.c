@@ -882,6 +882,61 @@ static void test_coded(cc_coll_comm_h h)
         CHECK_CC(cc_coll_comm_destroy(c));
     }
 
+    /* Point-to-point codes too: rank 0 sends to rank 1 with 4-bit values;
+     * the receiver holds the sender's top k within half a step each, zero
+     * elsewhere, and the message is at least 5 times below the uncoded one.
+     * A receiver without the setting rejects it naming the settings. */
+    if (g_size > 1) {
+        cc_coll_comm_h c = coded_comm("4", "auto");
+        /* One communicator whose rank 0 codes and whose rank 1 does not. */
+        cc_coll_comm_h plain = coded_comm(g_rank == 0 ? "4" : "full", "auto");
+        const cc_coll_params_t p = topk_params(density, 0);
+        double *y = xmalloc(n * sizeof *y);
+        random_values(CC_COLL_F32, y, n, seed_for(0, 2300), 6);
+        for (int round = 0; round < 2; ++round) {
+            cc_coll_comm_h pc = round == 0 ? c : plain;
+            if (g_rank == 0) {
+                pack(CC_COLL_F32, y, n, buf);
+                const cc_coll_stats_t before = get_stats(pc);
+                const cc_coll_status_t st = cc_coll_send(buf, n, CC_COLL_F32, 1, 5 + round, 1, &p, pc, NULL);
+                const cc_coll_stats_t after = get_stats(pc);
+                if (round == 0) {
+                    CHECK_CC(st);
+                    const uint64_t wire = after.bytes_wire - before.bytes_wire;
+                    if ((double)(48 + payload_bytes(k, 4)) < 5.0 * (double)wire) {
+                        fprintf(stderr, "[rank 0] point-to-point bytes_wire %llu\n", (unsigned long long)wire);
+                        die("%s", "coded point-to-point: message not 5 times below the uncoded one", 0);
+                    }
+                } else {
+                    CHECK(st == CC_COLL_ERR_MISMATCH, "a receiver without the setting rejects the coded message");
+                }
+            } else if (g_rank == 1) {
+                const cc_coll_status_t st = cc_coll_recv(want, n, CC_COLL_F32, 0, 5 + round, &p, pc, NULL);
+                if (round == 0) {
+                    CHECK_CC(st);
+                    unsigned char *kept = xmalloc(n);
+                    reference_topk(y, n, k, kept);
+                    double top = 0.0;
+                    for (size_t i = 0; i < n; ++i)
+                        if (kept[i] && fabs(y[i]) > top) top = fabs(y[i]);
+                    for (size_t i = 0; i < n; ++i) {
+                        const double d = fabs((double)want[i] - (kept[i] ? y[i] : 0.0));
+                        if (!(d <= top / 7.0 * 0.5 * (1.0 + 1e-6)))
+                            die("%s", "coded point-to-point: a received value off by more than half a step", 0);
+                    }
+                    free(kept);
+                } else {
+                    if (st != CC_COLL_ERR_MISMATCH || strstr(cc_coll_last_error(), "CC_COLL_TOPK_VALUE_BITS") == NULL)
+                        die("coded message to an uncoded receiver: %s", cc_coll_last_error(), (int)st);
+                }
+            }
+        }
+        free(y);
+        CHECK_CC(cc_coll_comm_destroy(plain));
+        CHECK_CC(cc_coll_comm_destroy(c));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+
     /* Ranks with different widths: CC_COLL_ERR_MISMATCH on every rank. */
     if (g_size > 1) {
         cc_coll_comm_h c = coded_comm(g_rank == 0 ? "4" : "8", "auto");

@@ -144,8 +144,8 @@ const SettingDef kSettings[] = {
     {"TOPK_VALUE_BITS", "CC_COLL_TOPK_VALUE_BITS", "full",
      "TOPK's values on the wire: full (the call's dtype; the uncoded payload) or 16, 8, 4 (signed levels of "
      "one step per payload, rounded to nearest; the rounding error stays in the residual with error feedback), "
-     "with delta-coded indices: the coded payload of docs/wire.md, which says which paths send it (device "
-     "buffers refuse it). Every rank must use the same value.",
+     "with delta-coded indices: the coded payload of docs/wire.md, which says which paths send it (the "
+     "allreduce of device buffers refuses it). Every rank must use the same value.",
      apply_value_bits},
     {"TOPK_INDEX_CODING", "CC_COLL_TOPK_INDEX_CODING", "auto",
      "TOPK's indices on the wire: auto (delta-coded when CC_COLL_TOPK_VALUE_BITS is not full, else uint32) or "
