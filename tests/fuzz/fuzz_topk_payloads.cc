@@ -339,7 +339,8 @@ const char *field_name(topk::Field f)
 // gap, so both index codes occur), encoded by the library into a record of
 // its size or a little more, then 0 to 4 mutations (bit flips, random
 // bytes, the stream length, the first index, the flags). Asserted: an
-// unmutated payload decodes to the values the encoder kept in sent; a
+// unmutated payload is decoded (F64: to the values the encoder kept in
+// sent); a
 // mutated one is rejected, or decodes (the checks passed) writing only
 // elements below n (guard bytes on both sides) and its message is empty;
 // the check reads only the record (an allocation of exactly its size).
