@@ -1087,7 +1087,9 @@ TEST(TopkCost, CodedPayloadBytesMatchTheEncoder)
         EXPECT_NEAR(predicted, static_cast<double>(bytes), 0.1 * static_cast<double>(bytes)) << bits;
         EXPECT_GE(cost.latencies, 1.0);
         // The uncoded payload, for comparison: the default word.
-        if (bits == 4) EXPECT_GT(static_cast<double>(topk::payload_bytes(k, CC_COLL_F32)), 6.0 * bytes);
+        if (bits == 4) {
+            EXPECT_GT(static_cast<double>(topk::payload_bytes(k, CC_COLL_F32)), 6.0 * bytes);
+        }
     }
 }
 

@@ -502,7 +502,9 @@ TEST(WireTopkCoded, RoundTripEveryWidthAndDtype)
             std::memcpy(&step, payload.data() + 24, 8);
             double top = 0;
             for (auto i : idx) top = std::max(top, std::fabs(x[i]));
-            if (bits != 0) EXPECT_EQ(step, top / ((1 << (bits - 1)) - 1));
+            if (bits != 0) {
+                EXPECT_EQ(step, top / ((1 << (bits - 1)) - 1));
+            }
             EXPECT_NE(h.flags & topk::kIndexMask, 0u);
             if (dtype == CC_COLL_F64) {
                 std::vector<double> out(n, 0.0);
@@ -511,8 +513,11 @@ TEST(WireTopkCoded, RoundTripEveryWidthAndDtype)
                 for (std::size_t i = 0; i < n; ++i) {
                     if (j < k && idx[j] == i) {
                         EXPECT_EQ(out[i], sent[j]) << i;
-                        if (bits != 0) EXPECT_LE(std::fabs(sent[j] - x[i]), step / 2 * (1 + 1e-12)) << i;
-                        else EXPECT_EQ(sent[j], x[i]);
+                        if (bits != 0) {
+                            EXPECT_LE(std::fabs(sent[j] - x[i]), step / 2 * (1 + 1e-12)) << i;
+                        } else {
+                            EXPECT_EQ(sent[j], x[i]);
+                        }
                         ++j;
                     } else {
                         EXPECT_EQ(out[i], 0.0) << i;

@@ -24,12 +24,12 @@ namespace topk {
 // payload cannot carry them all; every rank then falls back to dense.
 constexpr std::uint32_t kFlagNonFiniteOverflow = 1u;
 
-// Flag bits 1-2: the values' format (0: the dtype's element; kValues16,
-// kValues8, kValues4: signed levels of that many bits times a step).
+// Flag bits 1-2: the values' format (0: the dtype's element; 1, 2, 3:
+// signed levels of 16, 8, 4 bits times a step; value_code below).
 constexpr std::uint32_t kValueShift = 1, kValueMask = 3u << kValueShift;
-// Flag bits 3-4: the indices' format (0: uint32 array, only with element
-// values; kIndexPacked: gaps bit-packed at one width; kIndexRice: gaps
-// Rice-coded). Bits 8-15: the width or the Rice parameter.
+// Flag bits 3-4: the indices' format (0 with bits 1-2 also 0: the uncoded
+// payload's uint32 array; kIndexPacked: gaps bit-packed at one width;
+// kIndexRice: gaps Rice-coded). Bits 8-15: the width or the Rice parameter.
 constexpr std::uint32_t kIndexShift = 3, kIndexMask = 3u << kIndexShift;
 constexpr std::uint32_t kParamShift = 8, kParamMask = 0xffu << kParamShift;
 constexpr std::uint32_t kIndexPacked = 1, kIndexRice = 2;
@@ -133,7 +133,7 @@ struct Fault {
     std::uint64_t found = 0;    // the value in the payload (n, k, flags, or the index)
     std::uint64_t expected = 0; // N: the receiver's n; K: its k; Flags: the defined bits;
                                 // IndexRange: n; IndexOrder: the index before;
-                                // Format: the flags this receiver expects (bits 1-4);
+                                // Format: the value bits 1-2 this receiver expects;
                                 // IndexBytes: the bytes the codes take (or the record)
     std::uint64_t header_n = 0; // N, K: the header's n and k
     std::uint64_t header_k = 0;
@@ -190,8 +190,8 @@ std::string describe(const Fault &fault, const char *count_name);
 // arithmetic (binary32 with rounding to nearest even for F16/BF16). Trusts
 // the payload: call it only on one that passed check_payloads (or
 // check_header and check_indices) against out's n elements.
+// Coded payloads too (checked by check_payloads with their format).
 void scatter_add(const unsigned char *payload, cc_coll_dtype_t dtype, void *out);
-// (Coded payloads included: scatter_add decodes them.)
 // The same restricted to the indices in [lo, hi) (payload indices are
 // ascending, as check_payloads verified): disjoint ranges may run on
 // different threads, with the same sums as one scatter_add.
