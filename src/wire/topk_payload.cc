@@ -173,41 +173,57 @@ namespace {
 
 constexpr std::size_t kCodedPrefix = sizeof(PayloadHeader) + sizeof(CodedSection);
 
-// Bits written least significant first into zeroed bytes.
+// Bits written least significant first (w <= 32 per put) through a 64-bit
+// accumulator into bytes; flush() writes the last partial byte.
 struct BitWriter {
     unsigned char *p;
-    std::uint64_t bit = 0;
+    std::uint64_t bit = 0;  // bits put so far
+    std::uint64_t acc = 0;
+    unsigned held = 0;      // bits in acc not yet written
     void put(std::uint64_t v, unsigned w)
     {
-        while (w > 0) {
-            const unsigned off = static_cast<unsigned>(bit & 7);
-            const unsigned take = std::min(w, 8u - off);
-            p[bit >> 3] = static_cast<unsigned char>(p[bit >> 3] | ((v & ((1u << take) - 1)) << off));
-            v >>= take;
-            w -= take;
-            bit += take;
+        if (w == 0) return;
+        acc |= (v & ((std::uint64_t{1} << w) - 1)) << held;
+        held += w;
+        bit += w;
+        while (held >= 8) {
+            *p++ = static_cast<unsigned char>(acc & 0xffu);
+            acc >>= 8;
+            held -= 8;
         }
+    }
+    void flush()
+    {
+        if (held > 0) *p++ = static_cast<unsigned char>(acc & 0xffu);
+        acc = 0;
+        held = 0;
     }
 };
 
-// Reads what BitWriter wrote, never past `limit` bits.
+// Reads what BitWriter wrote, never past `limit` bits (nor past the byte
+// holding the last of them).
 struct BitReader {
     const unsigned char *p;
     std::uint64_t limit;
     std::uint64_t bit = 0;
+    // The bits from `bit` on, at least 57 of them valid where the stream
+    // has them (64-bit load where 8 bytes remain, else byte by byte).
+    std::uint64_t peek() const
+    {
+        const std::uint64_t byte = bit >> 3, bytes = (limit + 7) / 8;
+        std::uint64_t word = 0;
+        if (byte + 8 <= bytes) {
+            for (unsigned b = 0; b < 8; ++b) word |= static_cast<std::uint64_t>(p[byte + b]) << (8 * b);
+        } else {
+            for (std::uint64_t b = byte; b < bytes; ++b) word |= static_cast<std::uint64_t>(p[b]) << (8 * (b - byte));
+        }
+        return word >> (bit & 7);
+    }
     bool get(unsigned w, std::uint64_t *v)
     {
         if (bit + w > limit) return false;
-        std::uint64_t out = 0;
-        unsigned got = 0;
-        while (got < w) {
-            const unsigned off = static_cast<unsigned>(bit & 7);
-            const unsigned take = std::min(w - got, 8u - off);
-            out |= static_cast<std::uint64_t>((p[bit >> 3] >> off) & ((1u << take) - 1)) << got;
-            got += take;
-            bit += take;
-        }
-        *v = out;
+        *v = w == 0 ? 0 : peek() & ((std::uint64_t{1} << w) - 1);
+        bit += w;
         return true;
     }
     // Ones up to the next zero (consumed); false at the limit first.
@@ -216,13 +232,19 @@ struct BitReader {
         std::uint64_t count = 0;
         for (;;) {
             if (bit >= limit) return false;
-            const bool one = ((p[bit >> 3] >> (bit & 7)) & 1u) != 0;
-            ++bit;
-            if (!one) break;
-            ++count;
+            const std::uint64_t avail = std::min<std::uint64_t>(57, limit - bit);
+            const std::uint64_t zeros = ~peek() & ((std::uint64_t{1} << avail) - 1);
+            if (zeros == 0) {
+                count += avail;
+                bit += avail;
+                continue;
+            }
+            const unsigned t = static_cast<unsigned>(__builtin_ctzll(zeros));
+            count += t;
+            bit += t + 1;
+            *q = count;
+            return true;
         }
-        *q = count;
-        return true;
     }
 };
 
@@ -372,6 +394,7 @@ std::size_t encode_coded(const W *x, std::size_t n, const std::uint32_t *idx, st
             out.put(g & ((std::uint64_t{1} << param) - 1), param);
         }
     }
+    out.flush();
     const CodedSection cs{static_cast<std::uint32_t>((out.bit + 7) / 8), k > 0 ? idx[0] : 0u, step};
     std::memcpy(payload + sizeof h, &cs, sizeof cs);
     unsigned char *values = payload + kCodedPrefix + cs.index_bytes;
@@ -392,6 +415,7 @@ std::size_t encode_coded(const W *x, std::size_t n, const std::uint32_t *idx, st
             vw.put(static_cast<std::uint32_t>(q) & ((1u << fmt.value_bits) - 1), fmt.value_bits);
             sent[j] = level_value<W>(q, step);
         }
+        vw.flush();
     }
     const std::size_t raw = kCodedPrefix + cs.index_bytes + value_section_bytes(k, dtype, fmt.value_bits);
     return (raw + 7) & ~static_cast<std::size_t>(7);
