@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include <cmath>
 #include <cstdio>
@@ -342,10 +343,13 @@ std::size_t encode_coded(const W *x, std::size_t n, const std::uint32_t *idx, st
 {
     // Values: the step and the levels (or the dtype's elements).
     double step = 0.0;
+    std::vector<double> kept;  // the kept values, gathered once
     if (fmt.value_bits != 0) {
+        kept.resize(k);
         double top = 0.0;
         for (std::size_t j = 0; j < k; ++j) {
             const double v = static_cast<double>(x[idx[j]]);
+            kept[j] = v;
             if (!std::isfinite(v)) flags |= kFlagNonFiniteOverflow;
             else top = std::max(top, std::fabs(v));
         }
@@ -409,8 +413,13 @@ std::size_t encode_coded(const W *x, std::size_t n, const std::uint32_t *idx, st
         for (std::size_t j = 0; j < k; ++j) {
             std::int32_t q = 0;
             if (step > 0.0) {
-                const double r = std::nearbyint(static_cast<double>(x[idx[j]]) / step);
-                q = static_cast<std::int32_t>(std::max<double>(-L, std::min<double>(L, r)));
+                // Rounded to nearest, ties to even: |v / step| <= L + 1 < 2^51,
+                // so adding and taking away 1.5 x 2^52 rounds it (default
+                // rounding mode; no call to the math library).
+                constexpr double kRound = 6755399441055744.0;
+                const double v = std::max<double>(-L, std::min<double>(L, kept[j] / step));
+                const double shifted = v + kRound;
+                q = static_cast<std::int32_t>(shifted - kRound);
             }
             vw.put(static_cast<std::uint32_t>(q) & ((1u << fmt.value_bits) - 1), fmt.value_bits);
             sent[j] = level_value<W>(q, step);
@@ -510,7 +519,24 @@ void scatter_add_typed(const std::uint32_t *idx, const unsigned char *values, st
 
 namespace {
 
-// scatter_add_range of a coded payload (checked: decode_indices cannot fail).
+// scatter_add_range of a coded payload (checked: decode_indices cannot fail):
+// the indices decoded first, then the values in one loop per format.
+template <typename T>
+void add_levels(const std::vector<std::uint64_t> &at, const unsigned char *values, unsigned bits, double step,
+                T *out, std::uint64_t lo, std::uint64_t hi)
+{
+    BitReader vr{values, std::uint64_t{at.size()} * bits};
+    const std::int32_t sign = std::int32_t{1} << (bits - 1);
+    for (std::size_t j = 0; j < at.size(); ++j) {
+        std::uint64_t u = 0;
+        vr.get(bits, &u);
+        const std::uint64_t i = at[j];
+        if (i < lo || i >= hi) continue;
+        const std::int32_t q = (static_cast<std::int32_t>(u) ^ sign) - sign;
+        out[i] += level_value<T>(q, step);
+    }
+}
+
 void scatter_add_coded(const unsigned char *payload, cc_coll_dtype_t dtype, void *out, std::uint64_t lo,
                        std::uint64_t hi)
 {
@@ -519,35 +545,38 @@ void scatter_add_coded(const unsigned char *payload, cc_coll_dtype_t dtype, void
     std::memcpy(&cs, payload + sizeof h, sizeof cs);
     const unsigned bits = value_bits_of(h.flags);
     const unsigned char *values = payload + kCodedPrefix + cs.index_bytes;
-    const std::int32_t sign = bits == 0 ? 0 : std::int32_t{1} << (bits - 1);
-    BitReader vr{values, std::uint64_t{h.k} * bits};
+    std::vector<std::uint64_t> at(h.k);
     Fault unused;
     decode_indices(payload, std::numeric_limits<std::size_t>::max(), h.n, h.k, &unused,
-                   [&](std::size_t j, std::uint64_t i) {
-                       if (bits == 0) {
-                           if (i < lo || i >= hi) return;
-                           if (dtype == CC_COLL_F64)
-                               static_cast<double *>(out)[i] += load_element_unaligned<double>(values, j, dtype);
-                           else if (dtype == CC_COLL_F32)
-                               static_cast<float *>(out)[i] += load_element_unaligned<float>(values, j, dtype);
-                           else
-                               store_element<float>(out, i, dtype,
-                                                    load_element<float>(out, i, dtype) +
-                                                        load_element_unaligned<float>(values, j, dtype));
-                           return;
-                       }
-                       std::uint64_t u = 0;
-                       vr.get(bits, &u);  // levels are read in order, every j
-                       if (i < lo || i >= hi) return;
-                       const std::int32_t q = (static_cast<std::int32_t>(u) ^ sign) - sign;
-                       if (dtype == CC_COLL_F64)
-                           static_cast<double *>(out)[i] += level_value<double>(q, cs.step);
-                       else if (dtype == CC_COLL_F32)
-                           static_cast<float *>(out)[i] += level_value<float>(q, cs.step);
-                       else
-                           store_element<float>(out, i, dtype,
-                                                load_element<float>(out, i, dtype) + level_value<float>(q, cs.step));
-                   });
+                   [&](std::size_t j, std::uint64_t i) { at[j] = i; });
+    if (bits != 0 && dtype == CC_COLL_F64) {
+        add_levels(at, values, bits, cs.step, static_cast<double *>(out), lo, hi);
+        return;
+    }
+    if (bits != 0 && dtype == CC_COLL_F32) {
+        add_levels(at, values, bits, cs.step, static_cast<float *>(out), lo, hi);
+        return;
+    }
+    BitReader vr{values, std::uint64_t{h.k} * bits};
+    const std::int32_t sign = bits == 0 ? 0 : std::int32_t{1} << (bits - 1);
+    for (std::size_t j = 0; j < at.size(); ++j) {
+        std::uint64_t u = 0;
+        if (bits != 0) vr.get(bits, &u);  // levels are read in order, every j
+        const std::uint64_t i = at[j];
+        if (i < lo || i >= hi) continue;
+        if (bits == 0) {
+            if (dtype == CC_COLL_F64)
+                static_cast<double *>(out)[i] += load_element_unaligned<double>(values, j, dtype);
+            else if (dtype == CC_COLL_F32)
+                static_cast<float *>(out)[i] += load_element_unaligned<float>(values, j, dtype);
+            else
+                store_element<float>(out, i, dtype,
+                                     load_element<float>(out, i, dtype) + load_element_unaligned<float>(values, j, dtype));
+            continue;
+        }
+        const std::int32_t q = (static_cast<std::int32_t>(u) ^ sign) - sign;
+        store_element<float>(out, i, dtype, load_element<float>(out, i, dtype) + level_value<float>(q, cs.step));
+    }
 }
 
 }  // namespace
