@@ -14,6 +14,10 @@
  *   topk_flags        allreduce TOPK, rank 1's flags = 0x4
  *   topk_rs_index     reduce-scatter TOPK, the payload from rank 1 carries
  *                     index 0xffffffff (every rank's copy)
+ *   topk_coded_first  allreduce TOPK, coded payloads (CC_COLL_TOPK_VALUE_BITS=4):
+ *                     rank 1's first index = count
+ *   topk_coded_stream the same, rank 1's index stream length one byte more
+ *   topk_coded_format the same, rank 1's value bits say 8 instead of 4
  *   sketch_flag       allreduce SKETCH, the OR-ed flag byte = 2
  *   sketch_padding    allreduce SKETCH, a bit past count in the OR-ed bitmap
  *   sketch_rs_tail    reduce-scatter SKETCH, only rank 0's OR-ed shard
@@ -30,6 +34,8 @@
  *
  *   mpi_collective_forged [TEST...]   run all tests, or only the named ones
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +55,9 @@ enum Forge {
     kTopkRepeat,
     kTopkFlags,
     kTopkRsIndex,
+    kTopkCodedFirst,
+    kTopkCodedStream,
+    kTopkCodedFormat,
     kSketchFlag,
     kSketchPadding,
     kSketchRsTail,
@@ -89,6 +98,23 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
         ++g_edits;
     } else if (g_forge == kTopkFlags) {
         set_u32(p + 12, 0x4u);
+        ++g_edits;
+    } else if (recvcount > 8 && g_forge >= kTopkCodedFirst && g_forge <= kTopkCodedFormat) {
+        /* Coded payloads (docs/wire.md, "The coded TOPK payload"): flags at
+         * 12, the stream's bytes at 16, the first index at 20; the
+         * allgather of 8-byte sizes before them is left alone. */
+        uint32_t v;
+        if (g_forge == kTopkCodedFirst) {
+            uint64_t n;
+            memcpy(&n, p, 8);
+            set_u32(p + 20, (uint32_t)n);
+        } else if (g_forge == kTopkCodedStream) {
+            memcpy(&v, p + 16, 4);
+            set_u32(p + 16, v + 1);
+        } else {
+            memcpy(&v, p + 12, 4);
+            set_u32(p + 12, (v & ~0x6u) | 0x4u); /* value bits 2 (8-bit levels) */
+        }
         ++g_edits;
     }
     return rc;
@@ -210,6 +236,42 @@ static void test_topk_rs_index(cc_coll_comm_h h)
     forged_case(h, kTopkRsIndex, 1, &p, "rank 1 sent index 4294967295 at position 0, not below recvcount 20003", NULL);
 }
 
+/* A communicator whose TOPK sends coded payloads of 4-bit values. */
+static cc_coll_comm_h coded_comm(void)
+{
+    CHECK(setenv("CC_COLL_TOPK_VALUE_BITS", "4", 1) == 0, "setenv");
+    cc_coll_comm_h c = NULL;
+    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &c));
+    unsetenv("CC_COLL_TOPK_VALUE_BITS");
+    return c;
+}
+
+static void coded_case(enum Forge forge, const char *words)
+{
+    cc_coll_comm_h c = coded_comm();
+    const cc_coll_params_t p = topk_params(0.01, 1);
+    forged_case(c, forge, 0, &p, words, NULL);
+    CHECK_CC(cc_coll_comm_destroy(c));
+}
+
+static void test_topk_coded_first(cc_coll_comm_h h)
+{
+    (void)h;
+    coded_case(kTopkCodedFirst, "rank 1 sent index 20003 at position 0, not below count 20003");
+}
+
+static void test_topk_coded_stream(cc_coll_comm_h h)
+{
+    (void)h;
+    coded_case(kTopkCodedStream, "rank 1 sent a coded payload whose index stream is");
+}
+
+static void test_topk_coded_format(cc_coll_comm_h h)
+{
+    (void)h;
+    coded_case(kTopkCodedFormat, "CC_COLL_TOPK_VALUE_BITS");
+}
+
 static void test_sketch_flag(cc_coll_comm_h h)
 {
     const cc_coll_params_t p = sketch_params(0.01, 1, 0.75);
@@ -238,6 +300,8 @@ static void test_sketch_rs_rows(cc_coll_comm_h h)
 static const NamedTest kTests[] = {
     {"topk_index", test_topk_index},         {"topk_repeat", test_topk_repeat},
     {"topk_flags", test_topk_flags},         {"topk_rs_index", test_topk_rs_index},
+    {"topk_coded_first", test_topk_coded_first}, {"topk_coded_stream", test_topk_coded_stream},
+    {"topk_coded_format", test_topk_coded_format},
     {"sketch_flag", test_sketch_flag},       {"sketch_padding", test_sketch_padding},
     {"sketch_rs_tail", test_sketch_rs_tail}, {"sketch_rs_rows", test_sketch_rs_rows},
 };

@@ -14,7 +14,8 @@
  * Cases: density 1 vs MPI_Allreduce; sparse exactness; convergence with and
  * without EF; k = 1 and the dense/sparse boundary; zeros; ties; NaN/Inf;
  * parameter errors; the EF cap, accounting, reset and keys; a residual
- * carried from the sparse into the dense path; statistics; F16 and BF16.
+ * carried from the sparse into the dense path; statistics; F16 and BF16;
+ * the coded payload (value widths 16, 8, 4, delta-coded indices).
  * What every method owes (the error-feedback invariant in every dtype,
  * count 0, cross-rank identity, groups, non-blocking forms, agreement) is
  * checked for TOPK by the conformance suite (conformance.c).
@@ -765,6 +766,196 @@ static void test_half(cc_coll_comm_h h)
 
 /* ---- main ------------------------------------------------------------------------ */
 
+/* ---- 9. the coded payload (CC_COLL_TOPK_VALUE_BITS, CC_COLL_TOPK_INDEX_CODING) */
+
+/* A communicator created with the TOPK payload settings in the environment. */
+static cc_coll_comm_h coded_comm(const char *value_bits, const char *index_coding)
+{
+    CHECK(setenv("CC_COLL_TOPK_VALUE_BITS", value_bits, 1) == 0, "setenv");
+    CHECK(setenv("CC_COLL_TOPK_INDEX_CODING", index_coding, 1) == 0, "setenv");
+    cc_coll_comm_h c = NULL;
+    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &c));
+    unsetenv("CC_COLL_TOPK_VALUE_BITS");
+    unsetenv("CC_COLL_TOPK_INDEX_CODING");
+    return c;
+}
+
+/* F32, n 20000, density 0.05, EF on, three calls per setting. Each call:
+ * every rank gets the same bits; the result is the uncoded reference
+ * (expected_topk of g' = x + e) within P half-steps (exactly it with full
+ * values); results plus every rank's residual sum to the inputs plus the
+ * residuals before (the EF invariant); bytes_wire drops against the uncoded
+ * payload by at least the factor the widths give (indices about 6 bits at
+ * this density, 9 at most counted). */
+static void test_coded(cc_coll_comm_h h)
+{
+    (void)h;
+    static const struct {
+        const char *bits, *coding;
+        int levels;      /* 0: full values */
+        double factor;   /* uncoded payload / bytes_wire at least */
+    } kSettings[] = {{"full", "delta", 0, 1.5}, {"16", "auto", 32767, 2.5}, {"8", "auto", 127, 4.0},
+                     {"4", "auto", 7, 6.0}};
+    const size_t n = 20000;
+    const double density = 0.05;
+    const size_t k = k_for(density, n);
+    double *x = xmalloc(n * sizeof *x), *gp = xmalloc(n * sizeof *gp), *e = xmalloc(n * sizeof *e);
+    double *sum_in = xmalloc(n * sizeof *sum_in), *sum_res = xmalloc(n * sizeof *sum_res);
+    float *buf = xmalloc(n * 4), *want = xmalloc(n * 4);
+    for (size_t si = 0; si < sizeof kSettings / sizeof kSettings[0]; ++si) {
+        cc_coll_comm_h c = coded_comm(kSettings[si].bits, kSettings[si].coding);
+        const cc_coll_params_t p = topk_params(density, 1);
+        for (size_t i = 0; i < n; ++i) e[i] = 0.0;
+        for (int call = 0; call < 3; ++call) {
+            char desc[160];
+            snprintf(desc, sizeof desc, "coded TOPK: value bits %s, index coding %s, call %d (P=%d)",
+                     kSettings[si].bits, kSettings[si].coding, call, g_size);
+            random_values(CC_COLL_F32, x, n, seed_for(g_rank, 2000 + (int)si * 10 + call), 6);
+            /* g' = x + e in binary32, as the library forms it. */
+            double top = 0.0;
+            for (size_t i = 0; i < n; ++i) {
+                gp[i] = (double)((float)x[i] + (float)e[i]);
+                if (fabs(gp[i]) > top) top = fabs(gp[i]);
+            }
+            CHECK(MPI_Allreduce(MPI_IN_PLACE, &top, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD) == MPI_SUCCESS, "max");
+            expected_topk(CC_COLL_F32, CC_COLL_SUM, gp, n, density, want);
+            CHECK(MPI_Allreduce(gp, sum_in, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS, "sum");
+            pack(CC_COLL_F32, x, n, buf);
+            const cc_coll_stats_t before = get_stats(c);
+            CHECK_CC(cc_coll_allreduce(buf, buf, n, CC_COLL_F32, CC_COLL_SUM, &p, c, NULL));
+            const cc_coll_stats_t after = get_stats(c);
+            expect_same_on_all_ranks(buf, n * 4, desc);
+            /* Bytes: the largest rank's payload plus the 8-byte size. */
+            const uint64_t wire = after.bytes_wire - before.bytes_wire;
+            if ((double)payload_bytes(k, 4) < kSettings[si].factor * (double)wire || wire % 8 != 0) {
+                fprintf(stderr, "[rank %d] bytes_wire %llu, uncoded payload %zu\n", g_rank, (unsigned long long)wire,
+                        payload_bytes(k, 4));
+                die("%s: bytes_wire is not below the uncoded payload / the expected factor", desc, 0);
+            }
+            /* The result against the uncoded reference. */
+            const double bound =
+                kSettings[si].levels ? (double)g_size * 0.5 * top / kSettings[si].levels * (1.0 + 1e-6) + 1e-30 : 0.0;
+            for (size_t i = 0; i < n; ++i) {
+                const double d = fabs((double)buf[i] - (double)want[i]);
+                if (!(d <= bound + (kSettings[si].levels ? 1e-6 * fabs((double)want[i]) : 0.0))) {
+                    fprintf(stderr, "[rank %d] element %zu: %.9g, reference %.9g\n", g_rank, i, (double)buf[i],
+                            (double)want[i]);
+                    die("%s: element differs from the uncoded reference by more than P half-steps", desc, 0);
+                }
+            }
+            /* The EF invariant: sum of results (every rank's is the same) +
+             * sum of residuals == sum of g'. */
+            CHECK_CC(cc_coll_ef_get_residual(c, &p, buf, n, CC_COLL_F32, e));
+            CHECK(MPI_Allreduce(e, sum_res, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS, "sum");
+            for (size_t i = 0; i < n; ++i) {
+                const double lhs = (double)buf[i] + sum_res[i];
+                if (fabs(lhs - sum_in[i]) > 1e-5 * (fabs(sum_in[i]) + top)) {
+                    fprintf(stderr, "[rank %d] element %zu: %.9g + %.9g vs %.9g\n", g_rank, i, (double)buf[i],
+                            sum_res[i], sum_in[i]);
+                    die("%s: results + residuals differ from the inputs (EF invariant)", desc, 0);
+                }
+            }
+        }
+        CHECK_CC(cc_coll_comm_destroy(c));
+    }
+
+    /* The reduce-scatter codes too: 4-bit values, bytes_wire at least 4
+     * times below the uncoded payloads (the EF invariant of the coded
+     * reduce-scatter: the conformance suite's run with the setting). */
+    {
+        cc_coll_comm_h c = coded_comm("4", "auto");
+        const cc_coll_params_t p = topk_params(density, 1);
+        const size_t rc = n / (size_t)g_size;
+        random_values(CC_COLL_F32, x, rc * (size_t)g_size, seed_for(g_rank, 2200), 6);
+        pack(CC_COLL_F32, x, rc * (size_t)g_size, buf);
+        const cc_coll_stats_t before = get_stats(c);
+        CHECK_CC(cc_coll_reduce_scatter(buf, want, rc, CC_COLL_F32, CC_COLL_SUM, &p, c, NULL));
+        const cc_coll_stats_t after = get_stats(c);
+        const uint64_t wire = after.bytes_wire - before.bytes_wire;
+        const size_t uncoded = payload_bytes(k_for(density, rc), 4) * (size_t)g_size;
+        if ((double)uncoded < 4.0 * (double)wire) {
+            fprintf(stderr, "[rank %d] bytes_wire %llu, uncoded payloads %zu\n", g_rank, (unsigned long long)wire,
+                    uncoded);
+            die("%s", "coded reduce-scatter: bytes_wire not 4 times below the uncoded payloads", 0);
+        }
+        for (size_t i = 0; i < rc; ++i) CHECK(isfinite(want[i]), "coded reduce-scatter: finite result");
+        CHECK_CC(cc_coll_comm_destroy(c));
+    }
+
+    /* Point-to-point codes too: rank 0 sends to rank 1 with 4-bit values;
+     * the receiver holds the sender's top k within half a step each, zero
+     * elsewhere, and the message is at least 5 times below the uncoded one.
+     * A receiver without the setting rejects it naming the settings. */
+    if (g_size > 1) {
+        cc_coll_comm_h c = coded_comm("4", "auto");
+        /* One communicator whose rank 0 codes and whose rank 1 does not. */
+        cc_coll_comm_h plain = coded_comm(g_rank == 0 ? "4" : "full", "auto");
+        const cc_coll_params_t p = topk_params(density, 0);
+        double *y = xmalloc(n * sizeof *y);
+        random_values(CC_COLL_F32, y, n, seed_for(0, 2300), 6);
+        for (int round = 0; round < 2; ++round) {
+            cc_coll_comm_h pc = round == 0 ? c : plain;
+            if (g_rank == 0) {
+                pack(CC_COLL_F32, y, n, buf);
+                const cc_coll_stats_t before = get_stats(pc);
+                const cc_coll_status_t st = cc_coll_send(buf, n, CC_COLL_F32, 1, 5 + round, 1, &p, pc, NULL);
+                const cc_coll_stats_t after = get_stats(pc);
+                if (round == 0) {
+                    CHECK_CC(st);
+                    const uint64_t wire = after.bytes_wire - before.bytes_wire;
+                    if ((double)(48 + payload_bytes(k, 4)) < 5.0 * (double)wire) {
+                        fprintf(stderr, "[rank 0] point-to-point bytes_wire %llu\n", (unsigned long long)wire);
+                        die("%s", "coded point-to-point: message not 5 times below the uncoded one", 0);
+                    }
+                } else {
+                    CHECK(st == CC_COLL_ERR_MISMATCH, "a receiver without the setting rejects the coded message");
+                }
+            } else if (g_rank == 1) {
+                const cc_coll_status_t st = cc_coll_recv(want, n, CC_COLL_F32, 0, 5 + round, &p, pc, NULL);
+                if (round == 0) {
+                    CHECK_CC(st);
+                    unsigned char *kept = xmalloc(n);
+                    reference_topk(y, n, k, kept);
+                    double top = 0.0;
+                    for (size_t i = 0; i < n; ++i)
+                        if (kept[i] && fabs(y[i]) > top) top = fabs(y[i]);
+                    for (size_t i = 0; i < n; ++i) {
+                        const double d = fabs((double)want[i] - (kept[i] ? y[i] : 0.0));
+                        if (!(d <= top / 7.0 * 0.5 * (1.0 + 1e-6)))
+                            die("%s", "coded point-to-point: a received value off by more than half a step", 0);
+                    }
+                    free(kept);
+                } else {
+                    if (st != CC_COLL_ERR_MISMATCH || strstr(cc_coll_last_error(), "CC_COLL_TOPK_VALUE_BITS") == NULL)
+                        die("coded message to an uncoded receiver: %s", cc_coll_last_error(), (int)st);
+                }
+            }
+        }
+        free(y);
+        CHECK_CC(cc_coll_comm_destroy(plain));
+        CHECK_CC(cc_coll_comm_destroy(c));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    /* Ranks with different widths: CC_COLL_ERR_MISMATCH on every rank. */
+    if (g_size > 1) {
+        cc_coll_comm_h c = coded_comm(g_rank == 0 ? "4" : "8", "auto");
+        const cc_coll_params_t p = topk_params(density, 0);
+        random_values(CC_COLL_F32, x, n, seed_for(g_rank, 2100), 6);
+        pack(CC_COLL_F32, x, n, buf);
+        const cc_coll_status_t st = cc_coll_allreduce(buf, buf, n, CC_COLL_F32, CC_COLL_SUM, &p, c, NULL);
+        check_all(st == CC_COLL_ERR_MISMATCH, "different CC_COLL_TOPK_VALUE_BITS must fail with MISMATCH");
+        CHECK_CC(cc_coll_comm_destroy(c));
+    }
+    free(x);
+    free(gp);
+    free(e);
+    free(sum_in);
+    free(sum_res);
+    free(buf);
+    free(want);
+}
+
 static void ef_cap(cc_coll_comm_h h)
 {
     (void)h;
@@ -777,6 +968,8 @@ static void setup(void)
     /* The settings these tests rely on come from params, never from the
      * environment the test happens to run in. */
     unsetenv("CC_COLL_EF_MAX_BYTES");
+    unsetenv("CC_COLL_TOPK_VALUE_BITS");
+    unsetenv("CC_COLL_TOPK_INDEX_CODING");
 }
 
 static const NamedTest kTests[] = {
@@ -793,6 +986,7 @@ static const NamedTest kTests[] = {
     {"ef_cap", ef_cap},
     {"stats", test_stats},
     {"half", test_half},
+    {"coded", test_coded},
 };
 
 int main(int argc, char **argv)

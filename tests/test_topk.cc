@@ -17,12 +17,14 @@
 
 #include "cc_coll.h"
 #include "wire/topk_payload.hpp"
+#include "compressors/topk/topk_backend.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/config.hpp"
 #include "core/dtype.hpp"
 #include "core/ef_store.hpp"
 #include "core/error.hpp"
 #include "core/half.hpp"
+#include "core/method.hpp"
 #include "core/params.hpp"
 
 namespace cc_coll::detail {
@@ -576,7 +578,9 @@ void payload_round_trip(cc_coll_dtype_t d)
             const std::size_t bytes = topk::payload_bytes(k, d);
             std::vector<unsigned char> payload(bytes + 8, 0xEE);
             std::vector<W> sent(k + 1, W(-777));
-            topk::encode<W>(x.data(), n, idx.data(), k, 0x5u, d, payload.data(), sent.data());
+            // Flags are written as given (bits 1-4 stay 0: they would name
+            // the coded layout, which scatter_add would then read).
+            topk::encode<W>(x.data(), n, idx.data(), k, 0x10001u, d, payload.data(), sent.data());
             // Padding is the caller's (the allreduce zeroes it): only check
             // that nothing was written after the payload.
             for (std::size_t b = bytes; b < bytes + 8; ++b) ASSERT_EQ(payload[b], 0xEE) << "written past the payload";
@@ -585,7 +589,7 @@ void payload_round_trip(cc_coll_dtype_t d)
             const topk::PayloadHeader h = topk::header_of(payload.data());
             EXPECT_EQ(h.n, n);
             EXPECT_EQ(h.k, k);
-            EXPECT_EQ(h.flags, 0x5u);
+            EXPECT_EQ(h.flags, 0x10001u);
             // Indices in place, right after the header.
             for (std::size_t j = 0; j < k; ++j) {
                 std::uint32_t i;
@@ -1006,6 +1010,87 @@ TEST(TopkConfig, DefaultsAndGoodValues)
     EXPECT_EQ(p.method, CC_COLL_METHOD_TOPK);
     EXPECT_EQ(p.density, 0.125);
     EXPECT_FALSE(p.ef);
+}
+
+// CC_COLL_TOPK_VALUE_BITS and CC_COLL_TOPK_INDEX_CODING write TOPK's word of
+// options; the default word 0 is the uncoded payload.
+TEST(TopkConfig, PayloadFormatSettings)
+{
+    const struct {
+        const char *bits, *coding;
+        unsigned value_bits;
+        bool coded;
+    } cases[] = {{"full", "auto", 0, false}, {"full", "delta", 0, true}, {"16", "auto", 16, true},
+                 {" 8 ", "auto", 8, true},   {"4", "DELTA", 4, true}};
+    for (const auto &c : cases) {
+        MapEnv env;
+        env.vars = {{"CC_COLL_TOPK_VALUE_BITS", c.bits}, {"CC_COLL_TOPK_INDEX_CODING", c.coding}};
+        Config cfg;
+        std::string why;
+        ASSERT_EQ(load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << c.bits << "/" << c.coding << ": " << why;
+        CallParams p;
+        p.method_options[CC_COLL_METHOD_TOPK] = cfg.method_options[CC_COLL_METHOD_TOPK];
+        const topk::Format f = topk_format(p);
+        EXPECT_EQ(f.value_bits, c.value_bits) << c.bits;
+        EXPECT_EQ(f.coded, c.coded) << c.bits << "/" << c.coding;
+    }
+    MapEnv env;
+    Config cfg;
+    std::string why;
+    ASSERT_EQ(load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << why;
+    EXPECT_EQ(cfg.method_options[CC_COLL_METHOD_TOPK], 0u);
+    for (const char *bad : {"32", "2", "", "half"}) {
+        env.vars = {{"CC_COLL_TOPK_VALUE_BITS", bad}};
+        EXPECT_EQ(load_config(env.lookup(), &cfg, &why), CC_COLL_ERR_CONFIG) << bad;
+        EXPECT_NE(why.find("CC_COLL_TOPK_VALUE_BITS"), std::string::npos) << why;
+    }
+    env.vars = {{"CC_COLL_TOPK_INDEX_CODING", "rice"}};
+    EXPECT_EQ(load_config(env.lookup(), &cfg, &why), CC_COLL_ERR_CONFIG);
+    EXPECT_NE(why.find("CC_COLL_TOPK_INDEX_CODING"), std::string::npos) << why;
+}
+
+// AUTO's cost model predicts the coded payload's bytes: against a payload
+// the encoder writes for top-k-like indices (uniformly spread) at density
+// 0.05 of 200000 elements, within 10%, for every value width.
+TEST(TopkCost, CodedPayloadBytesMatchTheEncoder)
+{
+    const Method *m = find_method(CC_COLL_METHOD_TOPK);
+    ASSERT_NE(m, nullptr);
+    const std::size_t n = 200000;
+    const double density = 0.05;
+    const std::size_t k = topk::k_for(density, n);
+    std::mt19937 rng(7);
+    std::vector<std::uint32_t> all(n);
+    std::iota(all.begin(), all.end(), 0u);
+    std::shuffle(all.begin(), all.end(), rng);
+    std::vector<std::uint32_t> idx(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k));
+    std::sort(idx.begin(), idx.end());
+    std::vector<float> x(n);
+    std::normal_distribution<float> normal;
+    for (auto &v : x) v = normal(rng);
+    for (unsigned bits : {0u, 16u, 8u, 4u}) {
+        CallParams p;
+        p.density = density;
+        p.method_options[CC_COLL_METHOD_TOPK] = bits | (bits == 0 ? kTopkOptionDelta : 0u);
+        const topk::Format fmt = topk_format(p);
+        std::vector<unsigned char> payload(topk::coded_capacity(k, CC_COLL_F32, fmt), 0);
+        std::vector<float> sent(k);
+        const std::size_t bytes =
+            topk::encode_coded<float>(x.data(), n, idx.data(), k, 0, CC_COLL_F32, fmt, payload.data(), sent.data());
+        CostTensor t;
+        t.count = n;
+        t.dtype = CC_COLL_F32;
+        ExchangeCost cost;
+        const int ranks = 4;
+        ASSERT_TRUE(m->exchange_cost(t, p, ranks, &cost));
+        const double predicted = cost.bytes[0] * 2.0 / ranks;  // an allgather of P payloads as an allreduce
+        EXPECT_NEAR(predicted, static_cast<double>(bytes), 0.1 * static_cast<double>(bytes)) << bits;
+        EXPECT_GE(cost.latencies, 1.0);
+        // The uncoded payload, for comparison: the default word.
+        if (bits == 4) {
+            EXPECT_GT(static_cast<double>(topk::payload_bytes(k, CC_COLL_F32)), 6.0 * bytes);
+        }
+    }
 }
 
 TEST(TopkConfig, BadValuesAreConfigErrorsNamingTheVariable)

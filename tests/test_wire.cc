@@ -9,6 +9,7 @@
 // "Conventions"); the expected images are built with put(), which writes a
 // value's bytes by shifting in the host's order, so the tests hold on either
 // byte order.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -401,6 +402,255 @@ TEST(WireTopk, CheckPayloadsChecksNAndKAndReadsTheFlag)
     EXPECT_EQ(f.field, topk::Field::N);
     EXPECT_EQ(f.sender, 0u);
     EXPECT_EQ(f.header_n, 21u);
+}
+
+// ---------------------------------------------------------------- the coded payload
+
+// Encodes x at idx in the coded format; returns the payload (capacity bytes)
+// and its size in *bytes, the transmitted values in *sent.
+template <typename W>
+std::vector<unsigned char> encode_coded(const std::vector<W> &x, const std::vector<std::uint32_t> &idx,
+                                        cc_coll_dtype_t dtype, topk::Format fmt, std::vector<W> *sent,
+                                        std::size_t *bytes)
+{
+    std::vector<unsigned char> payload(topk::coded_capacity(idx.size(), dtype, fmt), 0);
+    sent->assign(idx.size(), W(0));
+    *bytes = topk::encode_coded<W>(x.data(), x.size(), idx.data(), idx.size(), 0, dtype, fmt, payload.data(),
+                                   sent->data());
+    return payload;
+}
+
+TEST(WireTopkCoded, FourBitValuesAndPackedGapsByteByByte)
+{
+    // n 20, indices 3, 4, 10 (gaps minus one: 0, 5: packed at width 3 in 6
+    // bits; Rice takes no fewer), values 1, -0.5, 0.25 at 4 bits: step 1/7,
+    // levels 7, -4 (-3.5 to even), 2.
+    std::vector<float> x(20, 0.0f);
+    x[3] = 1.0f;
+    x[4] = -0.5f;
+    x[10] = 0.25f;
+    const std::vector<std::uint32_t> idx = {3, 4, 10};
+    std::vector<float> sent;
+    std::size_t bytes = 0;
+    const topk::Format fmt{4, true};
+    const auto payload = encode_coded<float>(x, idx, CC_COLL_F32, fmt, &sent, &bytes);
+    ASSERT_EQ(bytes, 40u);  // 32 + 1 index byte + 2 value bytes, padded
+    std::vector<unsigned char> want(40, 0);
+    put(want, 0, 20, 8);
+    put(want, 8, 3, 4);
+    put(want, 12, (3u << 1) | (1u << 3) | (3u << 8), 4);  // 4-bit values, packed, width 3
+    put(want, 16, 1, 4);                                  // index bytes
+    put(want, 20, 3, 4);                                  // first index
+    const double step = 1.0 / 7.0;
+    std::uint64_t step_bits;
+    std::memcpy(&step_bits, &step, 8);
+    put(want, 24, step_bits, 8);
+    want[32] = 5u << 3;  // gaps 0 and 5, 3 bits each
+    want[33] = 0xC7;     // levels 7 and -4
+    want[34] = 0x02;     // level 2
+    EXPECT_EQ(first_difference(payload.data(), want, 40), -1);
+    EXPECT_EQ(sent[0], static_cast<float>(7 * step));
+    EXPECT_EQ(sent[1], static_cast<float>(-4 * step));
+    EXPECT_EQ(sent[2], static_cast<float>(2 * step));
+
+    // The receiver adds exactly what the sender kept in sent.
+    topk::Fault f;
+    ASSERT_EQ(topk::check_payloads(payload.data(), 1, bytes, 20, 3, &f, fmt, CC_COLL_F32), topk::Verdict::Decode);
+    std::vector<float> out(20, 0.0f);
+    topk::scatter_add(payload.data(), CC_COLL_F32, out.data());
+    for (std::size_t i = 0; i < 20; ++i)
+        EXPECT_EQ(out[i], i == 3 ? sent[0] : i == 4 ? sent[1] : i == 10 ? sent[2] : 0.0f) << i;
+}
+
+// A payload per value width and dtype: random ascending indices, values of
+// mixed magnitude. The receiver's sums equal sent; each value is within
+// half a step of the input; the size is what the widths say.
+TEST(WireTopkCoded, RoundTripEveryWidthAndDtype)
+{
+    const cc_coll_dtype_t dtypes[] = {CC_COLL_F32, CC_COLL_F64, CC_COLL_F16, CC_COLL_BF16};
+    const unsigned widths[] = {0, 16, 8, 4};
+    std::uint64_t state = 12345;
+    auto rnd = [&] {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        return static_cast<std::uint32_t>(state >> 33);
+    };
+    const std::size_t n = 5000;
+    for (cc_coll_dtype_t dtype : dtypes)
+        for (unsigned bits : widths) {
+            std::vector<double> x(n);
+            for (auto &v : x) v = (static_cast<double>(rnd() % 2001) - 1000.0) / 37.0;
+            std::vector<std::uint32_t> idx;
+            for (std::uint32_t i = 0; i < n; ++i)
+                if (rnd() % 20 == 0) idx.push_back(i);  // density about 0.05
+            const std::size_t k = idx.size();
+            const topk::Format fmt{bits, true};
+            std::vector<double> sent;
+            std::size_t bytes = 0;
+            const auto payload = encode_coded<double>(x, idx, dtype, fmt, &sent, &bytes);
+            SCOPED_TRACE(testing::Message() << "dtype " << dtype << " bits " << bits);
+            ASSERT_LE(bytes, payload.size());
+            topk::Fault f;
+            ASSERT_EQ(topk::check_payloads(payload.data(), 1, bytes, n, k, &f, fmt, dtype), topk::Verdict::Decode)
+                << topk::describe(f, "count");
+            const auto h = topk::header_of(payload.data());
+            // Gaps of mean 19: 3 to 9 bits per index, whichever code won.
+            const std::size_t value_bytes = bits == 0 ? k * (dtype == CC_COLL_F64 ? 8 : dtype == CC_COLL_F32 ? 4 : 2)
+                                                      : (k * bits + 7) / 8;
+            EXPECT_LE(bytes, 40 + (k * 9 + 7) / 8 + value_bytes);
+            EXPECT_GE(bytes, 32 + (k * 3) / 8 + value_bytes);
+            double step = 0;
+            std::memcpy(&step, payload.data() + 24, 8);
+            double top = 0;
+            for (auto i : idx) top = std::max(top, std::fabs(x[i]));
+            if (bits != 0) {
+                EXPECT_EQ(step, top / ((1 << (bits - 1)) - 1));
+            }
+            EXPECT_NE(h.flags & topk::kIndexMask, 0u);
+            if (dtype == CC_COLL_F64) {
+                std::vector<double> out(n, 0.0);
+                topk::scatter_add(payload.data(), dtype, out.data());
+                std::size_t j = 0;
+                for (std::size_t i = 0; i < n; ++i) {
+                    if (j < k && idx[j] == i) {
+                        EXPECT_EQ(out[i], sent[j]) << i;
+                        if (bits != 0) {
+                            EXPECT_LE(std::fabs(sent[j] - x[i]), step / 2 * (1 + 1e-12)) << i;
+                        } else {
+                            EXPECT_EQ(sent[j], x[i]);
+                        }
+                        ++j;
+                    } else {
+                        EXPECT_EQ(out[i], 0.0) << i;
+                    }
+                }
+            }
+        }
+}
+
+TEST(WireTopkCoded, RiceWinsOnGeometricGapsPackedOnARun)
+{
+    // Gaps mostly 20 with one of 100000: packing needs 17 bits per gap,
+    // Rice about 6.
+    std::vector<float> x(200000, 1.0f);
+    std::vector<std::uint32_t> idx;
+    for (std::uint32_t i = 0; i < 2000; i += 21) idx.push_back(i);
+    idx.push_back(150000);
+    std::vector<float> sent;
+    std::size_t bytes = 0;
+    const topk::Format fmt{8, true};
+    auto payload = encode_coded<float>(x, idx, CC_COLL_F32, fmt, &sent, &bytes);
+    auto h = topk::header_of(payload.data());
+    EXPECT_EQ((h.flags & topk::kIndexMask) >> topk::kIndexShift, topk::kIndexRice);
+    topk::Fault f;
+    EXPECT_EQ(topk::check_payloads(payload.data(), 1, bytes, x.size(), idx.size(), &f, fmt, CC_COLL_F32),
+              topk::Verdict::Decode)
+        << topk::describe(f, "count");
+    // Its Rice stream one byte short or one byte long: IndexBytes.
+    std::uint32_t index_bytes;
+    std::memcpy(&index_bytes, &payload[16], 4);
+    for (std::uint32_t wrong : {index_bytes - 1, index_bytes + 1}) {
+        auto p = payload;
+        std::memcpy(&p[16], &wrong, 4);
+        EXPECT_EQ(topk::check_payloads(p.data(), 1, bytes, x.size(), idx.size(), &f, fmt, CC_COLL_F32),
+                  topk::Verdict::Reject);
+        EXPECT_EQ(f.field, topk::Field::IndexBytes) << wrong;
+    }
+
+    // A contiguous run: every gap 0, width 0, no index bytes.
+    idx.clear();
+    for (std::uint32_t i = 100; i < 164; ++i) idx.push_back(i);
+    payload = encode_coded<float>(x, idx, CC_COLL_F32, fmt, &sent, &bytes);
+    h = topk::header_of(payload.data());
+    EXPECT_EQ((h.flags & topk::kIndexMask) >> topk::kIndexShift, topk::kIndexPacked);
+    EXPECT_EQ((h.flags & topk::kParamMask) >> topk::kParamShift, 0u);
+    EXPECT_EQ(bytes, 32u + 64u);
+    EXPECT_EQ(topk::check_payloads(payload.data(), 1, bytes, x.size(), idx.size(), &f, fmt, CC_COLL_F32),
+              topk::Verdict::Decode);
+}
+
+TEST(WireTopkCoded, NonFiniteKeptValueSetsTheOverflowFlag)
+{
+    std::vector<float> x(10, 1.0f);
+    x[2] = INFINITY;
+    std::vector<float> sent;
+    std::size_t bytes = 0;
+    const topk::Format fmt{8, true};
+    const auto payload = encode_coded<float>(x, {2, 5}, CC_COLL_F32, fmt, &sent, &bytes);
+    EXPECT_NE(topk::header_of(payload.data()).flags & topk::kFlagNonFiniteOverflow, 0u);
+    topk::Fault f;
+    EXPECT_EQ(topk::check_payloads(payload.data(), 1, bytes, 10, 2, &f, fmt, CC_COLL_F32), topk::Verdict::Dense);
+}
+
+// Malformed coded payloads: each rejected with the field that is wrong.
+TEST(WireTopkCoded, MalformedPayloadsAreRejected)
+{
+    std::vector<float> x(1000, 0.0f);
+    std::vector<std::uint32_t> idx;
+    for (std::uint32_t i = 7; i < 1000; i += 37) {
+        idx.push_back(i);
+        x[i] = static_cast<float>(i % 11) - 5.0f;
+    }
+    const std::size_t k = idx.size();
+    const topk::Format fmt{4, true};
+    std::vector<float> sent;
+    std::size_t bytes = 0;
+    const auto good = encode_coded<float>(x, idx, CC_COLL_F32, fmt, &sent, &bytes);
+    topk::Fault f;
+    ASSERT_EQ(topk::check_payloads(good.data(), 1, bytes, 1000, k, &f, fmt, CC_COLL_F32), topk::Verdict::Decode);
+    auto flags_of = [](const std::vector<unsigned char> &p) { return topk::header_of(p.data()).flags; };
+    auto set_u32 = [](std::vector<unsigned char> &p, std::size_t off, std::uint32_t v) { std::memcpy(&p[off], &v, 4); };
+    std::uint32_t index_bytes;
+    std::memcpy(&index_bytes, &good[16], 4);
+
+    // Another value width than the receiver's: Format.
+    EXPECT_EQ(topk::check_payloads(good.data(), 1, bytes, 1000, k, &f, topk::Format{8, true}, CC_COLL_F32),
+              topk::Verdict::Reject);
+    EXPECT_EQ(f.field, topk::Field::Format);
+    EXPECT_NE(topk::describe(f, "count").find("CC_COLL_TOPK_VALUE_BITS"), std::string::npos);
+    // A coded payload to an uncoded receiver: an undefined flag bit.
+    EXPECT_EQ(topk::check_payloads(good.data(), 1, bytes, 1000, k, &f), topk::Verdict::Reject);
+    EXPECT_EQ(f.field, topk::Field::Flags);
+    // An undefined bit (5).
+    auto p = good;
+    set_u32(p, 12, flags_of(good) | (1u << 5));
+    EXPECT_EQ(topk::check_payloads(p.data(), 1, bytes, 1000, k, &f, fmt, CC_COLL_F32), topk::Verdict::Reject);
+    EXPECT_EQ(f.field, topk::Field::Flags);
+    // Index code 3 (undefined).
+    p = good;
+    set_u32(p, 12, flags_of(good) | topk::kIndexMask);
+    EXPECT_EQ(topk::check_payloads(p.data(), 1, bytes, 1000, k, &f, fmt, CC_COLL_F32), topk::Verdict::Reject);
+    EXPECT_EQ(f.field, topk::Field::Format);
+    // First index out of range.
+    p = good;
+    set_u32(p, 20, 1000);
+    EXPECT_EQ(topk::check_payloads(p.data(), 1, bytes, 1000, k, &f, fmt, CC_COLL_F32), topk::Verdict::Reject);
+    EXPECT_EQ(f.field, topk::Field::IndexRange);
+    EXPECT_EQ(f.position, 0u);
+    EXPECT_EQ(f.found, 1000u);
+    // Deltas that run past n: every stream bit set.
+    p = good;
+    for (std::uint32_t b = 0; b < index_bytes; ++b) p[32 + b] = 0xff;
+    EXPECT_EQ(topk::check_payloads(p.data(), 1, bytes, 1000, k, &f, fmt, CC_COLL_F32), topk::Verdict::Reject);
+    EXPECT_TRUE(f.field == topk::Field::IndexRange || f.field == topk::Field::IndexBytes) << static_cast<int>(f.field);
+    // A stream length that disagrees with the codes (one byte short, one over).
+    p = good;
+    set_u32(p, 16, index_bytes - 1);
+    EXPECT_EQ(topk::check_payloads(p.data(), 1, bytes, 1000, k, &f, fmt, CC_COLL_F32), topk::Verdict::Reject);
+    EXPECT_EQ(f.field, topk::Field::IndexBytes);
+    p = good;
+    set_u32(p, 16, index_bytes + 1);
+    EXPECT_EQ(topk::check_payloads(p.data(), 1, bytes, 1000, k, &f, fmt, CC_COLL_F32), topk::Verdict::Reject);
+    EXPECT_EQ(f.field, topk::Field::IndexBytes);
+    // A stream length beyond the record, and a record cut short (the values
+    // do not fit): truncated.
+    p = good;
+    set_u32(p, 16, 0xfffffff0u);
+    EXPECT_EQ(topk::check_payloads(p.data(), 1, bytes, 1000, k, &f, fmt, CC_COLL_F32), topk::Verdict::Reject);
+    EXPECT_EQ(f.field, topk::Field::IndexBytes);
+    EXPECT_EQ(topk::check_payloads(good.data(), 1, bytes - 8, 1000, k, &f, fmt, CC_COLL_F32), topk::Verdict::Reject);
+    EXPECT_EQ(f.field, topk::Field::IndexBytes);
+    EXPECT_EQ(topk::check_payloads(good.data(), 1, 24, 1000, k, &f, fmt, CC_COLL_F32), topk::Verdict::Reject);
+    EXPECT_EQ(f.field, topk::Field::IndexBytes);
 }
 
 // ================================================================ SKETCH

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include <cmath>
 #include <cstdio>
@@ -61,10 +62,33 @@ std::uint32_t nonfinite_overflow(const W *x, std::size_t n, const std::uint32_t 
     return nonfinite > k ? kFlagNonFiniteOverflow : 0;
 }
 
-bool check_header(const PayloadHeader &h, std::uint64_t n, std::size_t k, Fault *fault)
+std::uint32_t value_code(unsigned value_bits)
+{
+    switch (value_bits) {
+    case 16: return 1u << kValueShift;
+    case 8: return 2u << kValueShift;
+    case 4: return 3u << kValueShift;
+    default: return 0;
+    }
+}
+
+namespace {
+unsigned value_bits_of(std::uint32_t flags)
+{
+    static const unsigned bits[] = {0, 16, 8, 4};
+    return bits[(flags & kValueMask) >> kValueShift];
+}
+}  // namespace
+
+bool check_header(const PayloadHeader &h, std::uint64_t n, std::size_t k, Fault *fault, const Format &fmt)
 {
     Field field = Field::None;
     std::uint64_t found = 0, expected = 0;
+    const bool coded = fmt.coded || fmt.value_bits != 0;
+    const std::uint32_t defined = coded ? (kFlagNonFiniteOverflow | kValueMask | kIndexMask | kParamMask)
+                                        : kFlagNonFiniteOverflow;
+    const std::uint32_t index_code = (h.flags & kIndexMask) >> kIndexShift;
+    const std::uint32_t param = (h.flags & kParamMask) >> kParamShift;
     if (h.n != n) {
         field = Field::N;
         found = h.n;
@@ -73,10 +97,16 @@ bool check_header(const PayloadHeader &h, std::uint64_t n, std::size_t k, Fault 
         field = Field::K;
         found = h.k;
         expected = k;
-    } else if ((h.flags & ~kFlagNonFiniteOverflow) != 0) {
+    } else if ((h.flags & ~defined) != 0) {
         field = Field::Flags;
         found = h.flags;
-        expected = kFlagNonFiniteOverflow;
+        expected = defined;
+    } else if (coded && ((h.flags & kValueMask) != value_code(fmt.value_bits) ||
+                         (index_code != kIndexPacked && index_code != kIndexRice) ||
+                         param > (index_code == kIndexPacked ? 32u : 31u))) {
+        field = Field::Format;
+        found = h.flags;
+        expected = value_code(fmt.value_bits);
     } else {
         return true;
     }
@@ -113,26 +143,312 @@ bool check_indices(const unsigned char *indices, std::uint64_t n, std::size_t k,
 }
 
 Verdict check_payloads(const unsigned char *records, std::size_t count, std::size_t stride, std::uint64_t n,
-                       std::size_t k, Fault *fault)
+                       std::size_t k, Fault *fault, const Format &fmt, cc_coll_dtype_t dtype)
 {
     *fault = Fault{};
     bool overflow = false;
     for (std::size_t r = 0; r < count; ++r) {
         const PayloadHeader h = header_of(records + r * stride);
-        if (!check_header(h, n, k, fault)) {
+        if (!check_header(h, n, k, fault, fmt)) {
             fault->sender = r;
             return Verdict::Reject;
         }
         overflow |= (h.flags & kFlagNonFiniteOverflow) != 0;
     }
     if (overflow) return Verdict::Dense;
+    const bool coded = fmt.coded || fmt.value_bits != 0;
     for (std::size_t r = 0; r < count; ++r) {
-        if (!check_indices(records + r * stride + sizeof(PayloadHeader), n, k, fault)) {
+        const bool ok = coded ? check_coded(records + r * stride, stride, n, k, dtype, fault)
+                              : check_indices(records + r * stride + sizeof(PayloadHeader), n, k, fault);
+        if (!ok) {
             fault->sender = r;
             return Verdict::Reject;
         }
     }
     return Verdict::Decode;
+}
+
+// --- The coded layout -------------------------------------------------------
+
+namespace {
+
+constexpr std::size_t kCodedPrefix = sizeof(PayloadHeader) + sizeof(CodedSection);
+
+// Bits written least significant first (w <= 32 per put) through a 64-bit
+// accumulator into bytes; flush() writes the last partial byte.
+struct BitWriter {
+    unsigned char *p;
+    std::uint64_t bit = 0;  // bits put so far
+    std::uint64_t acc = 0;
+    unsigned held = 0;      // bits in acc not yet written
+    void put(std::uint64_t v, unsigned w)
+    {
+        if (w == 0) return;
+        acc |= (v & ((std::uint64_t{1} << w) - 1)) << held;
+        held += w;
+        bit += w;
+        while (held >= 8) {
+            *p++ = static_cast<unsigned char>(acc & 0xffu);
+            acc >>= 8;
+            held -= 8;
+        }
+    }
+    void flush()
+    {
+        if (held > 0) *p++ = static_cast<unsigned char>(acc & 0xffu);
+        acc = 0;
+        held = 0;
+    }
+};
+
+// Reads what BitWriter wrote, never past `limit` bits (nor past the byte
+// holding the last of them).
+struct BitReader {
+    const unsigned char *p;
+    std::uint64_t limit;
+    std::uint64_t bit = 0;
+    // The bits from `bit` on, at least 57 of them valid where the stream
+    // has them (64-bit load where 8 bytes remain, else byte by byte).
+    std::uint64_t peek() const
+    {
+        const std::uint64_t byte = bit >> 3, bytes = (limit + 7) / 8;
+        std::uint64_t word = 0;
+        if (byte + 8 <= bytes) {
+            for (unsigned b = 0; b < 8; ++b) word |= static_cast<std::uint64_t>(p[byte + b]) << (8 * b);
+        } else {
+            for (std::uint64_t b = byte; b < bytes; ++b) word |= static_cast<std::uint64_t>(p[b]) << (8 * (b - byte));
+        }
+        return word >> (bit & 7);
+    }
+    bool get(unsigned w, std::uint64_t *v)
+    {
+        if (bit + w > limit) return false;
+        *v = w == 0 ? 0 : peek() & ((std::uint64_t{1} << w) - 1);
+        bit += w;
+        return true;
+    }
+    // Ones up to the next zero (consumed); false at the limit first.
+    bool unary(std::uint64_t *q)
+    {
+        std::uint64_t count = 0;
+        for (;;) {
+            if (bit >= limit) return false;
+            const std::uint64_t avail = std::min<std::uint64_t>(57, limit - bit);
+            const std::uint64_t zeros = ~peek() & ((std::uint64_t{1} << avail) - 1);
+            if (zeros == 0) {
+                count += avail;
+                bit += avail;
+                continue;
+            }
+            const unsigned t = static_cast<unsigned>(__builtin_ctzll(zeros));
+            count += t;
+            bit += t + 1;
+            *q = count;
+            return true;
+        }
+    }
+};
+
+unsigned bit_width(std::uint64_t v)
+{
+    unsigned w = 0;
+    while (v != 0) {
+        ++w;
+        v >>= 1;
+    }
+    return w;
+}
+
+std::size_t value_section_bytes(std::size_t k, cc_coll_dtype_t dtype, unsigned value_bits)
+{
+    return value_bits == 0 ? k * dtype_size(dtype) : (k * value_bits + 7) / 8;
+}
+
+// Decodes the k indices of a coded payload whose header passed check_header,
+// calling each(j, index); on a fault (stream too short or too long, index
+// not below n, payload larger than `record`) fills *fault and returns false.
+template <typename F>
+bool decode_indices(const unsigned char *payload, std::size_t record, std::uint64_t n, std::size_t k, Fault *fault,
+                    F &&each)
+{
+    const PayloadHeader h = header_of(payload);
+    CodedSection cs{};
+    if (record < kCodedPrefix) {
+        fault->field = Field::IndexBytes;
+        fault->found = 0;
+        fault->expected = record;
+        fault->own_n = n;
+        fault->own_k = k;
+        return false;
+    }
+    std::memcpy(&cs, payload + sizeof h, sizeof cs);
+    const std::uint32_t code = (h.flags & kIndexMask) >> kIndexShift;
+    const unsigned param = (h.flags & kParamMask) >> kParamShift;
+    const auto bytes_fault = [&](std::uint64_t expected) {
+        fault->field = Field::IndexBytes;
+        fault->found = cs.index_bytes;
+        fault->expected = expected;
+        fault->own_n = n;
+        fault->own_k = k;
+        return false;
+    };
+    const std::uint64_t room = record - kCodedPrefix;
+    if (cs.index_bytes > room) return bytes_fault(room);
+    const std::uint64_t gaps = k > 0 ? k - 1 : 0;
+    if (code == kIndexPacked && cs.index_bytes != (gaps * param + 7) / 8) return bytes_fault((gaps * param + 7) / 8);
+    if (k == 0) return cs.index_bytes == 0 ? true : bytes_fault(0);
+    const auto range_fault = [&](std::size_t j, std::uint64_t found) {
+        fault->field = Field::IndexRange;
+        fault->position = j;
+        fault->found = found;
+        fault->expected = n;
+        fault->own_n = n;
+        fault->own_k = k;
+        return false;
+    };
+    std::uint64_t index = cs.first;
+    if (index >= n) return range_fault(0, index);
+    each(std::size_t{0}, index);
+    BitReader in{payload + kCodedPrefix, std::uint64_t{cs.index_bytes} * 8};
+    for (std::size_t j = 1; j < k; ++j) {
+        std::uint64_t gap = 0;
+        if (code == kIndexPacked) {
+            in.get(param, &gap);  // the length was checked above
+        } else {
+            std::uint64_t q = 0, rest = 0;
+            if (!in.unary(&q) || !in.get(param, &rest)) return bytes_fault(cs.index_bytes + std::uint64_t{1});
+            if (q > 0xffffffffull) return range_fault(j, n);
+            gap = (q << param) | rest;
+        }
+        index += gap + 1;
+        if (index >= n) return range_fault(j, index);
+        each(j, index);
+    }
+    if (code == kIndexRice && (in.bit + 7) / 8 != cs.index_bytes) return bytes_fault((in.bit + 7) / 8);
+    return true;
+}
+
+}  // namespace
+
+std::size_t coded_capacity(std::size_t k, cc_coll_dtype_t dtype, const Format &fmt)
+{
+    const std::size_t gaps = k > 0 ? k - 1 : 0;
+    const std::size_t raw = kCodedPrefix + gaps * 4 + value_section_bytes(k, dtype, fmt.value_bits);
+    return (raw + 7) & ~static_cast<std::size_t>(7);
+}
+
+template <typename W>
+std::size_t encode_coded(const W *x, std::size_t n, const std::uint32_t *idx, std::size_t k, std::uint32_t flags,
+                         cc_coll_dtype_t dtype, const Format &fmt, unsigned char *payload, W *sent)
+{
+    // Values: the step and the levels (or the dtype's elements).
+    double step = 0.0;
+    std::vector<double> kept;  // the kept values, gathered once
+    if (fmt.value_bits != 0) {
+        kept.resize(k);
+        double top = 0.0;
+        for (std::size_t j = 0; j < k; ++j) {
+            const double v = static_cast<double>(x[idx[j]]);
+            kept[j] = v;
+            if (!std::isfinite(v)) flags |= kFlagNonFiniteOverflow;
+            else top = std::max(top, std::fabs(v));
+        }
+        if ((flags & kFlagNonFiniteOverflow) == 0) step = top / static_cast<double>(value_levels(fmt.value_bits));
+    }
+    // Indices: the gaps' packed width and the best Rice parameter near
+    // log2 of the mean gap; the smaller code wins (packed on a tie).
+    const std::size_t gaps = k > 0 ? k - 1 : 0;
+    std::uint64_t max_gap = 0, sum = 0;
+    for (std::size_t j = 1; j < k; ++j) {
+        const std::uint64_t g = std::uint64_t{idx[j]} - idx[j - 1] - 1;
+        max_gap = std::max(max_gap, g);
+        sum += g;
+    }
+    std::uint32_t code = kIndexPacked;
+    unsigned param = bit_width(max_gap);
+    std::uint64_t best = std::uint64_t{gaps} * param;
+    if (gaps > 0) {
+        const int r0 = static_cast<int>(bit_width(sum / gaps)) - 1;
+        for (int r = std::max(0, r0 - 1); r <= std::min(31, r0 + 1); ++r) {
+            std::uint64_t bits = std::uint64_t{gaps} * (1u + static_cast<unsigned>(r));
+            for (std::size_t j = 1; j < k && bits < best; ++j)
+                bits += (std::uint64_t{idx[j]} - idx[j - 1] - 1) >> r;
+            if (bits < best) {
+                best = bits;
+                code = kIndexRice;
+                param = static_cast<unsigned>(r);
+            }
+        }
+    }
+    flags |= value_code(fmt.value_bits) | (code << kIndexShift) | (param << kParamShift);
+    const PayloadHeader h{static_cast<std::uint64_t>(n), static_cast<std::uint32_t>(k), flags};
+    std::memcpy(payload, &h, sizeof h);
+    BitWriter out{payload + kCodedPrefix};
+    for (std::size_t j = 1; j < k; ++j) {
+        const std::uint64_t g = std::uint64_t{idx[j]} - idx[j - 1] - 1;
+        if (code == kIndexPacked) {
+            out.put(g, param);
+        } else {
+            for (std::uint64_t q = g >> param; q > 0;) {
+                const unsigned ones = static_cast<unsigned>(std::min<std::uint64_t>(q, 32));
+                out.put((std::uint64_t{1} << ones) - 1, ones);
+                q -= ones;
+            }
+            out.put(0, 1);
+            out.put(g & ((std::uint64_t{1} << param) - 1), param);
+        }
+    }
+    out.flush();
+    const CodedSection cs{static_cast<std::uint32_t>((out.bit + 7) / 8), k > 0 ? idx[0] : 0u, step};
+    std::memcpy(payload + sizeof h, &cs, sizeof cs);
+    unsigned char *values = payload + kCodedPrefix + cs.index_bytes;
+    if (fmt.value_bits == 0) {
+        for (std::size_t j = 0; j < k; ++j) {
+            store_element_unaligned<W>(values, j, dtype, x[idx[j]]);
+            sent[j] = load_element_unaligned<W>(values, j, dtype);
+        }
+    } else {
+        const std::int32_t L = value_levels(fmt.value_bits);
+        BitWriter vw{values};
+        for (std::size_t j = 0; j < k; ++j) {
+            std::int32_t q = 0;
+            if (step > 0.0) {
+                // Rounded to nearest, ties to even: |v / step| <= L + 1 < 2^51,
+                // so adding and taking away 1.5 x 2^52 rounds it (default
+                // rounding mode; no call to the math library).
+                constexpr double kRound = 6755399441055744.0;
+                const double v = std::max<double>(-L, std::min<double>(L, kept[j] / step));
+                const double shifted = v + kRound;
+                q = static_cast<std::int32_t>(shifted - kRound);
+            }
+            vw.put(static_cast<std::uint32_t>(q) & ((1u << fmt.value_bits) - 1), fmt.value_bits);
+            sent[j] = level_value<W>(q, step);
+        }
+        vw.flush();
+    }
+    const std::size_t raw = kCodedPrefix + cs.index_bytes + value_section_bytes(k, dtype, fmt.value_bits);
+    return (raw + 7) & ~static_cast<std::size_t>(7);
+}
+
+bool check_coded(const unsigned char *payload, std::size_t record, std::uint64_t n, std::size_t k,
+                 cc_coll_dtype_t dtype, Fault *fault)
+{
+    const PayloadHeader h = header_of(payload);
+    if (!decode_indices(payload, record, n, k, fault, [](std::size_t, std::uint64_t) {})) return false;
+    CodedSection cs;
+    std::memcpy(&cs, payload + sizeof h, sizeof cs);
+    // The values must fit the record after the index stream.
+    const std::uint64_t room = record - kCodedPrefix;
+    const std::uint64_t need = std::uint64_t{cs.index_bytes} + value_section_bytes(k, dtype, value_bits_of(h.flags));
+    if (need > room) {
+        fault->field = Field::IndexBytes;
+        fault->found = cs.index_bytes;
+        fault->expected = room - value_section_bytes(k, dtype, value_bits_of(h.flags));
+        fault->own_n = n;
+        fault->own_k = k;
+        return false;
+    }
+    return true;
 }
 
 std::string describe(const Fault &f, const char *count_name)
@@ -159,6 +475,20 @@ std::string describe(const Fault &f, const char *count_name)
         std::snprintf(text, sizeof text,
                       "rank %zu sent index %llu at position %zu, not below %s %llu (malformed payload)", f.sender,
                       ull(f.found), f.position, count_name, ull(f.expected));
+        break;
+    case Field::Format:
+        std::snprintf(text, sizeof text,
+                      "rank %zu sent flags 0x%llx: its value or index format (bits 1-4, 0x%llx, width or "
+                      "parameter in bits 8-15) is not this rank's (value bits 0x%llx with delta-coded "
+                      "indices); every rank must use the same CC_COLL_TOPK_VALUE_BITS and "
+                      "CC_COLL_TOPK_INDEX_CODING",
+                      f.sender, ull(f.found), ull(f.found & (kValueMask | kIndexMask)), ull(f.expected));
+        break;
+    case Field::IndexBytes:
+        std::snprintf(text, sizeof text,
+                      "rank %zu sent a coded payload whose index stream is %llu bytes but its codes and values "
+                      "take %llu (truncated or over-long; malformed payload)",
+                      f.sender, ull(f.found), ull(f.expected));
         break;
     case Field::IndexOrder:
         std::snprintf(text, sizeof text,
@@ -187,10 +517,78 @@ void scatter_add_typed(const std::uint32_t *idx, const unsigned char *values, st
 
 }  // namespace
 
+namespace {
+
+// scatter_add_range of a coded payload (checked: decode_indices cannot fail):
+// the indices decoded first, then the values in one loop per format.
+template <typename T>
+void add_levels(const std::vector<std::uint64_t> &at, const unsigned char *values, unsigned bits, double step,
+                T *out, std::uint64_t lo, std::uint64_t hi)
+{
+    BitReader vr{values, std::uint64_t{at.size()} * bits};
+    const std::int32_t sign = std::int32_t{1} << (bits - 1);
+    for (std::size_t j = 0; j < at.size(); ++j) {
+        std::uint64_t u = 0;
+        vr.get(bits, &u);
+        const std::uint64_t i = at[j];
+        if (i < lo || i >= hi) continue;
+        const std::int32_t q = (static_cast<std::int32_t>(u) ^ sign) - sign;
+        out[i] += level_value<T>(q, step);
+    }
+}
+
+void scatter_add_coded(const unsigned char *payload, cc_coll_dtype_t dtype, void *out, std::uint64_t lo,
+                       std::uint64_t hi)
+{
+    const PayloadHeader h = header_of(payload);
+    CodedSection cs;
+    std::memcpy(&cs, payload + sizeof h, sizeof cs);
+    const unsigned bits = value_bits_of(h.flags);
+    const unsigned char *values = payload + kCodedPrefix + cs.index_bytes;
+    std::vector<std::uint64_t> at(h.k);
+    Fault unused;
+    decode_indices(payload, std::numeric_limits<std::size_t>::max(), h.n, h.k, &unused,
+                   [&](std::size_t j, std::uint64_t i) { at[j] = i; });
+    if (bits != 0 && dtype == CC_COLL_F64) {
+        add_levels(at, values, bits, cs.step, static_cast<double *>(out), lo, hi);
+        return;
+    }
+    if (bits != 0 && dtype == CC_COLL_F32) {
+        add_levels(at, values, bits, cs.step, static_cast<float *>(out), lo, hi);
+        return;
+    }
+    BitReader vr{values, std::uint64_t{h.k} * bits};
+    const std::int32_t sign = bits == 0 ? 0 : std::int32_t{1} << (bits - 1);
+    for (std::size_t j = 0; j < at.size(); ++j) {
+        std::uint64_t u = 0;
+        if (bits != 0) vr.get(bits, &u);  // levels are read in order, every j
+        const std::uint64_t i = at[j];
+        if (i < lo || i >= hi) continue;
+        if (bits == 0) {
+            if (dtype == CC_COLL_F64)
+                static_cast<double *>(out)[i] += load_element_unaligned<double>(values, j, dtype);
+            else if (dtype == CC_COLL_F32)
+                static_cast<float *>(out)[i] += load_element_unaligned<float>(values, j, dtype);
+            else
+                store_element<float>(out, i, dtype,
+                                     load_element<float>(out, i, dtype) + load_element_unaligned<float>(values, j, dtype));
+            continue;
+        }
+        const std::int32_t q = (static_cast<std::int32_t>(u) ^ sign) - sign;
+        store_element<float>(out, i, dtype, load_element<float>(out, i, dtype) + level_value<float>(q, cs.step));
+    }
+}
+
+}  // namespace
+
 void scatter_add_range(const unsigned char *payload, cc_coll_dtype_t dtype, void *out, std::uint64_t lo,
                        std::uint64_t hi)
 {
     const PayloadHeader h = header_of(payload);
+    if (is_coded(h.flags)) {
+        scatter_add_coded(payload, dtype, out, lo, hi);
+        return;
+    }
     // Indices are aligned: payloads are padded to 8 bytes and the header is 16.
     const auto *idx = reinterpret_cast<const std::uint32_t *>(payload + sizeof h);
     const std::size_t first = static_cast<std::size_t>(std::lower_bound(idx, idx + h.k, lo) - idx);
@@ -222,6 +620,10 @@ template void encode<float>(const float *, std::size_t, const std::uint32_t *, s
                             cc_coll_dtype_t, unsigned char *, float *, int);
 template void encode<double>(const double *, std::size_t, const std::uint32_t *, std::size_t, std::uint32_t,
                              cc_coll_dtype_t, unsigned char *, double *, int);
+template std::size_t encode_coded<float>(const float *, std::size_t, const std::uint32_t *, std::size_t,
+                                         std::uint32_t, cc_coll_dtype_t, const Format &, unsigned char *, float *);
+template std::size_t encode_coded<double>(const double *, std::size_t, const std::uint32_t *, std::size_t,
+                                          std::uint32_t, cc_coll_dtype_t, const Format &, unsigned char *, double *);
 
 }  // namespace topk
 }  // namespace cc_coll::detail

@@ -26,6 +26,7 @@
 //   - decoded: both receives are byte-identical and equal to the reference
 //     sum of the payloads (collective_payloads.hpp; NaN equal to any NaN);
 //   - an unmutated set to a matching call is never rejected.
+// Then inputs / 4 coded payloads (fuzz_coded below).
 //
 //   cc_coll_fuzz_topk_payloads [--inputs N] [--seed S] [--verbose]
 //
@@ -326,8 +327,99 @@ const char *field_name(topk::Field f)
     case topk::Field::Flags: return "flags";
     case topk::Field::IndexRange: return "index not below n";
     case topk::Field::IndexOrder: return "index not ascending";
+    case topk::Field::Format: return "value or index format";
+    case topk::Field::IndexBytes: return "coded index stream length";
     }
     return "?";
+}
+
+// The coded payload (docs/wire.md, "The coded TOPK payload"): one payload
+// of a random value width (dtype's element, 16, 8, 4) and dtype over n = 1
+// .. 5000 with random ascending indices (sometimes runs, sometimes one large
+// gap, so both index codes occur), encoded by the library into a record of
+// its size or a little more, then 0 to 4 mutations (bit flips, random
+// bytes, the stream length, the first index, the flags). Asserted: an
+// unmutated payload is decoded (F64: to the values the encoder kept in
+// sent); a
+// mutated one is rejected, or decodes (the checks passed) writing only
+// elements below n (guard bytes on both sides) and its message is empty;
+// the check reads only the record (an allocation of exactly its size).
+// Returns the number of rejected payloads.
+std::uint64_t fuzz_coded(Rng &rng, std::uint64_t inputs)
+{
+    static const unsigned widths[] = {0, 16, 8, 4};
+    static const cc_coll_dtype_t dtypes[] = {CC_COLL_F32, CC_COLL_F64, CC_COLL_F16, CC_COLL_BF16};
+    std::uint64_t rejected = 0;
+    for (std::uint64_t i = 0; i < inputs; ++i, ++g_input) {
+        const std::size_t n = 1 + static_cast<std::size_t>(rng.below(5000));
+        const cc_coll_dtype_t dtype = dtypes[rng.below(4)];
+        const topk::Format fmt{widths[rng.below(4)], true};
+        std::vector<double> x(n);
+        for (auto &v : x) v = rng.uniform() * 8.0 - 4.0;
+        std::vector<std::uint32_t> idx;
+        const unsigned every = 1 + static_cast<unsigned>(rng.below(60));
+        for (std::uint32_t j = 0; j < n; ++j)
+            if (rng.below(every) == 0 || (rng.chance(5) && !idx.empty() && idx.back() + 1 == j)) idx.push_back(j);
+        if (idx.empty()) idx.push_back(static_cast<std::uint32_t>(rng.below(n)));
+        const std::size_t k = idx.size();
+        std::vector<unsigned char> cap(topk::coded_capacity(k, dtype, fmt), 0);
+        std::vector<double> sent(k);
+        const std::size_t size =
+            topk::encode_coded<double>(x.data(), n, idx.data(), k, 0, dtype, fmt, cap.data(), sent.data());
+        const std::size_t record = std::min(cap.size(), size + 8 * static_cast<std::size_t>(rng.below(3)));
+        std::vector<unsigned char> payload(cap.begin(), cap.begin() + static_cast<std::ptrdiff_t>(record));
+        const int mutations = rng.chance(20) ? 0 : 1 + static_cast<int>(rng.below(4));
+        for (int m = 0; m < mutations; ++m) {
+            switch (rng.below(5)) {
+            case 0: payload[rng.below(record)] ^= static_cast<unsigned char>(1u << rng.below(8)); break;
+            case 1: payload[rng.below(record)] = static_cast<unsigned char>(rng.below(256)); break;
+            case 2: {
+                std::uint32_t v;
+                std::memcpy(&v, &payload[16], 4);
+                v = rng.chance(50) ? v + static_cast<std::uint32_t>(rng.below(3)) - 1u : static_cast<std::uint32_t>(rng.next());
+                std::memcpy(&payload[16], &v, 4);
+                break;
+            }
+            case 3: {
+                const std::uint32_t v = rng.chance(50) ? static_cast<std::uint32_t>(n - rng.below(2))
+                                                       : static_cast<std::uint32_t>(rng.below(n));
+                std::memcpy(&payload[20], &v, 4);
+                break;
+            }
+            default: payload[12 + rng.below(2)] ^= static_cast<unsigned char>(1u << rng.below(8)); break;
+            }
+        }
+        std::unique_ptr<unsigned char[]> exact(new unsigned char[record]);
+        std::memcpy(exact.get(), payload.data(), record);
+        topk::Fault f;
+        const topk::Verdict v = topk::check_payloads(exact.get(), 1, record, n, k, &f, fmt, dtype);
+        const std::string text = topk::describe(f, "count");
+        if (mutations == 0 && v != topk::Verdict::Decode)
+            failed("an unmutated coded payload was not decoded", payload, text);
+        if (v == topk::Verdict::Reject) {
+            if (text.find("rank 0 sent ") == std::string::npos)
+                failed("a coded rejection that does not name the sender", payload, text);
+            ++rejected;
+            continue;
+        }
+        if (v == topk::Verdict::Dense) continue;
+        if (!text.empty()) failed("a coded payload decoded with a fault message", payload, text);
+        const std::size_t es = dtype_size(dtype);
+        std::vector<unsigned char> out((n + 2 * kGuard) * es, kGuardByte);
+        std::memset(out.data() + kGuard * es, 0, n * es);
+        topk::scatter_add(exact.get(), dtype, out.data() + kGuard * es);
+        for (std::size_t b = 0; b < kGuard * es; ++b)
+            if (out[b] != kGuardByte || out[out.size() - 1 - b] != kGuardByte)
+                failed("a coded payload's decode wrote outside the buffer", payload, text);
+        if (mutations == 0 && (dtype == CC_COLL_F64)) {
+            for (std::size_t j = 0; j < k; ++j) {
+                double got;
+                std::memcpy(&got, out.data() + (kGuard + idx[j]) * es, 8);
+                if (got != sent[j]) failed("an unmutated coded payload decoded to other values than sent", payload, "");
+            }
+        }
+    }
+    return rejected;
 }
 
 }  // namespace
@@ -401,6 +493,10 @@ int main(int argc, char **argv)
                 failed("a well-formed set to a matching call was rejected", in.payloads, a.text);
         }
     }
+    const std::uint64_t coded_inputs = inputs / 4;
+    const std::uint64_t coded_rejected = fuzz_coded(rng, coded_inputs);
+    std::printf("cc_coll_fuzz_topk_payloads: %" PRIu64 " coded payloads, %" PRIu64 " rejected; no failure\n",
+                coded_inputs, coded_rejected);
     std::printf("cc_coll_fuzz_topk_payloads: seed %" PRIu64 ", %" PRIu64 " payload sets: %" PRIu64 " decoded, %" PRIu64
                 " dense (overflow), %" PRIu64 " rejected with %zu kinds of fault; %" PRIu64
                 " unmutated to a matching call; no failure\n",

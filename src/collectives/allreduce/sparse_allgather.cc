@@ -5,6 +5,9 @@
 //  2. Select the k = ceil(density n) largest |g'| exactly; encode
 //     (index, value) pairs in the call's dtype (wire/topk_payload.hpp).
 //  3. One MPI_Allgather of the fixed-size payloads (O(k P) bytes per rank).
+//     Coded payloads (CC_COLL_TOPK_VALUE_BITS, CC_COLL_TOPK_INDEX_CODING;
+//     host buffers; chunked: per chunk) vary in size: one MPI_Allgather of the sizes
+//     first, then every payload padded to the largest.
 //  4. Every rank checks every payload's header and indices against its own
 //     call (topk::check_payloads), and the ranks compare what they found
 //     and a digest of the payloads in the outcome exchange
@@ -23,6 +26,7 @@
 // dtype. Non-finite elements rank above all finite ones in the selection, so
 // otherwise they are all sent and propagate as MPI_SUM would; they are never
 // kept in a residual.
+#include <algorithm>
 #include <climits>
 #include <functional>
 #include <vector>
@@ -63,17 +67,20 @@ std::size_t pipeline_chunks(std::size_t n, cc_coll_dtype_t dtype, const CallPara
 // and records what this rank found in `out`: a rejected payload as its
 // fault, and the digest of the checked bytes as a value every rank must
 // hold alike. Every rank adds the same words to `out`, whatever it found.
+// A coded format (fmt) is checked whole, in place (host buffers only).
 template <typename X>
 topk::Verdict check_gathered(X &x, Outcome &out, const unsigned char *gathered, std::size_t P, std::size_t bytes,
-                             std::size_t n, std::size_t k, const char *count_name)
+                             std::size_t n, std::size_t k, const char *count_name, const topk::Format &fmt,
+                             cc_coll_dtype_t dtype)
 {
     const unsigned char *records = nullptr;
     std::size_t stride = 0;
     topk::Verdict verdict = topk::Verdict::Reject;
     std::uint64_t digest = 0;
-    if (out.check(x.read_records(gathered, P, bytes, topk::checked_bytes(k), &records, &stride))) {
+    const std::size_t record = fmt.coded ? bytes : topk::checked_bytes(k);
+    if (out.check(x.read_records(gathered, P, bytes, record, &records, &stride))) {
         topk::Fault fault;
-        verdict = topk::check_payloads(records, P, stride, n, k, &fault);
+        verdict = topk::check_payloads(records, P, stride, n, k, &fault, fmt, dtype);
         if (verdict == topk::Verdict::Reject)
             out.fault(fail(CC_COLL_ERR_MISMATCH, "%s: %s", out.name(), topk::describe(fault, count_name).c_str()),
                       FaultKind::Payload, static_cast<std::uint32_t>(1 + fault.sender));
@@ -96,6 +103,9 @@ cc_coll_status_t sparse_allgather_pipelined(HostExec &x, const AllreduceArgs &a,
     Comm &comm = x.comm();
     const std::size_t n = a.count, es = dtype_size(a.dtype), P = static_cast<std::size_t>(comm.size());
     const double t0 = now_seconds();
+    const topk::Format fmt = topk_format(p);
+    // bytes[c]: chunk c's room (the payload, or a coded payload's capacity);
+    // stride[c]: what each rank sends for it (coded: the largest size).
     std::vector<std::size_t> lo(chunks + 1), k(chunks), bytes(chunks), at_k(chunks + 1, 0), at_b(chunks + 1, 0);
     for (std::size_t c = 0; c < chunks; ++c) {
         std::size_t b = 0, e = 0;
@@ -103,10 +113,11 @@ cc_coll_status_t sparse_allgather_pipelined(HostExec &x, const AllreduceArgs &a,
         lo[c] = b;
         lo[c + 1] = e;
         k[c] = topk::k_for(p.density, e - b);
-        bytes[c] = topk::payload_bytes(k[c], a.dtype);
+        bytes[c] = fmt.coded ? topk::coded_capacity(k[c], a.dtype, fmt) : topk::payload_bytes(k[c], a.dtype);
         at_k[c + 1] = at_k[c] + k[c];
         at_b[c + 1] = at_b[c] + bytes[c];
     }
+    std::vector<std::size_t> stride(bytes);
     if (at_b[chunks] * P > static_cast<std::size_t>(INT_MAX))
         return fail(CC_COLL_ERR_COUNT_OVERFLOW, "cc_coll_allreduce (topk, pipelined): %zu gathered bytes exceed INT_MAX",
                     at_b[chunks] * P);
@@ -125,17 +136,46 @@ cc_coll_status_t sparse_allgather_pipelined(HostExec &x, const AllreduceArgs &a,
     CC_COLL_TRY(x.template buffer<unsigned char>(Buf::RecvBytes, at_b[chunks] * P, &gathered));
 
     // Requests in flight; a failure below completes them before returning,
-    // since MPI still writes into the gathered buffer until they finish.
-    std::vector<MPI_Request> reqs(chunks, MPI_REQUEST_NULL);
+    // since MPI still writes into the gathered buffer (and the sizes) until
+    // they finish. Coded chunks first gather their sizes (size_reqs); chunk
+    // c's payloads start once chunk c + 1 is encoded (or after the last),
+    // waiting for c's sizes, which were in flight meanwhile: an order that
+    // does not depend on timing, the same on every rank, as MPI requires of
+    // collectives.
+    std::vector<MPI_Request> reqs(chunks, MPI_REQUEST_NULL), size_reqs(chunks, MPI_REQUEST_NULL);
+    std::vector<std::uint64_t> own(chunks, 0), sizes(fmt.coded ? chunks * P : 0);
     struct Drain {
-        std::vector<MPI_Request> &r;
+        std::vector<MPI_Request> &r, &s;
         ~Drain()
         {
+            for (MPI_Request &q : s) wait_request(&q, "MPI_Iallgather");
             for (MPI_Request &q : r) wait_request(&q, "MPI_Iallgather");
         }
-    } drain{reqs};
-    std::size_t started = 0;
-    const std::function<void()> poll = [&] { test_requests(reqs.data(), started); };
+    } drain{reqs, size_reqs};
+    std::size_t started = 0, encoded = 0;
+    // Coded: chunk c's sizes, checked (every rank sees the same, so every
+    // rank stops at the same chunk), then its payload exchange.
+    const auto start_coded = [&](std::size_t c) -> cc_coll_status_t {
+        CC_COLL_TRY(wait_request(&size_reqs[c], "MPI_Iallgather"));
+        stride[c] = 0;
+        for (std::size_t r = 0; r < P; ++r) {
+            const std::uint64_t b = sizes[c * P + r];
+            if (b > bytes[c] || b % 8 != 0)
+                return fail(CC_COLL_ERR_MISMATCH,
+                            "cc_coll_allreduce (topk, pipelined): chunk %zu: rank %zu announced a coded payload of "
+                            "%llu bytes; a payload of k %zu pairs takes at most %zu, in multiples of 8 (malformed "
+                            "size)",
+                            c, r, static_cast<unsigned long long>(b), k[c], bytes[c]);
+            stride[c] = std::max<std::size_t>(stride[c], static_cast<std::size_t>(b));
+        }
+        CC_COLL_TRY(start_allgather_bytes(payload + at_b[c], stride[c], gathered + at_b[c] * P, comm.mpi(), &reqs[c]));
+        started = c + 1;
+        return CC_COLL_OK;
+    };
+    const std::function<void()> poll = [&] {
+        test_requests(size_reqs.data(), encoded);
+        test_requests(reqs.data(), started);
+    };
     InputGuard<HostExec, W> guard(x);
     const auto *send = static_cast<const unsigned char *>(a.send);
     for (std::size_t c = 0; c < chunks; ++c) {
@@ -143,11 +183,23 @@ cc_coll_status_t sparse_allgather_pipelined(HostExec &x, const AllreduceArgs &a,
         CC_COLL_TRY(topk_load_select<W>(x, send + lo[c] * es, a.dtype, nc, g + lo[c], res != nullptr, k[c],
                                               idx + at_k[c], &poll));
         guard.add(g + lo[c], res, send + lo[c] * es, nc, a.dtype);
+        if (fmt.coded) {
+            std::size_t size = 0;
+            CC_COLL_TRY(topk_encode_coded<W>(x, g + lo[c], nc, idx + at_k[c], k[c], a.dtype, fmt, payload + at_b[c],
+                                             sent + at_k[c], &size));
+            if (c > 0) CC_COLL_TRY(start_coded(c - 1));
+            own[c] = size;
+            CC_COLL_TRY(start_allgather_bytes(&own[c], sizeof own[c], sizes.data() + c * P, comm.mpi(),
+                                              &size_reqs[c]));
+            encoded = c + 1;
+            continue;
+        }
         CC_COLL_TRY(topk_encode<W>(x, g + lo[c], nc, idx + at_k[c], k[c], a.dtype, payload + at_b[c],
                                               sent + at_k[c]));
         CC_COLL_TRY(start_allgather_bytes(payload + at_b[c], bytes[c], gathered + at_b[c] * P, comm.mpi(), &reqs[c]));
         started = c + 1;
     }
+    if (fmt.coded) CC_COLL_TRY(start_coded(chunks - 1));
     const double t1 = now_seconds();
     stats->time_compress += t1 - t0;
     for (MPI_Request &q : reqs) CC_COLL_TRY(wait_request(&q, "MPI_Iallgather"));
@@ -158,35 +210,42 @@ cc_coll_status_t sparse_allgather_pipelined(HostExec &x, const AllreduceArgs &a,
     // and one outcome exchange for the call.
     Outcome outcome(comm, "cc_coll_allreduce (topk, pipelined)");
     bool any_dense = false;
+    std::uint64_t digest = 0;
+    std::size_t sent_bytes = 0;
     for (std::size_t c = 0; c < chunks; ++c) {
         topk::Fault fault;
-        const topk::Verdict v =
-            topk::check_payloads(gathered + at_b[c] * P, P, bytes[c], lo[c + 1] - lo[c], k[c], &fault);
+        const topk::Verdict v = topk::check_payloads(gathered + at_b[c] * P, P, stride[c], lo[c + 1] - lo[c], k[c],
+                                                     &fault, fmt, a.dtype);
         if (v == topk::Verdict::Reject)
             outcome.fault(fail(CC_COLL_ERR_MISMATCH, "%s: chunk %zu of %zu: %s", outcome.name(), c, chunks,
                            topk::describe(fault, "count").c_str()),
                       FaultKind::Payload, static_cast<std::uint32_t>(1 + fault.sender));
         any_dense = any_dense || v == topk::Verdict::Dense;
+        sent_bytes += stride[c] + (fmt.coded ? sizeof own[c] : 0);
+        // Uncoded: the chunks fill the buffer, one digest of it all (as
+        // before); coded: each chunk's used bytes.
+        if (fmt.coded) digest = digest * 0x100000001b3ull ^ digest_bytes(gathered + at_b[c] * P, P * stride[c]);
     }
-    outcome.same(digest_bytes(gathered, at_b[chunks] * P), "gathered TOPK payloads");
+    if (!fmt.coded) digest = digest_bytes(gathered, at_b[chunks] * P);
+    outcome.same(digest, "gathered TOPK payloads");
     const int dense = outcome.max(any_dense ? 1 : 0);
     CC_COLL_TRY(outcome.exchange());
     guard.release();
     if (outcome.max_of(dense) != 0) {  // a rank had more non-finite values than a chunk's k: as unchunked, all of it densely
-        stats->bytes_wire += at_b[chunks];
+        stats->bytes_wire += sent_bytes;
         return dense_allreduce<HostExec, W>(x, a, g, res != nullptr, stats);
     }
     CC_COLL_TRY(x.zero(a.recv, n * es));
     auto *out = static_cast<unsigned char *>(a.recv);
     for (std::size_t c = 0; c < chunks; ++c)
         for (std::size_t r = 0; r < P; ++r)
-            CC_COLL_TRY(topk_scatter_add(x, gathered + at_b[c] * P + r * bytes[c], k[c], a.dtype, out + lo[c] * es));
+            CC_COLL_TRY(topk_scatter_add(x, gathered + at_b[c] * P + r * stride[c], k[c], a.dtype, out + lo[c] * es));
     if (a.op == CC_COLL_AVG) CC_COLL_TRY(x.divide(a.recv, n, a.dtype, comm.size()));
     if (res != nullptr)
         for (std::size_t c = 0; c < chunks; ++c)
             CC_COLL_TRY(x.template keep_unsent<W>(g + lo[c], idx + at_k[c], sent + at_k[c], k[c]));
     stats->time_decompress += now_seconds() - t2;
-    stats->bytes_wire += at_b[chunks];
+    stats->bytes_wire += sent_bytes;
     return CC_COLL_OK;
 }
 
@@ -200,8 +259,16 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     const double t0 = now_seconds();
 
     const std::size_t k = topk::k_for(p.density, n);
-    const std::size_t bytes = topk::payload_bytes(k, a.dtype);
+    std::size_t bytes = topk::payload_bytes(k, a.dtype);
     const bool dense_only = topk_allreduce_dense(n, a.dtype, p.density, comm.size());
+    const topk::Format fmt = topk_format(p);
+    if constexpr (X::kDevice) {
+        if (fmt.coded)
+            return fail(CC_COLL_ERR_NOT_SUPPORTED,
+                        "cc_coll_allreduce (topk): CC_COLL_TOPK_VALUE_BITS / CC_COLL_TOPK_INDEX_CODING (the coded "
+                        "payload) are not supported on device buffers; set CC_COLL_TOPK_VALUE_BITS=full and "
+                        "CC_COLL_TOPK_INDEX_CODING=auto");
+    }
     if constexpr (!X::kDevice) {
         const std::size_t chunks = dense_only ? 0 : pipeline_chunks(n, a.dtype, p, comm.size());
         if (chunks > 0) return sparse_allgather_pipelined<W>(x, a, p, chunks, stats);
@@ -231,9 +298,39 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     W *sent = nullptr;
     unsigned char *payload = nullptr, *gathered = nullptr;
     CC_COLL_TRY(x.template buffer<W>(Buf::Sent, k, &sent));
-    CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, bytes, &payload));
+    std::size_t size_bytes = 0;  // the coded format's exchange of sizes
+    if constexpr (!X::kDevice) {
+        if (fmt.coded) {
+            // The coded payload's size depends on the data: the ranks
+            // exchange their sizes and every rank sends the largest, zero
+            // padded (docs/wire.md, "TOPK allreduce").
+            const std::size_t capacity = topk::coded_capacity(k, a.dtype, fmt);
+            std::size_t own = 0;
+            CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, capacity, &payload));
+            CC_COLL_TRY(topk_encode_coded<W>(x, g, n, idx, k, a.dtype, fmt, payload, sent, &own));
+            std::vector<std::uint64_t> sizes(P);
+            const std::uint64_t own64 = own;
+            CC_COLL_TRY(x.transport().allgather_bytes(&own64, sizeof own64, sizes.data(), comm.mpi()));
+            bytes = 0;
+            for (std::size_t r = 0; r < P; ++r) {
+                if (sizes[r] > capacity || sizes[r] % 8 != 0)
+                    return fail(CC_COLL_ERR_MISMATCH,
+                                "cc_coll_allreduce (topk): rank %zu announced a coded payload of %llu bytes; a "
+                                "payload of k %zu pairs takes at most %zu, in multiples of 8 (malformed size)",
+                                r, static_cast<unsigned long long>(sizes[r]), k, capacity);
+                bytes = std::max<std::size_t>(bytes, static_cast<std::size_t>(sizes[r]));
+            }
+            if (bytes * P > static_cast<std::size_t>(INT_MAX))
+                return fail(CC_COLL_ERR_COUNT_OVERFLOW, "cc_coll_allreduce (topk): %zu gathered bytes exceed INT_MAX",
+                            bytes * P);
+            size_bytes = sizeof own64;
+        }
+    }
+    if (!fmt.coded) {
+        CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, bytes, &payload));
+        CC_COLL_TRY(topk_encode<W>(x, g, n, idx, k, a.dtype, payload, sent));
+    }
     CC_COLL_TRY(x.template buffer<unsigned char>(Buf::RecvBytes, bytes * P, &gathered));
-    CC_COLL_TRY(topk_encode<W>(x, g, n, idx, k, a.dtype, payload, sent));
     CC_COLL_TRY(x.sync());
     const double t1 = now_seconds();
     stats->time_compress += t1 - t0;
@@ -252,12 +349,12 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     // the dense fallback go through the outcome exchange, so that every rank
     // takes the same branch and returns the same status.
     Outcome out(comm, "cc_coll_allreduce (topk)");
-    const topk::Verdict verdict = check_gathered(x, out, gathered, P, bytes, n, k, "count");
+    const topk::Verdict verdict = check_gathered(x, out, gathered, P, bytes, n, k, "count", fmt, a.dtype);
     const int dense = out.max(verdict == topk::Verdict::Dense ? 1 : 0);
     CC_COLL_TRY(out.exchange());
     guard.release();
     if (out.max_of(dense) != 0) {
-        stats->bytes_wire += bytes;
+        stats->bytes_wire += bytes + size_bytes;
         return dense_allreduce<X, W>(x, a, g, res != nullptr, stats);
     }
 
@@ -270,7 +367,7 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     if (res != nullptr) CC_COLL_TRY(x.template keep_unsent<W>(g, idx, sent, k));
     CC_COLL_TRY(x.sync());
     stats->time_decompress += now_seconds() - t2;
-    stats->bytes_wire += bytes;
+    stats->bytes_wire += bytes + size_bytes;
     return CC_COLL_OK;
 }
 

@@ -28,11 +28,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "collectives/common/powersgd_step.hpp"
 #include "exec/exec.hpp"
@@ -44,6 +46,7 @@
 #include "core/method.hpp"
 #include "compressors/lowrank/powersgd.hpp"
 #include "wire/topk_payload.hpp"
+#include "compressors/topk/topk_backend.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -280,10 +283,23 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
     if (m.kind == kLowRank &&
         (host::any_nonfinite(g, n) || !lowrank_factors<W>(comm, ws, g, m.shape, p, a.dtype, state)))
         m.kind = kRaw;
+    const topk::Format fmt = topk_format(p);
     if (m.kind == kTopk) {
         ws.indices.resize(m.k);
         topk::select<W>(g, n, m.k, ws.indices.data(), &ws.select);
         if (topk::nonfinite_overflow<W>(g, n, ws.indices.data(), m.k) != 0) m.kind = kRaw;
+        // A kept NaN/Inf has no level of the coded payload's values.
+        if (fmt.value_bits != 0)
+            for (std::size_t j = 0; j < m.k && m.kind == kTopk; ++j)
+                if (!std::isfinite(static_cast<double>(g[ws.indices[j]]))) m.kind = kRaw;
+    }
+    // The coded payload (docs/wire.md), encoded before the header: its size
+    // depends on the data.
+    std::vector<unsigned char> coded;
+    if (m.kind == kTopk && fmt.coded) {
+        coded.assign(topk::coded_capacity(m.k, a.dtype, fmt), 0);
+        sent = ws.work_other<W>(m.k);
+        coded.resize(topk::encode_coded<W>(g, n, ws.indices.data(), m.k, 0, a.dtype, fmt, coded.data(), sent));
     }
     WireHeader h{};
     h.magic = kMagic;
@@ -295,7 +311,7 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
     case kRaw: h.payload_bytes = n * es; break;
     case kTopk:
         h.rank_or_k = m.k;
-        h.payload_bytes = topk::payload_bytes(m.k, a.dtype);
+        h.payload_bytes = fmt.coded ? coded.size() : topk::payload_bytes(m.k, a.dtype);
         break;
     case kLowRank:
         h.rows = m.shape.rows;
@@ -311,6 +327,10 @@ cc_coll_status_t send_typed(Comm &comm, const SendArgs &a, const CallParams &p)
     switch (m.kind) {
     case kRaw: store_as<W>(g, n, a.dtype, payload); break;
     case kTopk:
+        if (fmt.coded) {
+            std::memcpy(payload, coded.data(), coded.size());
+            break;
+        }
         std::memset(payload, 0, h.payload_bytes);
         sent = ws.work_other<W>(m.k);
         topk::encode<W>(g, n, ws.indices.data(), m.k, 0, a.dtype, payload, sent);
@@ -434,6 +454,49 @@ bool check_raw(const WireHeader &h, const RecvArgs &a, WireAck *ack)
     return true;
 }
 
+// A coded TOPK payload (this receiver's CC_COLL_TOPK_VALUE_BITS or
+// CC_COLL_TOPK_INDEX_CODING asks for one): size, header, index stream,
+// padding, as the collectives' receivers check it (docs/wire.md).
+bool check_topk_coded(const WireHeader &h, const unsigned char *payload, const RecvArgs &a, const topk::Format &fmt,
+                      std::size_t k, WireAck *ack)
+{
+    const std::size_t n = a.count;
+    const std::size_t capacity = topk::coded_capacity(k, a.dtype, fmt);
+    if (h.payload_bytes > capacity || h.payload_bytes % 8 != 0 || h.payload_bytes < 32)
+        return reject(ack,
+                      "TOPK payload_bytes %llu: a coded payload of k = %zu of %s is a multiple of 8 from 32 to %zu "
+                      "(CC_COLL_TOPK_VALUE_BITS and CC_COLL_TOPK_INDEX_CODING must match the sender's)",
+                      ull(h.payload_bytes), k, dtype_name(a.dtype), capacity);
+    const topk::PayloadHeader ph = topk::header_of(payload);
+    topk::Fault fault;
+    if (!topk::check_header(ph, n, k, &fault, fmt) || (ph.flags & topk::kFlagNonFiniteOverflow) != 0) {
+        if (fault.field == topk::Field::N) return reject(ack, "TOPK payload n %llu differs from count %zu", ull(ph.n), n);
+        if (fault.field == topk::Field::K)
+            return reject(ack, "TOPK payload k %u differs from k %zu", static_cast<unsigned>(ph.k), k);
+        return reject(ack,
+                      "TOPK payload flags 0x%x: not this receiver's coded format (value bits 0x%x; "
+                      "CC_COLL_TOPK_VALUE_BITS and CC_COLL_TOPK_INDEX_CODING must match the sender's)",
+                      static_cast<unsigned>(ph.flags), static_cast<unsigned>(topk::value_code(fmt.value_bits)));
+    }
+    const std::size_t record = static_cast<std::size_t>(h.payload_bytes);
+    if (!topk::check_coded(payload, record, n, k, a.dtype, &fault)) {
+        if (fault.field == topk::Field::IndexRange)
+            return reject(ack, "TOPK index %llu at position %zu is not below count %zu", ull(fault.found),
+                          fault.position, n);
+        return reject(ack, "TOPK coded index stream of %llu bytes, its codes and values take %llu (truncated or "
+                      "over-long)", ull(fault.found), ull(fault.expected));
+    }
+    topk::CodedSection cs;
+    std::memcpy(&cs, payload + sizeof ph, sizeof cs);
+    const std::size_t values = fmt.value_bits != 0 ? (k * fmt.value_bits + 7) / 8 : k * dtype_size(a.dtype);
+    const std::size_t used = sizeof ph + sizeof cs + cs.index_bytes + values;
+    for (std::size_t b = used; b < record; ++b)
+        if (payload[b] != 0)
+            return reject(ack, "TOPK padding byte %zu of the payload is 0x%02x, not 0", b,
+                          static_cast<unsigned>(payload[b]));
+    return true;
+}
+
 bool check_topk(const WireHeader &h, const unsigned char *payload, const RecvArgs &a, const CallParams &p,
                 WireAck *ack)
 {
@@ -452,10 +515,13 @@ bool check_topk(const WireHeader &h, const unsigned char *payload, const RecvArg
                       "k = %zu",
                       ull(h.rank_or_k), n, p.density, k);
     // Sizes before any byte of the payload is read.
+    const topk::Format fmt = topk_format(p);
+    if (fmt.coded) return check_topk_coded(h, payload, a, fmt, k, ack);
     const std::size_t bytes = topk::payload_bytes(k, a.dtype);
     if (h.payload_bytes != bytes)
-        return reject(ack, "TOPK payload_bytes %llu, %zu expected for k = %zu of %s", ull(h.payload_bytes), bytes,
-                      k, dtype_name(a.dtype));
+        return reject(ack, "TOPK payload_bytes %llu, %zu expected for k = %zu of %s (uncoded payload: "
+                      "CC_COLL_TOPK_VALUE_BITS and CC_COLL_TOPK_INDEX_CODING must match the sender's)",
+                      ull(h.payload_bytes), bytes, k, dtype_name(a.dtype));
     const topk::PayloadHeader ph = topk::header_of(payload);
     if (ph.n != n) return reject(ack, "TOPK payload n %llu differs from count %zu", ull(ph.n), n);
     if (ph.k != k) return reject(ack, "TOPK payload k %u differs from k %zu", static_cast<unsigned>(ph.k), k);

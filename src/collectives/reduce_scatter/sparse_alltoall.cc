@@ -2,7 +2,9 @@
 // recvcount), sent to the shard's owner as fixed-size (index, value)
 // payloads with one MPI_Alltoall; the owner scatter-adds the P payloads it
 // receives. Each rank sends P payloads and receives P: O(k P) bytes, against
-// (P - 1) / P x the buffer for a dense reduce-scatter.
+// (P - 1) / P x the buffer for a dense reduce-scatter. Coded payloads
+// (CC_COLL_TOPK_VALUE_BITS, CC_COLL_TOPK_INDEX_CODING) vary in size: the
+// blocks take the largest of any rank's (one MPI_Allgather of sizes).
 //
 // Dense fallback (MPI_Reduce_scatter_block of g'), decided from values
 // identical on every rank: when one payload outweighs one shard, or when any
@@ -15,7 +17,9 @@
 // exchange (collectives/common/outcome.hpp): a malformed payload on any rank
 // is CC_COLL_ERR_MISMATCH on every rank, and a dense verdict on any rank
 // sends every rank to the dense fallback.
+#include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -26,6 +30,7 @@
 #include "collectives/reduce_scatter/reduce_scatter.hpp"
 #include "exec/host_exec.hpp"
 #include "wire/topk_payload.hpp"
+#include "compressors/topk/topk_backend.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -46,7 +51,6 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
     const double t0 = now_seconds();
 
     const std::size_t k = topk::k_for(p.density, rc);
-    const std::size_t bytes = topk::payload_bytes(k, a.dtype);
     const bool dense_only = topk_reduce_scatter_dense(rc, a.dtype, p.density, comm.size());
     const bool lossless_dense = dense_only && (a.dtype == CC_COLL_F32 || a.dtype == CC_COLL_F64);
     HostExec x(comm);
@@ -68,11 +72,54 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
         topk::select<W>(shard, rc, k, idx, &ws.select);
         flags |= topk::nonfinite_overflow<W>(shard, rc, idx, k);
     }
-    ws.send_bytes.assign(bytes * P, 0);
     std::vector<W> sent(k * P);
-    for (std::size_t s = 0; s < P; ++s)
-        topk::encode<W>(g + s * rc, rc, ws.indices.data() + s * k, k, flags, a.dtype,
-                        ws.send_bytes.data() + s * bytes, sent.data() + s * k);
+    const topk::Format fmt = topk_format(p);
+    std::size_t bytes = topk::payload_bytes(k, a.dtype), size_bytes = 0;
+    if (!fmt.coded) {
+        ws.send_bytes.assign(bytes * P, 0);
+        for (std::size_t s = 0; s < P; ++s)
+            topk::encode<W>(g + s * rc, rc, ws.indices.data() + s * k, k, flags, a.dtype,
+                            ws.send_bytes.data() + s * bytes, sent.data() + s * k);
+    } else {
+        // Coded payloads (docs/wire.md, "TOPK reduce-scatter"): a kept
+        // NaN/Inf has no level, so it flags every payload of this rank;
+        // each shard coded at capacity, then all moved to the largest size
+        // of any payload of any rank (one allgather of sizes).
+        if (fmt.value_bits != 0)
+            for (std::size_t j = 0; j < k * P; ++j)
+                if (!std::isfinite(g[(j / k) * rc + ws.indices[j]])) flags |= topk::kFlagNonFiniteOverflow;
+        const std::size_t capacity = topk::coded_capacity(k, a.dtype, fmt);
+        std::vector<std::size_t> size(P);
+        ws.send_bytes.assign(capacity * P, 0);
+        std::uint64_t largest = 0;
+        for (std::size_t s = 0; s < P; ++s) {
+            size[s] = topk::encode_coded<W>(g + s * rc, rc, ws.indices.data() + s * k, k, flags, a.dtype, fmt,
+                                            ws.send_bytes.data() + s * capacity, sent.data() + s * k);
+            largest = std::max<std::uint64_t>(largest, size[s]);
+        }
+        std::vector<std::uint64_t> sizes(P);
+        st = allgather_bytes(&largest, sizeof largest, sizes.data(), comm.mpi());
+        if (st != CC_COLL_OK) {
+            if (res != nullptr) host::undo_input<W>(g, a.send, n, a.dtype);
+            return st;
+        }
+        bytes = 0;
+        for (std::size_t r = 0; r < P; ++r) {
+            if (sizes[r] > capacity || sizes[r] % 8 != 0) {
+                if (res != nullptr) host::undo_input<W>(g, a.send, n, a.dtype);
+                return fail(CC_COLL_ERR_MISMATCH,
+                            "cc_coll_reduce_scatter (topk): rank %zu announced a coded payload of %llu bytes; a "
+                            "payload of k %zu pairs takes at most %zu, in multiples of 8 (malformed size)",
+                            r, static_cast<unsigned long long>(sizes[r]), k, capacity);
+            }
+            bytes = std::max<std::size_t>(bytes, static_cast<std::size_t>(sizes[r]));
+        }
+        for (std::size_t s = 1; s < P; ++s) {  // bytes <= capacity: every move goes down
+            std::memmove(ws.send_bytes.data() + s * bytes, ws.send_bytes.data() + s * capacity, size[s]);
+            std::memset(ws.send_bytes.data() + s * bytes + size[s], 0, bytes - size[s]);
+        }
+        size_bytes = sizeof largest;
+    }
     const double t1 = now_seconds();
     stats->time_compress += t1 - t0;
 
@@ -84,7 +131,7 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
         if (res != nullptr) host::undo_input<W>(g, a.send, n, a.dtype);
         return st;
     }
-    stats->bytes_wire += bytes * P;
+    stats->bytes_wire += bytes * P + size_bytes;
 
     // The P payloads this rank received, checked field by field before the
     // scatter-add (topk::check_payloads): every header, then, unless a
@@ -94,7 +141,7 @@ cc_coll_status_t sparse_alltoall(Comm &comm, const ReduceScatterArgs &a, const C
     // every rank, and all fall back together.
     Outcome out(comm, "cc_coll_reduce_scatter (topk)");
     topk::Fault fault;
-    const topk::Verdict verdict = topk::check_payloads(ws.recv_bytes.data(), P, bytes, rc, k, &fault);
+    const topk::Verdict verdict = topk::check_payloads(ws.recv_bytes.data(), P, bytes, rc, k, &fault, fmt, a.dtype);
     if (verdict == topk::Verdict::Reject)
         out.fault(fail(CC_COLL_ERR_MISMATCH, "%s: %s", out.name(), topk::describe(fault, "recvcount").c_str()),
                   FaultKind::Payload, static_cast<std::uint32_t>(1 + fault.sender));
