@@ -169,6 +169,33 @@ class Half(unittest.TestCase):
         b = self.comm().allreduce(x, np.empty_like(x), method="half", ef=False)
         self.assertTrue(np.array_equal(b.view(np.uint32), round_bf16(summed(round_bf16, salt=2)).view(np.uint32)))
 
+    def test_nonfinite_values_are_sent_never_kept(self):
+        """NaN, an infinity and (fp16) a finite value past 65504 reach the
+        result as MPI_SUM would have them (NaN, inf); the residuals stay
+        finite: 0 where the kept error would not be (docs/algorithms.md
+        1.3), in both stages of error feedback."""
+        with unittest.mock.patch.dict(os.environ, {"CC_COLL_HALF_FORMAT": "fp16"}):
+            c = self.comm()
+        x = inputs(RANK, salt=4)
+        x[[5, 17, 1000]] = 1.0
+        if RANK == 0:
+            x[5], x[17], x[1000] = np.nan, np.inf, 1e5
+        got = c.allreduce(x, np.empty_like(x), method="half", ef_key=11)
+        self.assertTrue(np.isnan(got[5]))
+        self.assertEqual(got[17], np.inf)
+        self.assertEqual(got[1000], np.inf)   # 1e5 + the others' 1.0 has no binary16
+        residual = c.ef_residual(got, ef_key=11)
+        self.assertTrue(np.all(np.isfinite(residual)), "non-finite residual at %s"
+                        % np.flatnonzero(~np.isfinite(residual))[:5])
+        if RANK == 0:
+            self.assertEqual(residual[5], 0)
+            self.assertEqual(residual[17], 0)
+            self.assertEqual(residual[1000], 0)
+        # The next call is finite where its input is.
+        y = inputs(RANK, salt=5)
+        again = c.allreduce(y, np.empty_like(y), method="half", ef_key=11)
+        self.assertTrue(np.all(np.isfinite(again)))
+
     def test_reduce_scatter(self):
         c = self.comm()
         block = 1001

@@ -1,6 +1,7 @@
-// The allreduce of a dense element codec (docs/algorithms.md, "Element
-// codecs"): every element travels, coded in fewer bytes (HALF's bf16 or
-// fp16). A reduce-scatter then an allgather, both of coded blocks:
+// The allreduce of a dense element codec (docs/algorithms.md sections 9
+// and 10): every element travels, coded in fewer bytes (HALF's bf16 or
+// fp16, QUANT's and ONEBIT's chunks). A reduce-scatter then an allgather,
+// both of coded blocks:
 //   1. g' = g + e (error feedback, optional), coded into P blocks of
 //      m = ceil(n / P) elements, the last padded with zeros; with EF the
 //      coding error g' - decode(code(g')) is the new residual;

@@ -25,7 +25,7 @@ void encode_range(const W *v, std::size_t b, std::size_t e, std::uint16_t *out, 
         out[i] = c;
         if constexpr (Error != 0) {
             const W err = value - static_cast<W>(half::decode_one(c, F));
-            error[i] = Error == 2 ? error[i] + err : err;
+            error[i] = half::kept_error(Error == 2 ? error[i] + err : err);
         }
     }
 }

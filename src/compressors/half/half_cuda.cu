@@ -26,7 +26,7 @@ __global__ void encode_kernel(const W *v, std::size_t n, Format f, std::uint16_t
         out[i] = c;
         if (error != nullptr) {
             const W err = value - static_cast<W>(decode_one(c, f));
-            error[i] = accumulate ? error[i] + err : err;
+            error[i] = kept_error(accumulate ? error[i] + err : err);
         }
     }
 }

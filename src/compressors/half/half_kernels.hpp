@@ -24,4 +24,13 @@ CC_COLL_HD inline float decode_one(std::uint16_t c, Format f)
     return f == Format::Bf16 ? bf16_to_float(c) : f16_to_float(c);
 }
 
+// A residual element as kept: a NaN or infinite one (a non-finite input,
+// or a finite one past binary16's range) is 0, as every method keeps them
+// (docs/algorithms.md 1.3). e - e is 0 exactly when e is finite.
+template <typename W>
+CC_COLL_HD inline W kept_error(W e)
+{
+    return e - e == W(0) ? e : W(0);
+}
+
 }  // namespace cc_coll::detail::half
