@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "map_env.hpp"
+
 #include "cc_coll.h"
 #include "compressors/quant/quant_codec.hpp"
 #include "core/config.hpp"
@@ -387,22 +389,11 @@ TEST(QuantDecode, AccumulateAddsTheErrorAndDoubleInputsWork)
 
 // ---------------------------------------------------------------- settings
 
-struct Env {
-    std::map<std::string, std::string> vars;
-    EnvLookup lookup() const
-    {
-        return [this](const char *name, std::string *value) {
-            auto it = vars.find(name);
-            if (it == vars.end()) return false;
-            *value = it->second;
-            return true;
-        };
-    }
-};
+using cc_coll::test::MapEnv;
 
 TEST(QuantSettings, DefaultsAndValuesGoIntoTheOptionsWords)
 {
-    Env env;
+    MapEnv env;
     Config cfg;
     std::string why;
     ASSERT_EQ(load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << why;
@@ -446,7 +437,7 @@ TEST(QuantSettings, BadValuesNameTheSettingAndWhatIsAllowed)
         {"CC_COLL_ONEBIT_CHUNK", "12", "multiple of 8"},
     };
     for (const Case &c : cases) {
-        Env env;
+        MapEnv env;
         env.vars[c.var] = c.value;
         Config cfg;
         std::string why;

@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include "map_env.hpp"
+
 #include "cc_coll.h"
 #include "wire/topk_payload.hpp"
 #include "compressors/topk/topk_backend.hpp"
@@ -943,18 +945,7 @@ TEST(TopkParams, BadEfIsInvalidArg)
 
 // ---------------------------------------------------------------- settings
 
-struct MapEnv {
-    std::map<std::string, std::string> vars;
-    EnvLookup lookup() const
-    {
-        return [this](const char *name, std::string *value) {
-            auto it = vars.find(name);
-            if (it == vars.end()) return false;
-            *value = it->second;
-            return true;
-        };
-    }
-};
+using cc_coll::test::MapEnv;
 
 TEST(TopkConfig, DefaultsAndGoodValues)
 {
