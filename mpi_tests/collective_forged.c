@@ -83,7 +83,8 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
                   MPI_Datatype recvtype, MPI_Comm comm)
 {
     const int rc = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    if (rc != MPI_SUCCESS || recvtype != MPI_BYTE) return rc;
+    /* Shorter than a payload's header: the coded format's size exchange. */
+    if (rc != MPI_SUCCESS || recvtype != MPI_BYTE || recvcount < 16) return rc;
     unsigned char *p = (unsigned char *)recvbuf + (size_t)recvcount; /* rank 1's payload */
     const uint32_t k = get_k(p);
     if (g_forge == kTopkIndex && k >= 1) {
