@@ -13,6 +13,8 @@
  *     tensors and groups; the statistics count the calls, the compressed
  *     ones and the predicted seconds (those cc_coll_auto_predict gives);
  *   - reduce-scatter with AUTO runs NONE: MPI_Reduce_scatter_block's bits;
+ *   - on a hierarchical communicator (3 and 4 ranks on faked nodes) NONE is
+ *     predicted on the rails, and AUTO's TOPK is the explicit call's bits;
  *   - CC_COLL_METHOD=auto names "auto"; a bad CC_COLL_AUTO_METHOD,
  *     CC_COLL_AUTO_CHECK or CC_COLL_LINK fails communicator creation with
  *     CC_COLL_ERR_CONFIG and a message naming the variable;
@@ -354,6 +356,40 @@ static void online_check(const char *link, const char *desc)
     free(r);
 }
 
+/* A hierarchical communicator (CC_COLL_NODES, 3 or 4 ranks; with 3 ranks
+ * one rank owns no shard): the model predicts NONE as the node's exchanges
+ * plus the rails' NONE of the largest shard on as many ranks as nodes
+ * (docs/algorithms.md 8.1 and 8.2). With the rails' link given as 1 Mbit/s
+ * and 100 us, NONE of 4 MiB is at least that rail's time and far below the
+ * flat 3- or 4-rank link's; AUTO compresses it (TOPK on the rails), bit for
+ * bit as the explicit TOPK call on the same nodes. */
+static void hierarchical(void)
+{
+    if (g_ranks < 3) return;
+    g_test = "hierarchical";
+    setenv("CC_COLL_NODES", g_ranks == 3 ? "2,1" : "2", 1);
+    setenv("CC_COLL_HIERARCHY", "on", 1);
+    cc_coll_comm_h h = comm_on_link("0.001,100"), ref = comm_on_link("0.001,100");
+    unsetenv("CC_COLL_NODES");
+    unsetenv("CC_COLL_HIERARCHY");
+    const size_t n = 1u << 20;
+    const double shards = g_ranks == 3 ? 1 : 2, rate = 0.001e9 / 8, P = g_ranks;
+    const double rail = 100e-6 + 4.0 * (double)n / shards / rate;  /* 2 nodes: 2 (P-1)/P = 1 */
+    const double flat = 100e-6 + 2 * (P - 1) / P * 4.0 * (double)n / rate;
+    cc_coll_params_t p = auto_params();
+    cc_coll_method_t chosen;
+    double t[2];
+    CHECK_CC(cc_coll_auto_predict(h, n, CC_COLL_F32, &p, &chosen, &t[0], &t[1]));
+    expect_same_everywhere(t, sizeof t, "the hierarchical predictions differ between ranks");
+    if (g_rank == 0) printf("hierarchical: NONE of 4 MiB predicted %.3f s (rail %.3f s, flat %.3f s)\n", t[0], rail, flat);
+    CHECK(t[0] >= rail && t[0] < rail + 0.25 * (flat - rail),
+          "NONE is not predicted as the node's exchanges plus the rails' allreduce of the shard");
+    CHECK(chosen == CC_COLL_METHOD_TOPK, "a 1 Mbit/s rail does not compress 4 MiB");
+    runs_its_choice(h, ref, n, 0, "hierarchical, slow rails");
+    CHECK_CC(cc_coll_comm_destroy(h));
+    CHECK_CC(cc_coll_comm_destroy(ref));
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -371,6 +407,7 @@ int main(int argc, char **argv)
     runs_its_choice(fast, slow_ref, 1u << 20, 0, "fast link: NONE");
     runs_its_choice(slow, slow_ref, 100, 0, "slow link, 100 elements");
     group_and_reduce_scatter(slow);
+    hierarchical();
     settings();
     candidates();
     online_check("0.02,100", "online check, the link given as 20 Mbit/s or slower");

@@ -162,6 +162,38 @@ TEST(CostModel, ChoiceFollowsTheLink)
     EXPECT_EQ(predict(m, {CostTensor{1 << 22, CC_COLL_F32}}, params()).method, CC_COLL_METHOD_TOPK);
 }
 
+// A hierarchical communicator (2 nodes of 2 ranks): the node's exchanges
+// of the whole call, then on the rails what a flat 2-rank communicator would
+// do with the largest shard, each method sharded by its own rule (TOPK by
+// elements, LOWRANK with a shape by rows).
+TEST(CostModel, HierarchicalPredictsTheShardOnTheRails)
+{
+    const auto node = [](double b) { return 5e-6 + b / 4e9; };
+    const CallParams p = params();
+    for (cc_coll_method_t method : {CC_COLL_METHOD_TOPK, CC_COLL_METHOD_LOWRANK}) {
+        CostModel h = model(method, 4);
+        h.nodes = 2;
+        h.shards = 2;
+        for (int i = 0; i < kLinkPoints; ++i) {
+            h.node_bytes[i] = h.link_bytes[i];
+            h.node_seconds[i] = node(h.node_bytes[i]);
+        }
+        const CostModel rails = model(method, 2);
+        const std::size_t rows = 1001, cols = 4096, n = rows * cols;  // an odd row count: shard 0 is the larger
+        const bool shaped = method == CC_COLL_METHOD_LOWRANK;
+        const CostTensor t{n, CC_COLL_F32, shaped, shaped ? rows : 0, shaped ? cols : 0};
+        const CostTensor shard{shaped ? 501 * cols : (n + 1) / 2, CC_COLL_F32, shaped, shaped ? 501u : 0u,
+                               shaped ? cols : 0};
+        const AutoChoice c = predict(h, {t}, p), r = predict(rails, {shard}, p);
+        EXPECT_TRUE(std::isfinite(r.predicted_lossy));
+        expect_near_rel(c.predicted_lossy, node(4.0 * n) + r.predicted_lossy);
+        // NONE shards by elements whatever the candidate.
+        expect_near_rel(c.predicted_none, node(4.0 * n) + link(4.0 * static_cast<double>((n + 1) / 2)));
+        // The rails carry half the node's bytes: cheaper than the flat 4-rank link's NONE.
+        EXPECT_LT(c.predicted_none - node(4.0 * n), predict(model(method, 4), {t}, p).predicted_none);
+    }
+}
+
 TEST(CostModel, Settings)
 {
     Config cfg;

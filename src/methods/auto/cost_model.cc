@@ -8,6 +8,7 @@
 
 #include "collectives/allreduce/allreduce.hpp"
 #include "core/comm.hpp"
+#include "core/topology.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -44,35 +45,91 @@ double curve(const double *xs, const double *ys, int points, double x)
     return ys[i - 1] + slope * (x - xs[i - 1]);
 }
 
-// A flat, error-feedback-free view of the communicator for the
-// measurements: a duplicate of it, so that every rank runs each call at
-// once, as the calls it predicts will.
+// An error-feedback-free view of the communicator for the measurements: a
+// duplicate of it, so that every rank runs each call at once, as the calls
+// it predicts will; hierarchical as the communicator is (with duplicates of
+// its node and rail communicators), or flat.
 struct Bench {
-    std::unique_ptr<Comm> comm;
+    std::shared_ptr<Comm> comm;
     std::vector<float> in, out;
 };
 
-cc_coll_status_t make_bench(const Comm &comm, Bench *b)
+Config bench_config(const Config &c)
 {
-    MPI_Comm dup = MPI_COMM_NULL;
-    CC_COLL_TRY(dup_comm(comm.mpi(), &dup));
-    Config cfg = comm.config();
-    cfg.hierarchy = HierarchyMode::Off;
+    Config cfg = c;
     cfg.ef_max_bytes = 0;
     cfg.state_max_bytes = 0;
     cfg.start_iter = 0;
-    b->comm = std::make_unique<Comm>(dup, comm.rank(), comm.size(), cfg);  // frees `dup`
-    b->comm->set_threads(comm.threads());
-    const std::size_t largest = std::max<std::size_t>(kComputeCounts[kComputePoints - 1],
-                                                      static_cast<std::size_t>(kLinkMaxBytes) / sizeof(float));
-    b->in.resize(largest);
-    b->out.resize(largest);
-    // Normal data where the candidates run (the link's larger NONE calls
-    // need no particular values).
+    return cfg;
+}
+
+std::size_t bench_elements()
+{
+    return std::max<std::size_t>(kComputeCounts[kComputePoints - 1],
+                                 static_cast<std::size_t>(kLinkMaxBytes) / sizeof(float));
+}
+
+// Buffers of the largest size measured, normal data where the candidates
+// run (the link's larger NONE calls need no particular values).
+void fill_bench(Bench *b)
+{
+    b->in.resize(bench_elements());
+    b->out.resize(bench_elements());
     std::mt19937_64 rng(0x5eed);
     std::normal_distribution<float> dist(0.0f, 1.0f);
     for (std::size_t i = 0; i < kComputeCounts[kComputePoints - 1]; ++i) b->in[i] = dist(rng);
+}
+
+// A copy of `t` on duplicates of its communicators (the rail's a flat Comm
+// with `cfg`). Collective over the node and then over the rail.
+cc_coll_status_t dup_topology(const NodeTopology &t, const Config &cfg, int threads,
+                              std::unique_ptr<NodeTopology> *out)
+{
+    auto d = std::make_unique<NodeTopology>();
+    CC_COLL_TRY(dup_comm(t.node, &d->node));
+    d->node_rank = t.node_rank;
+    d->node_size = t.node_size;
+    d->nodes = t.nodes;
+    d->shards = t.shards;
+    if (t.rail) {
+        MPI_Comm rail = MPI_COMM_NULL;
+        CC_COLL_TRY(dup_comm(t.rail->mpi(), &rail));
+        Config rail_cfg = cfg;
+        rail_cfg.hierarchy = HierarchyMode::Off;
+        d->rail = std::make_shared<Comm>(rail, t.rail->rank(), t.rail->size(), rail_cfg);  // frees `rail`
+        d->rail->set_threads(threads);
+    }
+    *out = std::move(d);
     return CC_COLL_OK;
+}
+
+// The bench of `comm`: hierarchical when `hierarchical` (comm has a
+// topology), else flat.
+cc_coll_status_t make_bench(const Comm &comm, bool hierarchical, Bench *b)
+{
+    MPI_Comm dup = MPI_COMM_NULL;
+    CC_COLL_TRY(dup_comm(comm.mpi(), &dup));
+    Config cfg = bench_config(comm.config());
+    if (!hierarchical) cfg.hierarchy = HierarchyMode::Off;
+    b->comm = std::make_shared<Comm>(dup, comm.rank(), comm.size(), cfg);  // frees `dup`
+    b->comm->set_threads(comm.threads());
+    if (hierarchical) {
+        std::unique_ptr<NodeTopology> t;
+        CC_COLL_TRY(dup_topology(*comm.topology(), cfg, comm.threads(), &t));
+        b->comm->set_topology(std::move(t));
+    }
+    fill_bench(b);
+    return CC_COLL_OK;
+}
+
+// The link's two last sizes for about `a` and `b` bytes: 2 MiB .. 16 MiB,
+// then twice that .. 32 MiB, multiples of 4 KiB, increasing, within the
+// bench's buffer.
+void upper_sizes(double a, double b, double *out)
+{
+    const auto round = [](double x) { return std::floor(x / 4096) * 4096; };
+    out[0] = std::clamp(round(a), 2 * kLinkFixed[3], kLinkMaxBytes / 2);
+    out[1] = std::clamp(round(b), 2 * out[0], kLinkMaxBytes);
 }
 
 // `reps` calls of `method` on n f32 elements after one warm-up: the median
@@ -103,10 +160,11 @@ cc_coll_status_t time_calls(Bench &b, cc_coll_method_t method, std::size_t n, in
     return CC_COLL_OK;
 }
 
-// The link: NONE through the library at the fixed sizes, then at sizes
-// that take about 10 ms and kLinkSeconds at the 1 MiB point's rate (every
-// rank must time the same sizes: the slowest rank's 1 MiB time decides).
-cc_coll_status_t measure_link(Bench &b, double *bytes, double *seconds)
+// The link: NONE through the library at the fixed sizes, then at two
+// larger ones: `upper` when given, else sizes that take about 10 ms and
+// kLinkSeconds at the 1 MiB point's rate (every rank must time the same
+// sizes: the slowest rank's 1 MiB time decides).
+cc_coll_status_t measure_link(Bench &b, const double *upper, double *bytes, double *seconds)
 {
     static const int reps[kLinkPoints] = {9, 9, 7, 3, 3, 3};
     for (int i = 0; i < 4; ++i) {
@@ -114,13 +172,15 @@ cc_coll_status_t measure_link(Bench &b, double *bytes, double *seconds)
         CC_COLL_TRY(time_calls(b, CC_COLL_METHOD_NONE, static_cast<std::size_t>(bytes[i] / sizeof(float)), reps[i],
                                &seconds[i], nullptr));
     }
-    double first = seconds[3];
-    CC_COLL_TRY(allreduce_max_f64(&first, 1, b.comm->mpi()));
-    const double rate = bytes[3] / std::max(first, 1e-9);  // bytes per second of the NONE call
-    // 2 MiB .. 16 MiB, then twice that .. 32 MiB: increasing, within the buffer.
-    const auto round = [](double x) { return std::floor(x / 4096) * 4096; };
-    bytes[4] = std::clamp(round(rate * 0.01), 2 * bytes[3], kLinkMaxBytes / 2);
-    bytes[5] = std::clamp(round(rate * kLinkSeconds), 2 * bytes[4], kLinkMaxBytes);
+    if (upper != nullptr) {
+        bytes[4] = upper[0];
+        bytes[5] = upper[1];
+    } else {
+        double first = seconds[3];
+        CC_COLL_TRY(allreduce_max_f64(&first, 1, b.comm->mpi()));
+        const double rate = bytes[3] / std::max(first, 1e-9);  // bytes per second of the NONE call
+        upper_sizes(rate * 0.01, rate * kLinkSeconds, bytes + 4);
+    }
     for (int i = 4; i < kLinkPoints; ++i)
         CC_COLL_TRY(time_calls(b, CC_COLL_METHOD_NONE, static_cast<std::size_t>(bytes[i] / sizeof(float)), reps[i],
                                &seconds[i], nullptr));
@@ -193,6 +253,12 @@ double link_seconds(const CostModel &m, double bytes)
     return curve(m.link_bytes, m.link_seconds, kLinkPoints, bytes);
 }
 
+double node_seconds(const CostModel &m, double bytes)
+{
+    if (m.nodes <= 1) return 0;
+    return curve(m.node_bytes, m.node_seconds, kLinkPoints, bytes);
+}
+
 cc_coll_status_t calibrate(Comm &comm, CostModel *out)
 {
     const Config &cfg = comm.config();
@@ -200,88 +266,167 @@ cc_coll_status_t calibrate(Comm &comm, CostModel *out)
     m.ranks = comm.size();
     const std::vector<cc_coll_method_t> cands = auto_candidates(cfg.auto_candidates);
     m.candidates = static_cast<int>(cands.size());
+    const NodeTopology *topo = comm.topology();
+    const bool hier = topo != nullptr && topo->nodes > 1;
+    const bool given = cfg.link_gbits > 0;
     Bench bench;
-    CC_COLL_TRY(make_bench(comm, &bench));
+    CC_COLL_TRY(make_bench(comm, hier, &bench));
     // Figures every rank measures, then the maximum over the ranks: the
-    // link's curve, then each candidate's compute curve.
-    const int nfig = kLinkPoints + kComputePoints * m.candidates;
+    // hierarchical NONE call's curve (hierarchical only), the link's curve,
+    // then each candidate's compute curve.
+    const int link0 = hier ? kLinkPoints : 0;
+    const int comp0 = link0 + kLinkPoints;
+    const int nfig = comp0 + kComputePoints * m.candidates;
     std::vector<double> fig(static_cast<std::size_t>(nfig), 0.0);
+    double none_bytes[kLinkPoints] = {};
     double link_bytes[kLinkPoints] = {};
-    const double P = comm.size();
-    if (comm.size() > 1 && cfg.link_gbits <= 0) CC_COLL_TRY(measure_link(bench, link_bytes, fig.data()));
-    for (int c = 0; c < m.candidates; ++c)
-        CC_COLL_TRY(measure_compute(bench, cands[static_cast<std::size_t>(c)],
-                                    fig.data() + kLinkPoints + kComputePoints * c));
+    Bench *runs = &bench;  // where the link's exchanges and the candidates run
+    Bench rail;
+    if (hier) {
+        m.nodes = topo->nodes;
+        m.shards = topo->shards;
+        CC_COLL_TRY(measure_link(bench, nullptr, none_bytes, fig.data()));
+        // The rails' two last sizes: the shards of the hierarchical call's
+        // (agreed sizes, so every rail times the same ones).
+        for (int i = 0; i < 4; ++i) link_bytes[i] = kLinkFixed[i];
+        upper_sizes(none_bytes[4] / m.shards, none_bytes[5] / m.shards, link_bytes + 4);
+        rail.comm = bench.comm->topology()->rail;  // null where this rank owns no shard
+        rail.in.swap(bench.in);
+        rail.out.swap(bench.out);
+        runs = rail.comm ? &rail : nullptr;
+        if (runs != nullptr) CC_COLL_TRY(measure_link(rail, link_bytes + 4, link_bytes, fig.data() + link0));
+    } else if (comm.size() > 1 && !given) {
+        CC_COLL_TRY(measure_link(bench, nullptr, link_bytes, fig.data()));
+    }
+    for (int c = 0; c < m.candidates && runs != nullptr; ++c)
+        CC_COLL_TRY(measure_compute(*runs, cands[static_cast<std::size_t>(c)],
+                                    fig.data() + comp0 + kComputePoints * c));
     if (comm.size() > 1) CC_COLL_TRY(allreduce_max_f64(fig.data(), nfig, comm.mpi()));
     for (int c = 0; c < m.candidates; ++c) {
         CandidateModel &cm = m.candidate[c];
         cm.method = cands[static_cast<std::size_t>(c)];
         for (int i = 0; i < kComputePoints; ++i) {
             cm.compute_bytes[i] = static_cast<double>(kComputeCounts[i]) * sizeof(float);
-            cm.compute_seconds[i] = fig[static_cast<std::size_t>(kLinkPoints + kComputePoints * c + i)];
+            cm.compute_seconds[i] = fig[static_cast<std::size_t>(comp0 + kComputePoints * c + i)];
         }
         make_monotone(cm.compute_seconds, kComputePoints);
     }
     if (comm.size() > 1) {
-        if (cfg.link_gbits > 0) {
-            // The given link: latency plus a ring allreduce at its rate.
-            m.link_measured = false;
-            const double given[kLinkPoints] = {kLinkFixed[0], kLinkFixed[1], kLinkFixed[2], kLinkFixed[3],
-                                               4 << 20, kLinkMaxBytes};
-            for (int i = 0; i < kLinkPoints; ++i) {
-                link_bytes[i] = given[i];
-                fig[static_cast<std::size_t>(i)] =
-                    cfg.link_latency_us * 1e-6 + 2.0 * (P - 1.0) / P * given[i] / (cfg.link_gbits * 1e9 / 8.0);
-            }
-        }
         for (int i = 0; i < kLinkPoints; ++i) {
             m.link_bytes[i] = link_bytes[i];
-            m.link_seconds[i] = fig[static_cast<std::size_t>(i)];
+            m.link_seconds[i] = fig[static_cast<std::size_t>(link0 + i)];
         }
         make_monotone(m.link_seconds, kLinkPoints);
+        if (hier) {
+            // The node's exchanges: the hierarchical NONE call less its
+            // rail's allreduce of the shard.
+            double none[kLinkPoints];
+            for (int i = 0; i < kLinkPoints; ++i) none[i] = fig[static_cast<std::size_t>(i)];
+            make_monotone(none, kLinkPoints);
+            for (int i = 0; i < kLinkPoints; ++i) {
+                m.node_bytes[i] = none_bytes[i];
+                m.node_seconds[i] = std::max(0.0, none[i] - link_seconds(m, none_bytes[i] / m.shards));
+            }
+            make_monotone(m.node_seconds, kLinkPoints);
+            m.latency = none[0];
+        }
+        const double P = hier ? m.nodes : comm.size();
+        if (given) {
+            // The given link: latency plus a ring allreduce at its rate.
+            m.link_measured = false;
+            const double flat[kLinkPoints] = {kLinkFixed[0], kLinkFixed[1], kLinkFixed[2], kLinkFixed[3],
+                                              4 << 20, kLinkMaxBytes};
+            for (int i = 0; i < kLinkPoints; ++i) {
+                if (!hier) m.link_bytes[i] = flat[i];
+                m.link_seconds[i] = cfg.link_latency_us * 1e-6 +
+                                    2.0 * (P - 1.0) / P * m.link_bytes[i] / (cfg.link_gbits * 1e9 / 8.0);
+            }
+        }
+        if (!hier) m.latency = m.link_seconds[0];
         const int last = kLinkPoints - 1;
-        m.latency = m.link_seconds[0];
         m.bandwidth = 2.0 * (P - 1.0) / P * (m.link_bytes[last] - m.link_bytes[last - 1]) /
                       std::max(m.link_seconds[last] - m.link_seconds[last - 1], 1e-12);
     }
     *out = m;
     if (log_enabled(LogLevel::Info)) {
         log_message(LogLevel::Info,
-                    "cost model (rank %d of %d): link latency %.1f us, %.1f us at 64 KiB, %.1f us at 1 MiB, "
+                    "cost model (rank %d of %d): %s latency %.1f us, %.1f us at 64 KiB, %.1f us at 1 MiB, "
                     "bandwidth %.3f Gbit/s (%s)",
-                    comm.rank(), comm.size(), m.latency * 1e6, m.link_seconds[2] * 1e6, m.link_seconds[3] * 1e6,
-                    m.bandwidth * 8e-9, m.link_measured ? "measured" : "CC_COLL_LINK");
+                    comm.rank(), comm.size(), hier ? "rail link" : "link", m.link_seconds[0] * 1e6,
+                    m.link_seconds[2] * 1e6, m.link_seconds[3] * 1e6, m.bandwidth * 8e-9,
+                    m.link_measured ? "measured" : "CC_COLL_LINK");
+        if (hier)
+            log_message(LogLevel::Info,
+                        "cost model: hierarchical, %d nodes, %d shards; the node's exchanges %.1f us at 1 MiB, "
+                        "%.1f us at %.0f MiB",
+                        m.nodes, m.shards, node_seconds(m, 1 << 20) * 1e6, m.node_seconds[kLinkPoints - 1] * 1e6,
+                        m.node_bytes[kLinkPoints - 1] / (1 << 20));
         for (int c = 0; c < m.candidates; ++c) {
             const CandidateModel &cm = m.candidate[c];
             log_message(LogLevel::Info,
                         "cost model: %s compute %.1f us at 4 KiB, %.1f us at 32 KiB, %.1f us at 256 KiB, "
-                        "%.1f us at 2 MiB, %.1f us at 16 MiB",
+                        "%.1f us at 2 MiB, %.1f us at 16 MiB%s",
                         find_method(cm.method)->name, cm.compute_seconds[0] * 1e6, cm.compute_seconds[1] * 1e6,
-                        cm.compute_seconds[2] * 1e6, cm.compute_seconds[3] * 1e6, cm.compute_seconds[4] * 1e6);
+                        cm.compute_seconds[2] * 1e6, cm.compute_seconds[3] * 1e6, cm.compute_seconds[4] * 1e6,
+                        hier ? " (of a shard, on a rail)" : "");
         }
     }
     return CC_COLL_OK;
 }
 
-AutoChoice predict(const CostModel &model, const std::vector<CostTensor> &tensors, const CallParams &p)
+namespace {
+
+// The tensors as the link sees them under `method`: whole (flat), or the
+// largest shard (shard 0) by the method's sharding rule (hierarchical).
+std::vector<CostTensor> on_link(const CostModel &model, const std::vector<CostTensor> &tensors, const CallParams &p,
+                                cc_coll_method_t method)
 {
-    AutoChoice c;
+    if (model.nodes <= 1) return tensors;
+    NodeTopology t;
+    t.shards = model.shards;
+    std::vector<CostTensor> out;
+    for (const CostTensor &x : tensors) {
+        CallParams q = p;
+        q.method = method;
+        q.has_shape = x.has_shape;
+        q.rows = x.rows;
+        q.cols = x.cols;
+        HierarchicalShard s;
+        hierarchical_shard(t, x.count, x.dtype, q, 0, &s);
+        out.push_back(CostTensor{s.count, x.dtype, x.has_shape, s.params.rows, s.params.cols});
+    }
+    return out;
+}
+
+double bytes_of(const std::vector<CostTensor> &tensors)
+{
     double bytes = 0;
     for (const CostTensor &t : tensors)
         bytes += static_cast<double>(t.count) * static_cast<double>(dtype_size(t.dtype));
-    c.predicted_none = link_seconds(model, bytes);
+    return bytes;
+}
+
+}  // namespace
+
+AutoChoice predict(const CostModel &model, const std::vector<CostTensor> &tensors, const CallParams &p)
+{
+    AutoChoice c;
+    const int P = model.nodes > 1 ? model.nodes : model.ranks;
+    const double node = node_seconds(model, bytes_of(tensors));
+    c.predicted_none = node + link_seconds(model, bytes_of(on_link(model, tensors, p, CC_COLL_METHOD_NONE)));
     c.predicted_lossy = kInf;
     for (int i = 0; i < model.candidates; ++i) {
         const Method *lossy = find_method(model.candidate[i].method);
+        const std::vector<CostTensor> shards = on_link(model, tensors, p, model.candidate[i].method);
         ExchangeCost ex;
         bool dense = lossy == nullptr || lossy->exchange_cost == nullptr;
-        for (const CostTensor &t : tensors)
-            if (model.ranks > 1 && !dense && !lossy->exchange_cost(t, p, model.ranks, &ex)) dense = true;
+        for (const CostTensor &t : shards)
+            if (model.ranks > 1 && !dense && !lossy->exchange_cost(t, p, P, &ex)) dense = true;
         const double wire = model.ranks <= 1 ? 0
                                              : link_seconds(model, ex.bytes[0]) +
                                                    (ex.bytes[1] > 0 ? link_seconds(model, ex.bytes[1]) : 0) +
-                                                   ex.latencies * model.latency;
-        c.predicted[i] = dense ? kInf : compute_seconds(model.candidate[i], bytes) + wire;
+                                                   ex.latencies * link_seconds(model, sizeof(float));
+        c.predicted[i] = dense ? kInf : node + compute_seconds(model.candidate[i], bytes_of(shards)) + wire;
         if (c.predicted[i] < c.predicted_lossy) {
             c.predicted_lossy = c.predicted[i];
             c.best_candidate = i;

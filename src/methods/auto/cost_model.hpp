@@ -7,13 +7,19 @@
 // of the communicator itself (all its ranks at once, so that a node's ranks
 // compete for cores and memory as they do in a call):
 //   - the link: the library's NONE allreduce (MPI_Allreduce behind the
-//     agreement) at 4 B, 4 KiB, 64 KiB, 1 MiB, 4 MiB and a size that takes
-//     about 30 ms, the median of several calls per size (or CC_COLL_LINK's
+//     agreement) at 4 B, 4 KiB, 64 KiB, 1 MiB and two sizes that take about
+//     10 and 30 ms, the median of several calls per size (or CC_COLL_LINK's
 //     latency and rate);
 //   - each candidate's compute (compress and decompress, from the
 //     statistics' split of a call) at 4 KiB to 16 MiB of f32, 8x apart, the
 //     median of three calls, the sweep stopped after a call that took over
 //     40 ms (slow links: the rest extrapolated along the last segment).
+// On a hierarchical communicator (two or more nodes; docs/algorithms.md
+// section 7) the duplicate runs hierarchically too: the NONE curve is the
+// hierarchical NONE call, and the link and the compute are measured again
+// on the rails (every rail at once), where the lossy methods run on the
+// shards; the node's dense exchanges are the NONE call's time less its
+// rail's. CC_COLL_LINK then gives the rails' link.
 // Every rank measures; the ranks take the maximum of every figure (one
 // MPI_Allreduce), and each curve is made monotone in bytes, so every rank
 // holds the same model and makes the same choice for the same call.
@@ -25,6 +31,8 @@
 //          bytes (the descriptor's exchange_cost; docs/algorithms.md
 //          section 8 lists them) + the exchanges' small messages at the
 //          link's latency
+// Hierarchical: node(b) + the same on the rails, for the largest shard of
+// b (each method's own sharding rule) on as many ranks as nodes.
 // A group's tensors are one bucket: their bytes added, each exchange once.
 // A call that candidate c would send densely (TOPK's payloads outweighing
 // the buffer, LOWRANK under its minimum compression rate, a 1-D LOWRANK
@@ -44,7 +52,7 @@ namespace cc_coll::detail {
 class Comm;
 
 // The points of the compute curves: 4 KiB to 16 MiB of f32, 8x apart; of
-// the link's curve: 4 B, 4 KiB, 64 KiB, 1 MiB, 4 MiB and a size taking
+// the link's curve: 4 B, 4 KiB, 64 KiB, 1 MiB and sizes taking ~10 and
 // ~30 ms.
 constexpr int kComputePoints = 5;
 constexpr int kLinkPoints = 6;
@@ -62,23 +70,36 @@ struct CandidateModel {
 
 struct CostModel {
     int ranks = 1;
-    // The NONE allreduce on the communicator: seconds for link_bytes[i]
-    // bytes, interpolated like the compute curves; latency is the smallest
-    // one's, bandwidth the rate of the last segment (2 (P-1)/P bytes per
-    // second).
+    // The link the exchanges cross: the communicator itself (flat), or the
+    // rails of a hierarchical one. Its NONE allreduce of link_bytes[i] takes
+    // link_seconds[i], interpolated like the compute curves; bandwidth is
+    // the rate of its last segment (2 (P-1)/P bytes per second, P its
+    // ranks: the communicator's, or the nodes).
     double link_bytes[kLinkPoints] = {};
     double link_seconds[kLinkPoints] = {};
-    double latency = 0;
     double bandwidth = 0;
     bool link_measured = true;  // false: CC_COLL_LINK gave the link
+    // The smallest NONE call on the whole communicator: what an exchange
+    // over all its ranks costs at least (the online check's agreements).
+    double latency = 0;
+    // Hierarchical (nodes > 1): S shards per node, and the node's dense
+    // exchanges (reduce-scatter and allgather) of a call of node_bytes[i]
+    // bytes, node_seconds[i].
+    int nodes = 0;
+    int shards = 1;
+    double node_bytes[kLinkPoints] = {};
+    double node_seconds[kLinkPoints] = {};
     int candidates = 0;
     CandidateModel candidate[kMaxCandidates];
 };
 
 // The model's compute seconds of candidate `c` for a call of `bytes` input bytes.
 double compute_seconds(const CandidateModel &c, double bytes);
-// The model's seconds of the NONE allreduce of `bytes` bytes.
+// The model's seconds of the NONE allreduce of `bytes` bytes on its link
+// (the communicator, or a rail), and of the node's exchanges of a
+// hierarchical call of `bytes` bytes (0 when flat).
 double link_seconds(const CostModel &m, double bytes);
+double node_seconds(const CostModel &m, double bytes);
 
 struct AutoChoice {
     cc_coll_method_t method = CC_COLL_METHOD_NONE;  // NONE or the fastest candidate
