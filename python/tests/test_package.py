@@ -657,8 +657,9 @@ class Docs(unittest.TestCase):
                 for line in (l.strip() for l in excerpt):
                     if not line or re.fullmatch(r"(#\s*)?(\.\.\.|\u2026)", line):
                         continue
-                    self.assertIn(line, lines[at:], "docs/%s: a line of the excerpt of %s is not in the file "
-                                  "(or not in the file's order)" % (page, name))
+                    if line not in lines[at:]:
+                        self.fail("docs/%s: the excerpt of %s has a line that is not in the file (or not in "
+                                  "the file's order):\n  %s" % (page, name, line))
                     at += lines[at:].index(line) + 1
 
     def test_examples_exit_cleanly(self):
