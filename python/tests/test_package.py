@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Checks of the cc_coll package that need no MPI ranks: the ctypes mirror of
 the C ABI against the compiler's, the version against the header, library
-loading, settings, and that docs/python.md shows the tested example.
+loading, settings, and that docs/python.md and docs/pytorch.md link the
+tested examples.
 
     PYTHONPATH=python CC_COLL_LIBRARY=build/libcc_coll.so.0 \
         python3 python/tests/test_package.py [path/to/abi_layout]
@@ -633,20 +634,33 @@ class Api(unittest.TestCase):
 
 
 class Docs(unittest.TestCase):
-    def test_docs_show_the_tested_examples(self):
-        with open(os.path.join(SOURCE_DIR, "docs", "python.md")) as f:
-            docs = f.read()
-        for name in ("allreduce.py", "powersgd.py"):
-            with open(os.path.join(SOURCE_DIR, "python", "examples", name)) as f:
-                example = f.read()
-            self.assertIn("```python\n" + example + "```\n", docs,
-                          "docs/python.md must quote python/examples/%s verbatim" % name)
-        with open(os.path.join(SOURCE_DIR, "docs", "pytorch.md")) as f:
-            docs = f.read()
-        with open(os.path.join(SOURCE_DIR, "python", "examples", "train_ddp.py")) as f:
-            example = f.read()
-        self.assertIn("```python\n" + example + "```\n", docs,
-                      "docs/pytorch.md must quote python/examples/train_ddp.py verbatim")
+    def test_docs_link_the_tested_examples(self):
+        # Each page links its example; an excerpt it shows (the ```python
+        # block after "<!-- example: python/examples/NAME -->") is lines of
+        # the file in the file's order, indentation aside ("..." omits lines),
+        # as cmake/check_docs_example.cmake checks the C, C++ and Fortran pages.
+        for page, names in (("python.md", ("allreduce.py", "powersgd.py")), ("pytorch.md", ("train_ddp.py",))):
+            with open(os.path.join(SOURCE_DIR, "docs", page)) as f:
+                docs = f.read()
+            for name in names:
+                path = os.path.join(SOURCE_DIR, "python", "examples", name)
+                self.assertTrue(os.path.isfile(path), path)
+                self.assertIn("](../python/examples/%s)" % name, docs,
+                              "docs/%s must link python/examples/%s" % (page, name))
+                marker = "<!-- example: python/examples/%s -->\n```python\n" % name
+                if marker not in docs:
+                    continue
+                excerpt = docs.split(marker, 1)[1].split("\n```", 1)[0].split("\n")
+                with open(path) as f:
+                    lines = [l.strip() for l in f.read().split("\n")]
+                at = 0
+                for line in (l.strip() for l in excerpt):
+                    if not line or re.fullmatch(r"(#\s*)?(\.\.\.|\u2026)", line):
+                        continue
+                    if line not in lines[at:]:
+                        self.fail("docs/%s: the excerpt of %s has a line that is not in the file (or not in "
+                                  "the file's order):\n  %s" % (page, name, line))
+                    at += lines[at:].index(line) + 1
 
     def test_examples_exit_cleanly(self):
         # the examples return normally: no os._exit, MPI finalised by mpi4py
