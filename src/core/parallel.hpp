@@ -1,4 +1,4 @@
-// The host kernels' threads (CC_COLL_THREADS; docs/api.md "Kernel threads").
+// The host kernels' threads (CC_COLL_THREADS; docs/api.md "Host kernel threads").
 //
 // One pool per process, grown on demand to the largest count a communicator
 // asks for. parallel_for cuts [0, n) into `parts` contiguous ranges, a pure
