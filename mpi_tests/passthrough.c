@@ -3,7 +3,7 @@
  *
  * For every dtype (F32, F64, F16, BF16), op (SUM, AVG), in place and out of
  * place, params NULL and params {METHOD = NONE}, counts 0, 1, 1001, 65537 and
- * 16 Mi + 3, on MPI_COMM_WORLD and on two MPI_Comm_split sub-communicators,
+ * a big count (BIG_COUNT below), on MPI_COMM_WORLD and on two MPI_Comm_split sub-communicators,
  * cc_coll_allreduce's output is compared byte for byte with a reference built
  * from MPI_Allreduce on the same exact-integer data:
  *   F32/F64: MPI_Allreduce(MPI_SUM) on MPI_FLOAT/MPI_DOUBLE; AVG = that sum
@@ -18,7 +18,7 @@
  * untouched; cc_coll_comm_get_stats counts every call and its bytes; a comm
  * created from a Fortran handle (cc_coll_comm_create_fint) works.
  *
- * The 16 Mi count runs on MPI_COMM_WORLD and on the reverse-key split (every
+ * The big count runs on MPI_COMM_WORLD and on the reverse-key split (every
  * dtype/op/in-place combination, one params variant each, alternating), the
  * rank % 2 split uses the smaller counts only.
  *
