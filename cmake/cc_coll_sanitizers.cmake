@@ -76,7 +76,7 @@ if(NOT CMAKE_C_COMPILER_ID MATCHES "GNU|Clang" OR NOT CMAKE_CXX_COMPILER_ID MATC
   message(FATAL_ERROR "CC_COLL_ENABLE_ASAN / CC_COLL_ENABLE_UBSAN need GCC or Clang")
 endif()
 
-# Frame pointers give the reports whole stacks at -O2.
+# Frame pointers give the reports whole stacks at any optimisation level.
 add_compile_options($<$<COMPILE_LANGUAGE:C,CXX,Fortran>:-fno-omit-frame-pointer>)
 if(CC_COLL_ENABLE_ASAN)
   add_compile_options($<$<COMPILE_LANGUAGE:C,CXX,Fortran>:-fsanitize=address>)

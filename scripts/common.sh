@@ -107,11 +107,14 @@ cc_coll_build() {
     cc_coll_build_in "$CC_COLL_BUILD_DIR" "$@"
 }
 
-# The ASan + UBSan build (docs/building.md, "Sanitizers"): optimised with
-# debug information for the reports' stacks, no CUDA, no micro-benchmarks
-# (nothing runs them there).
+# The ASan + UBSan build (docs/building.md, "Sanitizers"): -O1 with line
+# tables (-g1) for the reports' stacks (ASan's advice; it compiles two to
+# three times faster than -O2 -g), no CUDA, no micro-benchmarks (nothing
+# runs them there).
 cc_coll_build_sanitize() {
     cc_coll_build_in "$CC_COLL_SANITIZE_BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+        -DCMAKE_Fortran_FLAGS_RELWITHDEBINFO="-O1 -g1" \
         -DCC_COLL_ENABLE_ASAN=ON -DCC_COLL_ENABLE_UBSAN=ON -DCC_COLL_ENABLE_CUDA=OFF \
         -DCC_COLL_BUILD_BENCHMARKS=OFF "$@"
 }

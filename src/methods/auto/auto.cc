@@ -262,7 +262,8 @@ const SettingDef kSettings[] = {
     {"LINK", "CC_COLL_LINK", "measure",
      "The link of CC_COLL_METHOD=auto's cost model: measure (the none allreduce timed at six sizes from 4 B to "
      "one taking about 30 ms, on every rank, when the model is built, the slowest rank's times taken), or "
-     "<Gbit/s>,<latency in microseconds> (such as 10,25) to give it. The candidates' compute is always measured.",
+     "<Gbit/s>,<latency in microseconds> (such as 10,25) to give it (on a hierarchical communicator: the rails' link "
+     "between nodes; the node's exchanges are still measured). The candidates' compute is always measured.",
      apply_link},
 };
 
