@@ -54,32 +54,6 @@ struct Bench {
     std::vector<float> in, out;
 };
 
-Config bench_config(const Config &c)
-{
-    Config cfg = c;
-    cfg.ef_max_bytes = 0;
-    cfg.state_max_bytes = 0;
-    cfg.start_iter = 0;
-    return cfg;
-}
-
-std::size_t bench_elements()
-{
-    return std::max<std::size_t>(kComputeCounts[kComputePoints - 1],
-                                 static_cast<std::size_t>(kLinkMaxBytes) / sizeof(float));
-}
-
-// Buffers of the largest size measured, normal data where the candidates
-// run (the link's larger NONE calls need no particular values).
-void fill_bench(Bench *b)
-{
-    b->in.resize(bench_elements());
-    b->out.resize(bench_elements());
-    std::mt19937_64 rng(0x5eed);
-    std::normal_distribution<float> dist(0.0f, 1.0f);
-    for (std::size_t i = 0; i < kComputeCounts[kComputePoints - 1]; ++i) b->in[i] = dist(rng);
-}
-
 // A copy of `t` on duplicates of its communicators (the rail's a flat Comm
 // with `cfg`). Collective over the node and then over the rail.
 cc_coll_status_t dup_topology(const NodeTopology &t, const Config &cfg, int threads,
@@ -109,7 +83,10 @@ cc_coll_status_t make_bench(const Comm &comm, bool hierarchical, Bench *b)
 {
     MPI_Comm dup = MPI_COMM_NULL;
     CC_COLL_TRY(dup_comm(comm.mpi(), &dup));
-    Config cfg = bench_config(comm.config());
+    Config cfg = comm.config();
+    cfg.ef_max_bytes = 0;
+    cfg.state_max_bytes = 0;
+    cfg.start_iter = 0;
     if (!hierarchical) cfg.hierarchy = HierarchyMode::Off;
     b->comm = std::make_shared<Comm>(dup, comm.rank(), comm.size(), cfg);  // frees `dup`
     b->comm->set_threads(comm.threads());
@@ -118,7 +95,15 @@ cc_coll_status_t make_bench(const Comm &comm, bool hierarchical, Bench *b)
         CC_COLL_TRY(dup_topology(*comm.topology(), cfg, comm.threads(), &t));
         b->comm->set_topology(std::move(t));
     }
-    fill_bench(b);
+    const std::size_t largest = std::max<std::size_t>(kComputeCounts[kComputePoints - 1],
+                                                      static_cast<std::size_t>(kLinkMaxBytes) / sizeof(float));
+    b->in.resize(largest);
+    b->out.resize(largest);
+    // Normal data where the candidates run (the link's larger NONE calls
+    // need no particular values).
+    std::mt19937_64 rng(0x5eed);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    for (std::size_t i = 0; i < kComputeCounts[kComputePoints - 1]; ++i) b->in[i] = dist(rng);
     return CC_COLL_OK;
 }
 
@@ -289,12 +274,15 @@ cc_coll_status_t calibrate(Comm &comm, CostModel *out)
         // The rails' two last sizes: the shards of the hierarchical call's
         // (agreed sizes, so every rail times the same ones).
         for (int i = 0; i < 4; ++i) link_bytes[i] = kLinkFixed[i];
-        upper_sizes(none_bytes[4] / m.shards, none_bytes[5] / m.shards, link_bytes + 4);
+        double rail_upper[2];
+        upper_sizes(none_bytes[4] / m.shards, none_bytes[5] / m.shards, rail_upper);
+        link_bytes[4] = rail_upper[0];
+        link_bytes[5] = rail_upper[1];
         rail.comm = bench.comm->topology()->rail;  // null where this rank owns no shard
         rail.in.swap(bench.in);
         rail.out.swap(bench.out);
         runs = rail.comm ? &rail : nullptr;
-        if (runs != nullptr) CC_COLL_TRY(measure_link(rail, link_bytes + 4, link_bytes, fig.data() + link0));
+        if (runs != nullptr) CC_COLL_TRY(measure_link(rail, rail_upper, link_bytes, fig.data() + link0));
     } else if (comm.size() > 1 && !given) {
         CC_COLL_TRY(measure_link(bench, nullptr, link_bytes, fig.data()));
     }
@@ -376,12 +364,11 @@ cc_coll_status_t calibrate(Comm &comm, CostModel *out)
 
 namespace {
 
-// The tensors as the link sees them under `method`: whole (flat), or the
-// largest shard (shard 0) by the method's sharding rule (hierarchical).
+// The tensors as a hierarchical communicator's rails see them under
+// `method`: the largest shard (shard 0) by the method's sharding rule.
 std::vector<CostTensor> on_link(const CostModel &model, const std::vector<CostTensor> &tensors, const CallParams &p,
                                 cc_coll_method_t method)
 {
-    if (model.nodes <= 1) return tensors;
     NodeTopology t;
     t.shards = model.shards;
     std::vector<CostTensor> out;
@@ -411,13 +398,18 @@ double bytes_of(const std::vector<CostTensor> &tensors)
 AutoChoice predict(const CostModel &model, const std::vector<CostTensor> &tensors, const CallParams &p)
 {
     AutoChoice c;
-    const int P = model.nodes > 1 ? model.nodes : model.ranks;
-    const double node = node_seconds(model, bytes_of(tensors));
-    c.predicted_none = node + link_seconds(model, bytes_of(on_link(model, tensors, p, CC_COLL_METHOD_NONE)));
+    const bool hier = model.nodes > 1;
+    const int P = hier ? model.nodes : model.ranks;
+    const double bytes = bytes_of(tensors);
+    const double node = node_seconds(model, bytes);
+    c.predicted_none =
+        node + link_seconds(model, hier ? bytes_of(on_link(model, tensors, p, CC_COLL_METHOD_NONE)) : bytes);
     c.predicted_lossy = kInf;
     for (int i = 0; i < model.candidates; ++i) {
         const Method *lossy = find_method(model.candidate[i].method);
-        const std::vector<CostTensor> shards = on_link(model, tensors, p, model.candidate[i].method);
+        std::vector<CostTensor> sharded;
+        if (hier) sharded = on_link(model, tensors, p, model.candidate[i].method);
+        const std::vector<CostTensor> &shards = hier ? sharded : tensors;
         ExchangeCost ex;
         bool dense = lossy == nullptr || lossy->exchange_cost == nullptr;
         for (const CostTensor &t : shards)
@@ -426,7 +418,7 @@ AutoChoice predict(const CostModel &model, const std::vector<CostTensor> &tensor
                                              : link_seconds(model, ex.bytes[0]) +
                                                    (ex.bytes[1] > 0 ? link_seconds(model, ex.bytes[1]) : 0) +
                                                    ex.latencies * link_seconds(model, sizeof(float));
-        c.predicted[i] = dense ? kInf : node + compute_seconds(model.candidate[i], bytes_of(shards)) + wire;
+        c.predicted[i] = dense ? kInf : node + compute_seconds(model.candidate[i], hier ? bytes_of(shards) : bytes) + wire;
         if (c.predicted[i] < c.predicted_lossy) {
             c.predicted_lossy = c.predicted[i];
             c.best_candidate = i;
