@@ -9,10 +9,13 @@
 #   <rate>       the emulated cluster (scripts/cluster/cc_cluster.sh), 2 hosts
 #                of one rank, links of 100mbit, 1gbit, 10gbit or 25gbit
 # Each run is one cc_coll_perf -m none,topk,auto of 4 KiB .. 1 MiB (30 timed
-# calls after 3 warm-up calls) and one of 4 MiB .. 256 MiB (5 timed calls
-# after 3; on 100mbit 3 timed calls up to 64 MiB: NONE takes 11 s a call at
-# 64 MiB). AUTO's first check of its model in a size class (its 3rd call)
-# falls in the warm-up. With CC_A_BUCKET=1 the cluster setups also run the
+# calls after CC_A_WARMUP_SMALL warm-up calls) and one of 4 MiB .. 256 MiB
+# (5 timed calls after CC_A_WARMUP_LARGE; on 100mbit 3 timed calls up to
+# 64 MiB after at most 6: NONE takes 11 s a call at 64 MiB). The warm-up
+# calls cover AUTO's learning in each size class: its first look at the
+# runner-up (its 3rd and 4th calls) and the communicator's first
+# agreements (after 8 and 16 calls; docs/algorithms.md 8.3), so the timed
+# calls are the steady state a training run's later steps see. With CC_A_BUCKET=1 the cluster setups also run the
 # GPT-2-small bucket through every method (scripts/perf/perf_bucket.py, "A
 # GPT-2-small bucket"). Then it prints the markdown table
 # (scripts/perf/perf_tables.py auto).
@@ -26,17 +29,21 @@
 #                bucket_<rate>_2hosts.json
 #   CC_A_BUILD   build folder with cc_coll_perf and the Python package (build)
 #   CC_A_BUCKET  0 (default) or 1: the bucket too, on the cluster setups
+#   CC_A_WARMUP_SMALL, CC_A_WARMUP_LARGE
+#                warm-up calls per size and method (default 40 and 12)
 # The cluster setups need root (network namespaces); the bucket needs mpi4py
 # and numpy for /usr/bin/python3 (Debian: python3-mpi4py python3-numpy).
-# Takes about 40 minutes with the defaults.
+# Takes about 45 minutes with the defaults.
 set -eu
-case "${1:-}" in -h | --help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 setups=${CC_A_SETUPS:-shm2 shm4 busy2 100mbit 1gbit 10gbit 25gbit}
 runs=${CC_A_RUNS:-3}
 out=${CC_A_OUT:-docs/perf}
 build=${CC_A_BUILD:-build}
 bucket=${CC_A_BUCKET:-0}
+wsmall=${CC_A_WARMUP_SMALL:-40}
+wlarge=${CC_A_WARMUP_LARGE:-12}
 case $bucket in 0 | 1) ;; *) echo "perf_auto.sh: CC_A_BUCKET must be 0 or 1" >&2; exit 2 ;; esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
@@ -45,8 +52,8 @@ trap 'rm -rf "$tmp"; [ -z "$busy" ] || kill "$busy" 2>/dev/null || true' EXIT
 lib=$(cd "$build" && pwd)/libcc_coll.so
 perf="$build/cc_coll_perf -i 0 -r normal -D 0.01 -J -q -m none,topk,auto"
 for setup in $setups; do
-  large="-b 4M -e 256M -f 4 -n 5 -w 3"
-  [ "$setup" = 100mbit ] && large="-b 4M -e 64M -f 4 -n 3 -w 3"
+  large="-b 4M -e 256M -f 4 -n 5 -w $wlarge"
+  [ "$setup" = 100mbit ] && large="-b 4M -e 64M -f 4 -n 3 -w $((wlarge < 6 ? wlarge : 6))"
   run=1
   while [ "$run" -le "$runs" ]; do
     load=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -58,7 +65,7 @@ for setup in $setups; do
           /usr/bin/python3 -c 'while True: pass' &
           busy=$!
         fi
-        mpirun --oversubscribe -np "$np" $perf -b 4K -e 1M -f 4 -n 30 -w 3 > "$tmp/small.json"
+        mpirun --oversubscribe -np "$np" $perf -b 4K -e 1M -f 4 -n 30 -w $wsmall > "$tmp/small.json"
         mpirun --oversubscribe -np "$np" $perf $large > "$tmp/large.json"
         if [ -n "$busy" ]; then kill "$busy"; wait "$busy" 2>/dev/null || true; busy=; fi
         ;;
@@ -68,7 +75,7 @@ for setup in $setups; do
           extra='$CC_CLUSTER_MPIRUN -x PYTHONPATH='"$PWD"'/python -x CC_COLL_LIBRARY='"$lib"' /usr/bin/python3 scripts/perf/perf_bucket.py '"$tmp"'/bucket.json --iters 10'
         fi
         scripts/cluster/cc_cluster.sh -N 2 -r "$setup" -t 3000 -p ccauto -- sh -c '
-          $CC_CLUSTER_MPIRUN '"$perf"' -b 4K -e 1M -f 4 -n 30 -w 3 > '"$tmp"'/small.json &&
+          $CC_CLUSTER_MPIRUN '"$perf"' -b 4K -e 1M -f 4 -n 30 -w $wsmall > '"$tmp"'/small.json &&
           $CC_CLUSTER_MPIRUN '"$perf $large"' > '"$tmp"'/large.json && '"$extra"
         ;;
     esac
