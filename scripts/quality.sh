@@ -50,7 +50,8 @@
 #   CC_Q_DIR            results folder                    [docs/quality]
 #   CC_Q_DOC            Markdown page                     [docs/quality.md]
 #   CC_Q_FRONTIER       1: the loss-gap-against-ratio frontier of every route
-#                       (scripts/quality/frontier.sh, its own settings), 0: skip  [1]
+#                       (scripts/quality/frontier.sh, its own settings and page,
+#                       $CC_Q_DIR/frontier.md), 0: skip  [1]
 #   CC_Q_TTT            1: time to target loss on the emulated cluster
 #                       (scripts/quality/time_to_target.sh) when CC_Q_CLUSTER=1, 0: skip  [1]
 #   CC_Q_SKIP_BUILD=1   use the existing build
@@ -238,7 +239,7 @@ fi
 # 6. The frontier (every route, three seeds for the headline runs, a second
 # model) and time to target on the emulated cluster: their own scripts.
 if [ "${CC_Q_FRONTIER:-1}" = 1 ]; then
-    CC_COLL_SKIP_APT=1 CC_Q_DIR=$out_dir CC_Q_DOC=$doc "$CC_COLL_ROOT/scripts/quality/frontier.sh" || exit 1
+    CC_COLL_SKIP_APT=1 CC_Q_DIR=$out_dir "$CC_COLL_ROOT/scripts/quality/frontier.sh" || exit 1
 fi
 if [ "$cluster" = 1 ] && [ "${CC_Q_TTT:-1}" = 1 ]; then
     CC_COLL_SKIP_APT=1 CC_Q_DIR=$out_dir CC_Q_DOC=$doc "$CC_COLL_ROOT/scripts/quality/time_to_target.sh" || exit 1
