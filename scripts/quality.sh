@@ -53,7 +53,8 @@
 #                       (scripts/quality/frontier.sh, its own settings and page,
 #                       $CC_Q_DIR/frontier.md), 0: skip  [1]
 #   CC_Q_TTT            1: time to target loss on the emulated cluster
-#                       (scripts/quality/time_to_target.sh) when CC_Q_CLUSTER=1, 0: skip  [1]
+#                       (scripts/quality/time_to_target.sh, its own settings and
+#                       page, $CC_Q_DIR/time_to_target.md) when CC_Q_CLUSTER=1, 0: skip  [1]
 #   CC_Q_SKIP_BUILD=1   use the existing build
 #   CC_COLL_BUILD_DIR, CC_COLL_JOBS, CC_COLL_SKIP_APT   as for every script
 # Exit status: 0 when every run finished and the page was written; 1 when a
@@ -242,5 +243,5 @@ if [ "${CC_Q_FRONTIER:-1}" = 1 ]; then
     CC_COLL_SKIP_APT=1 CC_Q_DIR=$out_dir "$CC_COLL_ROOT/scripts/quality/frontier.sh" || exit 1
 fi
 if [ "$cluster" = 1 ] && [ "${CC_Q_TTT:-1}" = 1 ]; then
-    CC_COLL_SKIP_APT=1 CC_Q_DIR=$out_dir CC_Q_DOC=$doc "$CC_COLL_ROOT/scripts/quality/time_to_target.sh" || exit 1
+    CC_COLL_SKIP_APT=1 CC_Q_DIR=$out_dir "$CC_COLL_ROOT/scripts/quality/time_to_target.sh" || exit 1
 fi

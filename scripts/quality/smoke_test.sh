@@ -140,7 +140,7 @@ if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! command -v tc >/dev/nu
 fi
 CC_COLL_SKIP_APT=1 CC_Q_TTT_RATES=1gbit CC_Q_TTT_EVAL=5 CC_Q_TTT_ARGS="$tiny" \
     CC_Q_TTT_RUNS="ddp:ddp local2:local,--local-steps=2,--density=0.1" \
-    CC_Q_DIR="$tmp/quality" CC_Q_DOC="$tmp/quality.md" "$root/scripts/quality/time_to_target.sh"
+    CC_Q_DIR="$tmp/quality" "$root/scripts/quality/time_to_target.sh"
 "$python" - "$tmp" <<'EOF'
 import json, os, sys
 runs = json.load(open(os.path.join(sys.argv[1], "quality", "time_to_target.json")))["runs"]
@@ -150,4 +150,4 @@ ok = sorted(r["run"] for r in runs) == ["ddp", "local2"] and all(
 print("quality_smoke: time to target: %s" % ("checked" if ok else "FAILED: %s" % runs))
 sys.exit(0 if ok else 1)
 EOF
-"$python" "$root/scripts/quality/time_report.py" --check --dir "$tmp/quality" --doc "$tmp/quality.md"
+"$python" "$root/scripts/quality/time_report.py" --check --dir "$tmp/quality" --doc "$tmp/quality/time_to_target.md"

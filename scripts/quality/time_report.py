@@ -6,15 +6,16 @@
 gathers the records (scripts/quality/train_lm.py's, each with its "rate" and
 "run") into one file. Then
 
-    scripts/quality/time_report.py [--dir docs/quality] [--doc docs/quality.md]
+    scripts/quality/time_report.py [--dir docs/quality] [--doc docs/quality/time_to_target.md]
 
 writes docs/quality/time_<rate>.png (validation loss against training time)
-and rewrites the part of docs/quality.md between
+and rewrites the part of docs/quality/time_to_target.md between
   <!-- BEGIN quality-time --> and <!-- END quality-time -->
-(text outside never touched; run again on the same JSON it rewrites the
+(text outside never touched; without the markers a section "## Results"
+holding them is appended; run again on the same JSON it rewrites the
 section byte for byte), and
 
-    scripts/quality/time_report.py --check [--dir docs/quality] [--doc docs/quality.md]
+    scripts/quality/time_report.py --check [--dir docs/quality] [--doc docs/quality/time_to_target.md]
 
 changes nothing: exit status 1 when the section is not what the JSON gives
 (CTest: docs_quality_time).
@@ -190,7 +191,8 @@ def main(argv):
         return "wrote %s (%d records)" % (out, len(paths))
 
     return report_page.run(argv, __doc__.split("\n\n")[0], "time_report.py", "time_to_target.json", BEGIN, END,
-                           load, section, plot, collect_paths, heading="## Time to target: results")
+                           load, section, plot, collect_paths, heading="## Results",
+                           doc="docs/quality/time_to_target.md")
 
 
 if __name__ == "__main__":
