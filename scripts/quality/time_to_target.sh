@@ -4,9 +4,10 @@
 # (scripts/cluster/cc_cluster.sh: 2 hosts, one rank each, links at each rate
 # of CC_Q_TTT_RATES), for the rows of CC_Q_TTT_RUNS: DDP's dense hook,
 # PyTorch's powerSGD_hook and PostLocalSGDOptimizer, and libcc_coll's
-# compressed local steps. Each run trains docs/quality.md's model for its
-# full length, evaluating every CC_Q_TTT_EVAL steps; the clock is the
-# training time (the slowest rank's steps, evaluations left out). Then
+# compressed local steps. Each run trains model a
+# (docs/quality/benchmark.md) for its full length, evaluating every
+# CC_Q_TTT_EVAL steps; the clock is the training time (the slowest rank's
+# steps, evaluations left out). Then
 # scripts/quality/time_report.py writes docs/quality/time_to_target.json, the
 # plots docs/quality/time_<rate>.png and the section of
 # docs/quality/time_to_target.md (summed up in docs/quality.md).
