@@ -2,8 +2,9 @@
 # quality.sh: the training-quality benchmark. Trains a small character-level
 # transformer language model with PyTorch DDP on CPU under mpirun, once per
 # row (how the gradients are averaged) and rank count, and regenerates
-# docs/quality.md (its quality-results section), docs/quality/runs.json and
-# the loss-curve plots docs/quality/loss_<N>ranks.png; then times the rows of
+# docs/quality/results.md (its quality-results section),
+# docs/quality/runs.json and the loss-curve plots
+# docs/quality/loss_<N>ranks.png; then times the rows of
 # CC_Q_CLUSTER_ROWS on the emulated 1 Gbit/s cluster
 # (scripts/cluster/cc_cluster.sh, needs root) into docs/quality/cluster.json.
 # One command, as root, on a machine with nothing else running:
@@ -15,9 +16,9 @@
 # NONE), topk, sketch, lowrank (cc_coll.torch with error feedback) and
 # topk-noef, sketch-noef, lowrank-noef (without), powersgd (PyTorch's
 # powerSGD_hook over gloo at the same rank). Every run starts from the same
-# initial model and sees the same data; see docs/quality.md for the model,
-# the corpus and why the settings are what they are. About 30 minutes on an
-# idle 2-core machine with the defaults.
+# initial model and sees the same data; see docs/quality/benchmark.md for
+# the model, the corpus and why the settings are what they are. About 30
+# minutes on an idle 2-core machine with the defaults.
 #
 # Steps: installs the Debian packages (the build's, python3-torch,
 # python3-mpi4py, python3-matplotlib; iproute2 for the cluster) unless
@@ -48,11 +49,13 @@
 #   CC_Q_CLUSTER_STEPS  steps per timed run               [60]
 #   CC_Q_CLUSTER_REPEATS  rounds of the rows, in turn     [3]
 #   CC_Q_DIR            results folder                    [docs/quality]
-#   CC_Q_DOC            Markdown page                     [docs/quality.md]
+#   CC_Q_DOC            Markdown page                     [docs/quality/results.md]
 #   CC_Q_FRONTIER       1: the loss-gap-against-ratio frontier of every route
-#                       (scripts/quality/frontier.sh, its own settings), 0: skip  [1]
+#                       (scripts/quality/frontier.sh, its own settings and page,
+#                       $CC_Q_DIR/frontier.md), 0: skip  [1]
 #   CC_Q_TTT            1: time to target loss on the emulated cluster
-#                       (scripts/quality/time_to_target.sh) when CC_Q_CLUSTER=1, 0: skip  [1]
+#                       (scripts/quality/time_to_target.sh, its own settings and
+#                       page, $CC_Q_DIR/time_to_target.md) when CC_Q_CLUSTER=1, 0: skip  [1]
 #   CC_Q_SKIP_BUILD=1   use the existing build
 #   CC_COLL_BUILD_DIR, CC_COLL_JOBS, CC_COLL_SKIP_APT   as for every script
 # Exit status: 0 when every run finished and the page was written; 1 when a
@@ -79,7 +82,7 @@ cluster_rate=${CC_Q_CLUSTER_RATE:-1gbit}
 cluster_steps=${CC_Q_CLUSTER_STEPS:-60}
 repeats=${CC_Q_CLUSTER_REPEATS:-3}
 out_dir=${CC_Q_DIR:-$CC_COLL_ROOT/docs/quality}
-doc=${CC_Q_DOC:-$CC_COLL_ROOT/docs/quality.md}
+doc=${CC_Q_DOC:-$CC_COLL_ROOT/docs/quality/results.md}
 python=/usr/bin/python3
 trainer=$CC_COLL_ROOT/scripts/quality/train_lm.py
 report=$CC_COLL_ROOT/scripts/quality/quality_report.py
@@ -238,8 +241,8 @@ fi
 # 6. The frontier (every route, three seeds for the headline runs, a second
 # model) and time to target on the emulated cluster: their own scripts.
 if [ "${CC_Q_FRONTIER:-1}" = 1 ]; then
-    CC_COLL_SKIP_APT=1 CC_Q_DIR=$out_dir CC_Q_DOC=$doc "$CC_COLL_ROOT/scripts/quality/frontier.sh" || exit 1
+    CC_COLL_SKIP_APT=1 CC_Q_DIR=$out_dir "$CC_COLL_ROOT/scripts/quality/frontier.sh" || exit 1
 fi
 if [ "$cluster" = 1 ] && [ "${CC_Q_TTT:-1}" = 1 ]; then
-    CC_COLL_SKIP_APT=1 CC_Q_DIR=$out_dir CC_Q_DOC=$doc "$CC_COLL_ROOT/scripts/quality/time_to_target.sh" || exit 1
+    CC_COLL_SKIP_APT=1 CC_Q_DIR=$out_dir "$CC_COLL_ROOT/scripts/quality/time_to_target.sh" || exit 1
 fi

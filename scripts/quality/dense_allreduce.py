@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """dense_allreduce.py: the dense allreduce of the quality benchmark's
-gradient (432,128 floats) four ways, on every rank, as docs/quality.md
+gradient (432,128 floats) four ways, on every rank, as docs/quality/results.md
 quotes them (run it on the emulated cluster, root, from the checkout, with
 the library built in build/):
 

@@ -1,8 +1,9 @@
 #!/bin/bash
-# frontier.sh: the loss-gap-against-ratio frontier of docs/quality.md
-# ("Routes at high compression"): every run of scripts/quality/frontier_runs.txt
-# (how the gradients' or the parameters' information travels, per model,
-# rank count and seed) with scripts/quality/train_lm.py under mpirun, then
+# frontier.sh: the loss-gap-against-ratio frontier, docs/quality/frontier.md
+# (summed up in docs/quality.md, "Routes at high compression"): every run of
+# scripts/quality/frontier_runs.txt (how the gradients' or the parameters'
+# information travels, per model, rank count and seed) with
+# scripts/quality/train_lm.py under mpirun, then
 # scripts/quality/frontier_report.py, which writes docs/quality/frontier.json,
 # the plots docs/quality/frontier_<model>.png and the page's section.
 # scripts/quality.sh calls it (CC_Q_FRONTIER=0 skips it); alone:
@@ -10,7 +11,7 @@
 #   CC_COLL_SKIP_APT=1 CC_Q_SKIP_BUILD=1 scripts/quality/frontier.sh
 #
 # after a build (it uses ${CC_COLL_BUILD_DIR:-build}/libcc_coll.so). About 110
-# minutes on an idle 2-core machine (docs/quality.md).
+# minutes on an idle 2-core machine (docs/quality/benchmark.md).
 # Settings (environment):
 #   CC_Q_FRONTIER_RUNS   the run list                  [scripts/quality/frontier_runs.txt]
 #   CC_Q_FRONTIER_ONLY   run only the lines whose id matches this extended regex []
@@ -18,7 +19,8 @@
 #                        (resume an interrupted campaign); default: rerun all
 #   CC_Q_FRONTIER_ARGS   more train_lm.py options for every run (the smoke test's tiny model) []
 #   CC_Q_FRONTIER_STAGE  where each run's record is kept  [$CC_COLL_BUILD_DIR/quality_frontier]
-#   CC_Q_DIR, CC_Q_DOC   results folder and page      [docs/quality, docs/quality.md]
+#   CC_Q_DIR             results folder               [docs/quality]
+#   CC_Q_FRONTIER_DOC    the page                     [$CC_Q_DIR/frontier.md]
 # Exit status: 0 when every run finished and the page was written, 1 when a
 # run failed, 2 for a setup error.
 # shellcheck source=scripts/common.sh
@@ -33,7 +35,7 @@ only=${CC_Q_FRONTIER_ONLY:-}
 keep=${CC_Q_FRONTIER_KEEP:-0}
 args=${CC_Q_FRONTIER_ARGS:-}
 out_dir=${CC_Q_DIR:-$CC_COLL_ROOT/docs/quality}
-doc=${CC_Q_DOC:-$CC_COLL_ROOT/docs/quality.md}
+doc=${CC_Q_FRONTIER_DOC:-$out_dir/frontier.md}
 python=/usr/bin/python3
 trainer=$CC_COLL_ROOT/scripts/quality/train_lm.py
 report=$CC_COLL_ROOT/scripts/quality/frontier_report.py

@@ -8,20 +8,20 @@ gathers the records of scripts/quality/train_lm.py that frontier.sh keeps
 into one file, each record whole but for its per-rank "digests" ("identical"
 stays). Then
 
-    scripts/quality/frontier_report.py [--dir docs/quality] [--doc docs/quality.md]
+    scripts/quality/frontier_report.py [--dir docs/quality] [--doc docs/quality/frontier.md]
 
 reads docs/quality/frontier.json, writes
   docs/quality/frontier_<model>.png         validation gap against fewer bytes
                                             over the run, one panel per rank count
   docs/quality/frontier_curves_<model>.png  validation loss of the 2-rank
                                             seed-0 runs (the fewest ranks present)
-and rewrites the part of docs/quality.md between
+and rewrites the part of docs/quality/frontier.md between
   <!-- BEGIN quality-frontier --> and <!-- END quality-frontier -->
 (text outside the markers is never touched; without the markers a section
-"## Routes at high compression: results" holding them is appended). Run again
+"## Results" holding them is appended). Run again
 on the committed JSON it rewrites the section byte for byte.
 
-    scripts/quality/frontier_report.py --check [--dir docs/quality] [--doc docs/quality.md]
+    scripts/quality/frontier_report.py --check [--dir docs/quality] [--doc docs/quality/frontier.md]
 
 draws nothing and changes nothing: exit status 1 when the page's section is
 not, byte for byte, what the committed JSON gives, or when there is no JSON
@@ -43,7 +43,7 @@ import report_page
 
 BEGIN = "<!-- BEGIN quality-frontier -->"
 END = "<!-- END quality-frontier -->"
-HEADING = "## Routes at high compression: results"
+HEADING = "## Results"
 AIM = (1.0, 50.0)        # % gap at >= x fewer bytes over the run
 AT_LEAST = (3.0, 40.0)
 HALF_RANGE = (10.0, 200.0)   # ratios over the run at which runs are held against powerSGD_hook
@@ -497,7 +497,7 @@ def main(argv):
 
     return report_page.run(argv, __doc__.split("\n\n")[0], "frontier_report.py", "frontier.json", BEGIN, END,
                            load, section, lambda data, folder: plot(build(data["runs"]), folder), collect_folder,
-                           heading=HEADING)
+                           heading=HEADING, doc="docs/quality/frontier.md")
 
 
 if __name__ == "__main__":

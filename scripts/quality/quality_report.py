@@ -1,13 +1,13 @@
 #!/usr/bin/python3
 """Plots and tabulates the training-quality benchmark (scripts/quality.sh).
 
-    scripts/quality/quality_report.py [--dir docs/quality] [--doc docs/quality.md]
+    scripts/quality/quality_report.py [--dir docs/quality] [--doc docs/quality/results.md]
 
 Reads docs/quality/runs.json (the records of scripts/quality/train_lm.py,
 gathered by scripts/quality.sh) and, when present, docs/quality/cluster.json
 (the per-step times on the emulated cluster), writes
   docs/quality/loss_<N>ranks.png   training and validation loss per row
-and rewrites the part of docs/quality.md between
+and rewrites the part of docs/quality/results.md between
   <!-- BEGIN quality-results --> and <!-- END quality-results -->
 (text outside the markers is never touched). Run again on the committed JSON
 it rewrites the section byte for byte.
@@ -16,7 +16,7 @@ it rewrites the section byte for byte.
 
 gathers records into one file first, and
 
-    scripts/quality/quality_report.py --check [--dir docs/quality] [--doc docs/quality.md]
+    scripts/quality/quality_report.py --check [--dir docs/quality] [--doc docs/quality/results.md]
 
 draws nothing and changes nothing: exit status 1 when the page's section is
 not, byte for byte, what the committed JSON gives (CTest: docs_quality).
@@ -252,7 +252,8 @@ def main(argv):
 
     return report_page.run(argv, __doc__.split("\n\n")[0], "quality_report.py", "runs.json", BEGIN, END, load,
                            lambda data, rel: section(data, data.get("cluster"), rel),
-                           lambda data, folder: plot(by_ranks(data["runs"]), folder), collect_paths)
+                           lambda data, folder: plot(by_ranks(data["runs"]), folder), collect_paths,
+                           doc="docs/quality/results.md")
 
 
 if __name__ == "__main__":

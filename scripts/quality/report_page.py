@@ -8,16 +8,17 @@ import argparse
 import os
 
 
-def run(argv, description, name, json_name, begin, end, load, section, plot, collect, heading=None):
+def run(argv, description, name, json_name, begin, end, load, section, plot, collect, heading=None,
+        doc="docs/quality.md"):
     """The report's main(): load(folder) -> data (None when the folder has no
     JSON), section(data, folder relative to the page) -> the section's text
     (markers included, one newline after), plot(data, folder) -> the PNG
     names written, collect(inputs, out, meta) -> a line to print. Without
     markers in the page the section is appended, under `heading` if given.
-    Returns the exit status."""
+    `doc` is the page --doc defaults to. Returns the exit status."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--dir", default="docs/quality")
-    ap.add_argument("--doc", default="docs/quality.md")
+    ap.add_argument("--doc", default=doc)
     ap.add_argument("--collect", nargs="+")
     ap.add_argument("--out")
     ap.add_argument("--meta", nargs="*", default=[])

@@ -13,7 +13,8 @@
 #   - scripts/quality/frontier.sh on a short run list (every route, two
 #     seeds of ddp): one record per run and seed, replicas bit-identical,
 #     the local rows' bytes (dense warm-up, nothing between
-#     synchronisations), the section and frontier_report.py --check;
+#     synchronisations), its page (quality/frontier.md) and
+#     frontier_report.py --check;
 #   - as root with ip and tc: scripts/quality/time_to_target.sh on the
 #     emulated cluster (ddp and a local row at 1 Gbit/s): the records' clock
 #     and time_report.py --check (skipped otherwise, saying so).
@@ -92,7 +93,7 @@ local2-topk-noef a 2 0 local-noef --local-steps 2 --density 0.1
 RUNS
 tiny="--steps 10 --layers 1 --dmodel 32 --heads 2 --ctx 16 --batch 8 --eval-every 5 --start-iter $start_iter --min-elements 256"
 CC_COLL_SKIP_APT=1 CC_Q_FRONTIER_RUNS="$tmp/runs.txt" CC_Q_FRONTIER_ARGS="$tiny" CC_Q_FRONTIER_STAGE="$tmp/stage" \
-    CC_Q_DIR="$tmp/quality" CC_Q_DOC="$tmp/quality.md" "$root/scripts/quality/frontier.sh"
+    CC_Q_DIR="$tmp/quality" "$root/scripts/quality/frontier.sh"
 "$python" - "$tmp" "$start_iter" <<'EOF'
 import json, os, sys
 tmp, start_iter = sys.argv[1], int(sys.argv[2])
@@ -120,7 +121,7 @@ for r in runs:
         check(sync == every + ([9] if every[-1] != 9 else []), "%s: synchronisations at %s" % (r["run"], sync))
         if r["row"] != "postlocal":
             check(all(0 < b[i] < dense for i in every), "%s: compressed bytes %s" % (r["run"], b))
-page = open(os.path.join(tmp, "quality.md")).read()
+page = open(os.path.join(tmp, "quality", "frontier.md")).read()
 check(page.count("<!-- BEGIN quality-frontier -->") == 1, "frontier markers")
 for png in ("frontier_a.png", "frontier_curves_a.png"):
     path = os.path.join(tmp, "quality", png)
@@ -130,7 +131,7 @@ if fail:
     sys.exit(1)
 print("quality_smoke: frontier: %d records checked" % len(runs))
 EOF
-"$python" "$root/scripts/quality/frontier_report.py" --check --dir "$tmp/quality" --doc "$tmp/quality.md"
+"$python" "$root/scripts/quality/frontier_report.py" --check --dir "$tmp/quality" --doc "$tmp/quality/frontier.md"
 
 # Time to target on the emulated cluster (root, ip and tc).
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
@@ -139,7 +140,7 @@ if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! command -v tc >/dev/nu
 fi
 CC_COLL_SKIP_APT=1 CC_Q_TTT_RATES=1gbit CC_Q_TTT_EVAL=5 CC_Q_TTT_ARGS="$tiny" \
     CC_Q_TTT_RUNS="ddp:ddp local2:local,--local-steps=2,--density=0.1" \
-    CC_Q_DIR="$tmp/quality" CC_Q_DOC="$tmp/quality.md" "$root/scripts/quality/time_to_target.sh"
+    CC_Q_DIR="$tmp/quality" "$root/scripts/quality/time_to_target.sh"
 "$python" - "$tmp" <<'EOF'
 import json, os, sys
 runs = json.load(open(os.path.join(sys.argv[1], "quality", "time_to_target.json")))["runs"]
@@ -149,4 +150,4 @@ ok = sorted(r["run"] for r in runs) == ["ddp", "local2"] and all(
 print("quality_smoke: time to target: %s" % ("checked" if ok else "FAILED: %s" % runs))
 sys.exit(0 if ok else 1)
 EOF
-"$python" "$root/scripts/quality/time_report.py" --check --dir "$tmp/quality" --doc "$tmp/quality.md"
+"$python" "$root/scripts/quality/time_report.py" --check --dir "$tmp/quality" --doc "$tmp/quality/time_to_target.md"

@@ -4,11 +4,13 @@
 # (scripts/cluster/cc_cluster.sh: 2 hosts, one rank each, links at each rate
 # of CC_Q_TTT_RATES), for the rows of CC_Q_TTT_RUNS: DDP's dense hook,
 # PyTorch's powerSGD_hook and PostLocalSGDOptimizer, and libcc_coll's
-# compressed local steps. Each run trains docs/quality.md's model for its
-# full length, evaluating every CC_Q_TTT_EVAL steps; the clock is the
-# training time (the slowest rank's steps, evaluations left out). Then
+# compressed local steps. Each run trains model a
+# (docs/quality/benchmark.md) for its full length, evaluating every
+# CC_Q_TTT_EVAL steps; the clock is the training time (the slowest rank's
+# steps, evaluations left out). Then
 # scripts/quality/time_report.py writes docs/quality/time_to_target.json, the
-# plots docs/quality/time_<rate>.png and the section of docs/quality.md.
+# plots docs/quality/time_<rate>.png and the section of
+# docs/quality/time_to_target.md (summed up in docs/quality.md).
 # scripts/quality.sh calls it when its cluster step runs; alone, as root,
 # after a build:
 #
@@ -22,7 +24,8 @@
 #                     local8-topk5-nest:local,--local-steps=8,--density=0.05,--outer-lr=0.8,--outer-momentum=0.5"]
 #   CC_Q_TTT_EVAL   evaluation period in steps      [50]
 #   CC_Q_TTT_ARGS   more train_lm.py options for every run (the smoke test's tiny model) []
-#   CC_Q_DIR, CC_Q_DOC   results folder and page   [docs/quality, docs/quality.md]
+#   CC_Q_DIR        results folder                  [docs/quality]
+#   CC_Q_TTT_DOC    the page                        [$CC_Q_DIR/time_to_target.md]
 # Exit status: 0 when every run finished and the page was written, 1 when a
 # run failed, 2 for a setup error.
 # shellcheck source=scripts/common.sh
@@ -37,7 +40,7 @@ runs=${CC_Q_TTT_RUNS:-ddp:ddp powersgd-r4:powersgd,--rank=4 postlocal4:postlocal
 eval_every=${CC_Q_TTT_EVAL:-50}
 args=${CC_Q_TTT_ARGS:-}
 out_dir=${CC_Q_DIR:-$CC_COLL_ROOT/docs/quality}
-doc=${CC_Q_DOC:-$CC_COLL_ROOT/docs/quality.md}
+doc=${CC_Q_TTT_DOC:-$out_dir/time_to_target.md}
 python=/usr/bin/python3
 trainer=$CC_COLL_ROOT/scripts/quality/train_lm.py
 [ "$(id -u)" = 0 ] || die "the emulated cluster needs root (network namespaces)"

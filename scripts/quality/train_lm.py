@@ -298,7 +298,7 @@ def main(argv):
         elif method == "sketch":
             # the whole bucket as one tensor: a sketch has at least 3 x 1024
             # cells, so per-gradient sketches of this model's tensors would
-            # fall back to dense (docs/quality.md)
+            # fall back to dense (docs/quality/benchmark.md)
             kw.update(density=a.density)
         elif method == "lowrank":
             kw.update(rank=a.rank, policy=cct.LayerPolicy(min_elements=a.min_elements))
