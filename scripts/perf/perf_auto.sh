@@ -1,7 +1,7 @@
 #!/bin/sh
 # Method AUTO against NONE and TOPK (its default candidate) from 4 KiB to
-# 256 MiB per rank, in every setup a user runs it (docs/performance.md, "The
-# cost model: predicted against measured"), each run three times:
+# 256 MiB per rank, in every setup a user runs it (docs/perf/auto.md), each
+# run three times:
 #   shm2, shm4   2 and 4 ranks on this machine (shared memory; 4 ranks
 #                oversubscribe a 2-core machine)
 #   busy2        2 ranks on this machine beside a busy process (one core
@@ -75,7 +75,7 @@ for setup in $setups; do
           extra='$CC_CLUSTER_MPIRUN -x PYTHONPATH='"$PWD"'/python -x CC_COLL_LIBRARY='"$lib"' /usr/bin/python3 scripts/perf/perf_bucket.py '"$tmp"'/bucket.json --iters 10'
         fi
         scripts/cluster/cc_cluster.sh -N 2 -r "$setup" -t 3000 -p ccauto -- sh -c '
-          $CC_CLUSTER_MPIRUN '"$perf"' -b 4K -e 1M -f 4 -n 30 -w $wsmall > '"$tmp"'/small.json &&
+          $CC_CLUSTER_MPIRUN '"$perf"' -b 4K -e 1M -f 4 -n 30 -w '"$wsmall"' > '"$tmp"'/small.json &&
           $CC_CLUSTER_MPIRUN '"$perf $large"' > '"$tmp"'/large.json && '"$extra"
         ;;
     esac
