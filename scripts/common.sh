@@ -121,8 +121,9 @@ cc_coll_build_sanitize() {
 
 # The test suite again with MPICH (Debian's mpich, beside Open MPI): a second
 # build in ${CC_COLL_MPICH_BUILD_DIR:-build-mpich} made with MPICH's
-# wrappers and mpiexec (-DMPI_EXECUTABLE_SUFFIX=.mpich), without CUDA and the
-# Google Benchmark programs (no test uses them), whose cross-MPI preload
+# wrappers and mpiexec (-DMPI_EXECUTABLE_SUFFIX=.mpich), without CUDA, the
+# Google Benchmark programs and the unit test programs (no test it runs uses
+# them), whose cross-MPI preload
 # tests also use the build in $CC_COLL_BUILD_DIR; then its ctest, with the
 # arguments given, less the unit tests (no MPI in them) and the docs checks
 # (the same files as the first build's). CC_COLL_SKIP_MPICH=1 skips it.
@@ -143,6 +144,7 @@ cc_coll_test_mpich() {
     echo "== MPICH: configuring and building in $mpich_dir"
     cmake -S "$CC_COLL_ROOT" -B "$mpich_dir" -DCMAKE_BUILD_TYPE=Release -DCC_COLL_BUILD_TESTS=ON \
         -DMPI_EXECUTABLE_SUFFIX=.mpich -DCC_COLL_ENABLE_CUDA=OFF -DCC_COLL_BUILD_BENCHMARKS=OFF \
+        -DCC_COLL_BUILD_UNIT_TESTS=OFF \
         -DCC_COLL_CROSS_MPI_BUILD="$cross"
     cmake --build "$mpich_dir" -j "$CC_COLL_JOBS"
     echo "== MPICH: running the test suite"
