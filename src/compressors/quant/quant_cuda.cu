@@ -17,10 +17,9 @@ unsigned blocks_for(std::size_t n)
 
 cudaStream_t as_stream(void *s) { return static_cast<cudaStream_t>(s); }
 
-// One warp per chunk. The statistics: lane l over the elements l, l + 32,
-// ... in order, then the shuffle tree (the host's lane order,
-// quant_kernels.hpp kLanes); the codes: lane l packs the groups of 8
-// elements l, l + 32, ...
+// One warp per chunk (quant_kernels.hpp's device encoder): lane l's
+// statistics, the shuffle tree, then lane l codes the groups of 8 elements
+// l, l + 32, ...
 template <typename W>
 __global__ void encode_kernel(Options o, std::uint64_t seed, unsigned stage, const W *v, std::size_t n,
                               unsigned char *out, W *error, bool accumulate)
@@ -29,7 +28,6 @@ __global__ void encode_kernel(Options o, std::uint64_t seed, unsigned stage, con
     const std::size_t warps = static_cast<std::size_t>(gridDim.x) * (blockDim.x / kLanes);
     const std::size_t chunks = (n + o.chunk - 1) / o.chunk;
     const std::size_t S = stride(o.chunk, o.bits);
-    const unsigned levels = (1u << o.bits) - 1u;
     for (std::size_t c = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / kLanes; c < chunks;
          c += warps) {
         const std::size_t lo_i = c * o.chunk;
@@ -37,81 +35,31 @@ __global__ void encode_kernel(Options o, std::uint64_t seed, unsigned stage, con
         const W *x = v + lo_i;
         W *e = error != nullptr ? error + lo_i : nullptr;
         unsigned char *chunk = out + c * S;
-        std::uint32_t amax_bits = 0;
-        const float first = static_cast<float>(x[0]);
-        float lo = first, hi = first, sum = 0.0f;
-        for (std::size_t k = lane; k < len; k += kLanes) {
-            const float f = static_cast<float>(x[k]);
-            lo = f < lo ? f : lo;
-            hi = f > hi ? f : hi;
-            const std::uint32_t a = float_bits(f) & 0x7fffffffu;
-            amax_bits = a > amax_bits ? a : amax_bits;
-            sum = add_rn(sum, bits_float(a));
-        }
+        LaneStats s = lane_stats(x, len, lane);
         for (unsigned off = kLanes / 2; off > 0; off /= 2) {
-            const float olo = __shfl_down_sync(kFull, lo, off), ohi = __shfl_down_sync(kFull, hi, off);
-            const std::uint32_t oa = __shfl_down_sync(kFull, amax_bits, off);
-            const float os = __shfl_down_sync(kFull, sum, off);
-            if (lane < off) {
-                lo = olo < lo ? olo : lo;
-                hi = ohi > hi ? ohi : hi;
-                amax_bits = oa > amax_bits ? oa : amax_bits;
-                sum = add_rn(sum, os);
-            }
+            LaneStats other;
+            other.lo = __shfl_down_sync(kFull, s.lo, off);
+            other.hi = __shfl_down_sync(kFull, s.hi, off);
+            other.abs_sum = __shfl_down_sync(kFull, s.abs_sum, off);
+            other.amax_bits = __shfl_down_sync(kFull, s.amax_bits, off);
+            if (lane < off) merge_stats(s, other);
         }
-        lo = __shfl_sync(kFull, lo, 0);
-        hi = __shfl_sync(kFull, hi, 0);
-        amax_bits = __shfl_sync(kFull, amax_bits, 0);
-        sum = __shfl_sync(kFull, sum, 0);
-        const Header h =
-            make_header(o.scheme, o.bits, amax_bits < 0x7f800000u, lo, hi, bits_float(amax_bits), sum, len);
+        s.lo = __shfl_sync(kFull, s.lo, 0);
+        s.hi = __shfl_sync(kFull, s.hi, 0);
+        s.abs_sum = __shfl_sync(kFull, s.abs_sum, 0);
+        s.amax_bits = __shfl_sync(kFull, s.amax_bits, 0);
+        const Header h = stats_header(o, s, len);
         if (lane == 0) {
             reinterpret_cast<float *>(chunk)[0] = h.offset;
             reinterpret_cast<float *>(chunk)[1] = h.step;
         }
-        const bool ok = finite(h.step);
         const std::uint32_t key = o.rounding == Rounding::Stochastic ? chunk_key(seed, stage, c, h) : 0u;
         unsigned char *codes = chunk + kHeaderBytes;
-        const std::size_t groups = (len + 7) / 8;
-        for (std::size_t g = lane; g < groups; g += kLanes) {
-            unsigned q[8];
-            for (unsigned j = 0; j < 8; ++j) {
-                const std::size_t k = 8 * g + j;
-                q[j] = 0;
-                if (k >= len || !ok) continue;
-                const float r =
-                    o.rounding == Rounding::Stochastic ? uniform(key, static_cast<std::uint32_t>(k)) : 0.5f;
-                q[j] = code_one(static_cast<float>(x[k]), h, levels, o.scheme, r);
-            }
-            pack8(q, o.bits, codes + g * o.bits);
-            if (e == nullptr) continue;
-            for (unsigned j = 0; j < 8; ++j) {
-                const std::size_t k = 8 * g + j;
-                if (k >= len) break;
-                if (!ok) {
-                    // Non-finite values are sent (as NaN), never kept.
-                    if (!accumulate) e[k] = W(0);
-                    continue;
-                }
-                const W err = x[k] - static_cast<W>(decode_one(h.offset, h.step, q[j]));
-                e[k] = accumulate ? e[k] + err : err;
-            }
-        }
-        if (lane == 0) {
-            const std::size_t used = groups * o.bits, all = code_bytes(len, o.bits);
-            for (std::size_t b = used; b < all; ++b) codes[b] = 0;
-        }
+        for (std::size_t g = lane; g < (len + 7) / 8; g += kLanes)
+            encode_group(o, h, key, x, len, g, codes, e, accumulate);
+        if (lane == 0) zero_code_tail(codes, len, o.bits);
         __syncwarp();
     }
-}
-
-// Element i of a block: chunk i / C, element i % C of it.
-__device__ inline float decode_at(const Options &o, const unsigned char *block, std::size_t i)
-{
-    const unsigned char *chunk = block + (i / o.chunk) * stride(o.chunk, o.bits);
-    const float offset = reinterpret_cast<const float *>(chunk)[0];
-    const float step = reinterpret_cast<const float *>(chunk)[1];
-    return decode_one(offset, step, read_code(chunk + kHeaderBytes, i % o.chunk, o.bits));
 }
 
 template <typename W>

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "core/half.hpp"
 
@@ -217,6 +218,99 @@ CC_COLL_HD inline float key_value(std::int32_t k)
     return bits_float(u ^ ((0u - (u >> 31)) >> 1));
 }
 
+// 8 codes into b bytes (element j at bits [j b, j b + b)).
+CC_COLL_HD inline void pack8(const unsigned *q, unsigned bits, unsigned char *out)
+{
+    std::uint64_t w = 0;
+    for (unsigned j = 0; j < 8; ++j) w |= static_cast<std::uint64_t>(q[j]) << (j * bits);
+    for (unsigned j = 0; j < bits; ++j) out[j] = static_cast<unsigned char>(w >> (8 * j));
+}
+
+// The device's encoder, one warp per chunk, in steps written once for the
+// kernel (quant_cuda.cu) and its host replay (tests/gpu/
+// test_quant_cuda_host.cc), which checks them against the host loops above
+// bit for bit without a GPU.
+//
+// Lane l's share of a chunk's statistics: the elements l, l + kLanes, ...
+// of the chunk's len, in order (lo and hi start at the chunk's first
+// value, so a lane with no element changes nothing).
+struct LaneStats {
+    float lo, hi, abs_sum;
+    std::uint32_t amax_bits;  // max |v| as bits: NaN and infinities above every finite |v|
+};
+
+template <typename W>
+CC_COLL_HD inline LaneStats lane_stats(const W *x, std::size_t len, unsigned lane)
+{
+    const float first = static_cast<float>(x[0]);
+    LaneStats s{first, first, 0.0f, 0u};
+    for (std::size_t k = lane; k < len; k += kLanes) {
+        const float f = static_cast<float>(x[k]);
+        s.lo = f < s.lo ? f : s.lo;
+        s.hi = f > s.hi ? f : s.hi;
+        const std::uint32_t a = float_bits(f) & 0x7fffffffu;
+        s.amax_bits = a > s.amax_bits ? a : s.amax_bits;
+        s.abs_sum = add_rn(s.abs_sum, bits_float(a));
+    }
+    return s;
+}
+
+// One step of the tree: lane l < off takes in lane l + off's statistics
+// (off = 16, 8, 4, 2, 1; the order of the host's lane sums).
+CC_COLL_HD inline void merge_stats(LaneStats &s, const LaneStats &o)
+{
+    s.lo = o.lo < s.lo ? o.lo : s.lo;
+    s.hi = o.hi > s.hi ? o.hi : s.hi;
+    s.amax_bits = o.amax_bits > s.amax_bits ? o.amax_bits : s.amax_bits;
+    s.abs_sum = add_rn(s.abs_sum, o.abs_sum);
+}
+
+// The chunk's header from lane 0's statistics after the tree.
+CC_COLL_HD inline Header stats_header(const Options &o, const LaneStats &s, std::size_t len)
+{
+    return make_header(o.scheme, o.bits, s.amax_bits < 0x7f800000u, s.lo, s.hi, bits_float(s.amax_bits), s.abs_sum,
+                       len);
+}
+
+// Group g of a chunk of len elements (its elements 8g .. 8g + 7 below len,
+// codes of the rest 0) into its b bytes at codes + g b, and the coding
+// error into e (stored, or added when accumulate; e may be null). In a
+// chunk that is not finite every code is 0 and the kept error 0 (or
+// unchanged when added): non-finite values are sent, as NaN, never kept.
+template <typename W>
+CC_COLL_HD inline void encode_group(const Options &o, const Header &h, std::uint32_t key, const W *x, std::size_t len,
+                                    std::size_t g, unsigned char *codes, W *e, bool accumulate)
+{
+    const unsigned levels = (1u << o.bits) - 1u;
+    const bool ok = finite(h.step);
+    unsigned q[8];
+    for (unsigned j = 0; j < 8; ++j) {
+        const std::size_t k = 8 * g + j;
+        q[j] = 0;
+        if (k >= len || !ok) continue;
+        const float r = o.rounding == Rounding::Stochastic ? uniform(key, static_cast<std::uint32_t>(k)) : 0.5f;
+        q[j] = code_one(static_cast<float>(x[k]), h, levels, o.scheme, r);
+    }
+    pack8(q, o.bits, codes + g * o.bits);
+    if (e == nullptr) return;
+    for (unsigned j = 0; j < 8; ++j) {
+        const std::size_t k = 8 * g + j;
+        if (k >= len) break;
+        if (!ok) {
+            if (!accumulate) e[k] = W(0);
+            continue;
+        }
+        const W err = x[k] - static_cast<W>(decode_one(h.offset, h.step, q[j]));
+        e[k] = accumulate ? e[k] + err : err;
+    }
+}
+
+// The code bytes after the last group of a chunk of len elements, zeroed.
+CC_COLL_HD inline void zero_code_tail(unsigned char *codes, std::size_t len, unsigned bits)
+{
+    for (std::size_t b = (len + 7) / 8 * bits, all = code_bytes(len, bits); b < all; ++b) codes[b] = 0;
+}
+
 // Bits [k b, k b + b) of a chunk's code bytes.
 CC_COLL_HD inline unsigned read_code(const unsigned char *codes, std::size_t k, unsigned bits)
 {
@@ -227,12 +321,25 @@ CC_COLL_HD inline unsigned read_code(const unsigned char *codes, std::size_t k, 
     return (w >> shift) & ((1u << bits) - 1u);
 }
 
-// 8 codes into b bytes (element j at bits [j b, j b + b)).
-CC_COLL_HD inline void pack8(const unsigned *q, unsigned bits, unsigned char *out)
+// A binary32 of a chunk's header (8-byte aligned on the device).
+CC_COLL_HD inline float load_f32(const unsigned char *p)
 {
-    std::uint64_t w = 0;
-    for (unsigned j = 0; j < 8; ++j) w |= static_cast<std::uint64_t>(q[j]) << (j * bits);
-    for (unsigned j = 0; j < bits; ++j) out[j] = static_cast<unsigned char>(w >> (8 * j));
+#ifdef __CUDA_ARCH__
+    return *reinterpret_cast<const float *>(p);
+#else
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+#endif
 }
+
+// Element i of a block of chunks (chunk i / C, element i % C of it),
+// decoded: the device decoders' per-element read.
+CC_COLL_HD inline float decode_at(const Options &o, const unsigned char *block, std::size_t i)
+{
+    const unsigned char *chunk = block + (i / o.chunk) * stride(o.chunk, o.bits);
+    return decode_one(load_f32(chunk), load_f32(chunk + 4), read_code(chunk + kHeaderBytes, i % o.chunk, o.bits));
+}
+
 
 }  // namespace cc_coll::detail::quant
