@@ -281,9 +281,10 @@ void print_summary(State &s, const std::uint64_t sum[kCounters], const std::uint
     std::fprintf(stderr, "[cc_coll] preload summary: %d rank%s, thread level %s, %s\n", s.world_size,
                  s.world_size == 1 ? "" : "s", thread_level_name(s.thread_level), mode.c_str());
     std::fprintf(stderr,
-                 "[cc_coll] settings: method %s, density %g, ef %d, ef_max_bytes %" PRIu64 ", min_bytes %" PRIu64
+                 "[cc_coll] settings: method %s, %sef %d, ef_max_bytes %" PRIu64 ", min_bytes %" PRIu64
                  ", min_repeats %" PRIu64 ", allow \"%s\", deny \"%s\"\n",
-                 cc_coll_method_name(c.method), c.density, c.ef ? 1 : 0, c.ef_max_bytes, c.min_bytes,
+                 cc_coll_method_name(c.method), density_setting(c.method, c.density, ", ").c_str(), c.ef ? 1 : 0,
+                 c.ef_max_bytes, c.min_bytes,
                  c.min_repeats, pattern_list(c.allow).c_str(), pattern_list(c.deny).c_str());
     std::fprintf(stderr,
                  "[cc_coll] allreduce calls seen %" PRIu64 ", compressed %" PRIu64

@@ -25,6 +25,14 @@ bool method_compresses(cc_coll_method_t method)
     return (cc_coll_method_caps(method) & (CC_COLL_METHOD_CAP_LOSSY | CC_COLL_METHOD_CAP_SELECTS)) != 0;
 }
 
+std::string density_setting(cc_coll_method_t method, double density, const char *sep)
+{
+    if ((cc_coll_method_caps(method) & (CC_COLL_METHOD_CAP_DENSITY | CC_COLL_METHOD_CAP_SELECTS)) == 0) return "";
+    char text[64];
+    std::snprintf(text, sizeof text, "density %g%s", density, sep);
+    return text;
+}
+
 const char *thread_level_name(int level)
 {
     switch (level) {
@@ -103,10 +111,10 @@ void setup(int thread_level)
         // The parameters the shim passes with every compressed call, whatever
         // the method (compress_params).
         std::fprintf(stderr,
-                     "[cc_coll] preload: compressing MPI_Allreduce with method %s (density %g, error feedback %s): "
+                     "[cc_coll] preload: compressing MPI_Allreduce with method %s (%serror feedback %s): "
                      "%s; every other call passes through to MPI unchanged (CC_COLL_QUIET=1 silences this line)\n",
-                     cc_coll_method_name(cfg.method), cfg.density, cfg.ef ? "on" : "off",
-                     eligibility_rule(cfg).c_str());
+                     cc_coll_method_name(cfg.method), density_setting(cfg.method, cfg.density, ", ").c_str(),
+                     cfg.ef ? "on" : "off", eligibility_rule(cfg).c_str());
     }
     if (advise && s.keyval != MPI_KEYVAL_INVALID && !cfg.quiet && s.world_rank == 0)
         std::fprintf(stderr,
