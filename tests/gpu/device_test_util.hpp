@@ -1,7 +1,7 @@
 // Device memory and result checks shared by the on-device gtests
 // (test_*_cuda_device.cc): a gpu::Result as a gtest assertion, ASSERT_CUDA,
-// and DeviceBuffer, whose uploads have landed before a non-blocking stream
-// can read them.
+// DeviceBuffer, whose uploads have landed before a non-blocking stream
+// can read them, and StreamTest, the fixture that gives a test its stream.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gpu/gpu.hpp"
 #include "gpu/result.hpp"
 
 namespace cc_coll::detail::device_test {
@@ -78,6 +79,27 @@ private:
     T *ptr_ = nullptr;
     std::size_t n_;
     cudaError_t status_ = cudaSuccess;
+};
+
+// ---------------------------------------------------------------- fixture
+
+// A test on its own non-blocking stream, skipped without a CUDA device; the
+// stream must be idle and error-free at the end.
+class StreamTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (gpu::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+        ASSERT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    }
+    void TearDown() override
+    {
+        if (stream_ != nullptr) {
+            EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << "work left on the stream failed";
+            (void)cudaStreamDestroy(stream_);
+        }
+    }
+    cudaStream_t stream_ = nullptr;
 };
 
 inline constexpr unsigned char kFill = 0xa5;  // garbage a result must overwrite

@@ -76,21 +76,8 @@ std::string describe(const Options &o)
            " rounding " + std::to_string(static_cast<int>(o.rounding)) + " chunk " + std::to_string(o.chunk);
 }
 
-class QuantDevice : public ::testing::Test {
+class QuantDevice : public device_test::StreamTest {
 protected:
-    void SetUp() override
-    {
-        if (gpu::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-        ASSERT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    }
-    void TearDown() override
-    {
-        if (stream_ != nullptr) {
-            EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << "work left on the stream failed";
-            (void)cudaStreamDestroy(stream_);
-        }
-    }
-
     template <typename W>
     void encode_case(const Options &o, std::size_t n, int err_mode)
     {
@@ -146,7 +133,6 @@ protected:
             ASSERT_EQ(std::memcmp(&got[i], &expect[i], sizeof(W)), 0) << describe(o) << ": sum of element " << i;
     }
 
-    cudaStream_t stream_ = nullptr;
 };
 
 TEST_F(QuantDevice, EncodeMatchesTheHost)

@@ -445,21 +445,8 @@ AroundTarget around_target(std::size_t n, std::uint32_t m, std::size_t target)
 
 // ---------------------------------------------------------------- fixture
 
-class DeviceSketch : public ::testing::Test {
+class DeviceSketch : public device_test::StreamTest {
 protected:
-    void SetUp() override
-    {
-        if (gpu::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-        ASSERT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    }
-    void TearDown() override
-    {
-        if (stream_ != nullptr) {
-            EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << "work left on the stream failed";
-            (void)cudaStreamDestroy(stream_);
-        }
-    }
-
     // bitmap_set of idx (any order, repeats allowed) into a zeroed device
     // bitmap of bitmap_bytes(n) rounded up to 4 bytes, against the host's.
     void expect_bitmap(std::size_t n, const std::vector<std::uint32_t> &idx)
@@ -620,7 +607,6 @@ protected:
         return expect_decode<W>(make_input<W>(cs, data), data, runs, offset);
     }
 
-    cudaStream_t stream_ = nullptr;
     sketch::cuda::DecodeScratch scratch_;  // reused across calls, as the allreduce does
 };
 

@@ -196,22 +196,7 @@ constexpr std::uint32_t kNoIndex = 0xffffffffu;  // never a valid index (n < 2^3
 
 // ---------------------------------------------------------------- fixtures
 
-class DeviceFixture : public ::testing::Test {
-protected:
-    void SetUp() override
-    {
-        if (gpu::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-        ASSERT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    }
-    void TearDown() override
-    {
-        if (stream_ != nullptr) {
-            EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << "work left on the stream failed";
-            (void)cudaStreamDestroy(stream_);
-        }
-    }
-    cudaStream_t stream_ = nullptr;
-};
+using DeviceFixture = device_test::StreamTest;
 
 class DeviceTopk : public DeviceFixture {
 protected:
