@@ -8,8 +8,7 @@ import argparse
 import os
 
 
-def run(argv, description, name, json_name, begin, end, load, section, plot, collect, heading=None,
-        doc="docs/quality.md"):
+def run(argv, description, name, json_name, begin, end, load, section, plot, collect, heading=None, *, doc):
     """The report's main(): load(folder) -> data (None when the folder has no
     JSON), section(data, folder relative to the page) -> the section's text
     (markers included, one newline after), plot(data, folder) -> the PNG
