@@ -283,7 +283,7 @@ void print_summary(State &s, const std::uint64_t sum[kCounters], const std::uint
     std::fprintf(stderr,
                  "[cc_coll] settings: method %s, %sef %d, ef_max_bytes %" PRIu64 ", min_bytes %" PRIu64
                  ", min_repeats %" PRIu64 ", allow \"%s\", deny \"%s\"\n",
-                 cc_coll_method_name(c.method), density_setting(c.method, c.density, ", ").c_str(), c.ef ? 1 : 0,
+                 cc_coll_method_name(c.method), density_setting(c.method, c.density).c_str(), c.ef ? 1 : 0,
                  c.ef_max_bytes, c.min_bytes,
                  c.min_repeats, pattern_list(c.allow).c_str(), pattern_list(c.deny).c_str());
     std::fprintf(stderr,

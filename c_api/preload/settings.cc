@@ -25,11 +25,11 @@ bool method_compresses(cc_coll_method_t method)
     return (cc_coll_method_caps(method) & (CC_COLL_METHOD_CAP_LOSSY | CC_COLL_METHOD_CAP_SELECTS)) != 0;
 }
 
-std::string density_setting(cc_coll_method_t method, double density, const char *sep)
+std::string density_setting(cc_coll_method_t method, double density)
 {
     if ((cc_coll_method_caps(method) & (CC_COLL_METHOD_CAP_DENSITY | CC_COLL_METHOD_CAP_SELECTS)) == 0) return "";
     char text[64];
-    std::snprintf(text, sizeof text, "density %g%s", density, sep);
+    std::snprintf(text, sizeof text, "density %g, ", density);
     return text;
 }
 
@@ -108,12 +108,12 @@ void setup(int thread_level)
     s.ef_cap = !advise && cfg.ef && method_compresses(cfg.method) && cfg.ef_max_bytes != 0;
     s.preflight_device = (cc_coll_build_flags() & CC_COLL_BUILD_CUDA) != 0 && cc_coll_mpi_cuda_aware() != 0;
     if (active && !cfg.quiet && s.world_rank == 0) {
-        // The parameters the shim passes with every compressed call, whatever
-        // the method (compress_params).
+        // The parameters the shim passes with every compressed call
+        // (compress_params); the density only where the method takes it.
         std::fprintf(stderr,
                      "[cc_coll] preload: compressing MPI_Allreduce with method %s (%serror feedback %s): "
                      "%s; every other call passes through to MPI unchanged (CC_COLL_QUIET=1 silences this line)\n",
-                     cc_coll_method_name(cfg.method), density_setting(cfg.method, cfg.density, ", ").c_str(),
+                     cc_coll_method_name(cfg.method), density_setting(cfg.method, cfg.density).c_str(),
                      cfg.ef ? "on" : "off", eligibility_rule(cfg).c_str());
     }
     if (advise && s.keyval != MPI_KEYVAL_INVALID && !cfg.quiet && s.world_rank == 0)

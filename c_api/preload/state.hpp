@@ -196,9 +196,9 @@ State &state();
 // shim has something to do: a lossy method, or one that picks a method per
 // call (cc_coll_method_caps). False for none and for an unknown value.
 bool method_compresses(cc_coll_method_t method);
-// "density <d><sep>" for a method that takes a density, or passes it to
-// the method it picks (cc_coll_method_caps); "" for the others.
-std::string density_setting(cc_coll_method_t method, double density, const char *sep);
+// "density <d>, " for a method that takes a density, or passes it to the
+// method it picks (cc_coll_method_caps); "" for the others.
+std::string density_setting(cc_coll_method_t method, double density);
 
 // Reads and validates every CC_COLL_* setting once, right after MPI is
 // initialised, with the thread level MPI provides.

@@ -196,9 +196,7 @@ void encode_chunk(const Options &o, std::uint64_t seed, unsigned stage, std::siz
 template <typename F>
 void decode_chunk(const Options &o, const unsigned char *chunk, std::size_t len, F &&f)
 {
-    float offset, step;
-    std::memcpy(&offset, chunk, 4);
-    std::memcpy(&step, chunk + 4, 4);
+    const float offset = load_f32(chunk), step = load_f32(chunk + 4);
     const unsigned char *codes = chunk + kHeaderBytes;
     unsigned q[kSub];
     float val[kSub];
