@@ -6,6 +6,9 @@
 // `select` before they route a call and `observe` after it, so no entry
 // point knows AUTO.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -33,6 +36,9 @@ struct AutoState {
     Decision pending;
     bool has_pending = false;  // a call `select` routed, not yet observed
     bool pending_checked = false;  // ... and the online check decided it
+    // Per size class, 1 + the choice its last call preferred (0: no call
+    // yet): CC_COLL_LOG_LEVEL=info logs a call only when that changes.
+    unsigned char preferred[kSizeClasses] = {};
 };
 
 AutoState *state_of(Comm &comm) { return static_cast<AutoState *>(comm.cost_model_slot().get()); }
@@ -62,6 +68,21 @@ double call_bytes(const std::vector<CostTensor> &tensors)
 const char *choice_name(const CostModel &m, int choice)
 {
     return find_method(choice == 0 ? CC_COLL_METHOD_NONE : m.candidate[choice - 1].method)->name;
+}
+
+// A size class as its smallest size ("64 KiB", "1.4 MiB").
+std::string class_text(int k)
+{
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double b = std::pow(2.0, k / 2.0);
+    int u = 0;
+    while (b >= 1024 && u < 4) {
+        b /= 1024;
+        ++u;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g %s", b, units[u]);
+    return buf;
 }
 
 // The choice of the model alone (no check of the runner-up), its
@@ -102,7 +123,27 @@ cc_coll_status_t agree_samples(Comm &comm, AutoState &s)
     CC_COLL_TRY(allreduce_max_u64(values.data(), comm.mpi(), static_cast<int>(values.size())));
     std::vector<std::uint64_t> agreed = words;
     for (std::size_t i = 0; i < values.size(); ++i) agreed[2 + i] = values[i];
+    const std::vector<int> keys = s.online.window_keys();
+    std::vector<double> before;
+    for (int key : keys) before.push_back(s.online.correction(key / kSizeClasses, key % kSizeClasses));
     s.online.apply_agreement(agreed);
+    if (log_enabled(LogLevel::Info)) {
+        // One line per agreement: each sampled choice's agreed ratio
+        // (measured over the model's prediction, the slowest rank's median)
+        // and its correction before and after.
+        std::string text;
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            const int j = keys[i] / kSizeClasses, k = keys[i] % kSizeClasses;
+            double r = 0;
+            std::memcpy(&r, &agreed[2 + i], sizeof r);
+            char buf[160];
+            std::snprintf(buf, sizeof buf, "%s%s at %s: ratio %.3g, correction %.3g -> %.3g", i == 0 ? "" : "; ",
+                          choice_name(s.model, j), class_text(k).c_str(), r, before[i], s.online.correction(j, k));
+            text += buf;
+        }
+        log_message(LogLevel::Info, "auto: agreement %llu on the samples: %s",
+                    static_cast<unsigned long long>(s.online.agreements()), text.c_str());
+    }
     return CC_COLL_OK;
 }
 
@@ -140,7 +181,14 @@ cc_coll_status_t select(Comm &comm, CallKind kind, const std::vector<CostTensor>
     s.auto_explored_calls = d.explored ? 1 : 0;
     s.auto_predicted = d.corrected;
     comm.stats().add(s);
-    if (log_enabled(LogLevel::Info)) {
+    // Info logs a call when it checks the runner-up or when its class's
+    // preferred choice changed; debug logs every call. A line per call would
+    // delay the ranks unevenly, and the wait would land in the samples.
+    const int k = size_class(bytes);
+    const int preferred = d.explored ? st->preferred[k] - 1 : d.choice;
+    const bool changed = preferred != st->preferred[k] - 1;
+    st->preferred[k] = static_cast<unsigned char>(1 + preferred);
+    if (log_enabled(LogLevel::Debug) || (log_enabled(LogLevel::Info) && (changed || d.explored))) {
         std::string cands;
         for (int i = 0; i < st->model.candidates; ++i)
             cands += std::string(", ") + choice_name(st->model, 1 + i) + " " +

@@ -98,12 +98,14 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
     for (int j = 0; j < n; ++j)
         if (j != best && std::isfinite(est[j]) && (runner < 0 || est[j] < est[runner])) runner = j;
     const std::uint64_t calls = ++calls_[k];
+    if (preferred_[k] != 0 && preferred_[k] - 1 != best) switched_ = true;
+    preferred_[k] = static_cast<signed char>(1 + best);
     d.corrected_none = est[0];
     d.corrected_best_lossy = kInf;
     for (int j = 1; j < n; ++j) d.corrected_best_lossy = std::min(d.corrected_best_lossy, est[j]);
     int ran = best;
     if (std::isfinite(est[best])) total_ += est[best];
-    // The second call of a look at a choice unseen in the class: the one
+    // The second call of a look at a choice never run in the class: the one
     // that is measured (the first paid for the choice's new state).
     const int again = look_again_[k] - 1;
     look_again_[k] = 0;
@@ -135,14 +137,16 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
             drift_[k] = false;
             last_explore_[k] = calls;
             spent_ += extra;
-            // A choice never measured in the class runs twice: its first
-            // call may pay for what the next ones reuse (a residual, scratch
-            // buffers, the pages they touch), so only the second is a sample.
-            if (unseen) {
-                d.warmup = true;
-                look_again_[k] = static_cast<unsigned char>(1 + runner);
-            }
+            // A choice never run in the class runs twice: its first call is
+            // no sample (below), the second is.
+            if (!ran_[runner][k]) look_again_[k] = static_cast<unsigned char>(1 + runner);
         }
+    }
+    // A choice's first call in the class may pay for what the next ones
+    // reuse (a residual, scratch buffers, the pages they touch): no sample.
+    if (!ran_[ran][k]) {
+        ran_[ran][k] = true;
+        d.warmup = true;
     }
     d.choice = ran;
     d.predicted = ran == 0 ? c.predicted_none : c.predicted[ran - 1];
@@ -174,9 +178,22 @@ bool OnlineCheck::agreement_due(const CostModel &model) const
     if (window_.empty()) return false;
     // The first agreements come sooner (8, 16, 32 calls), so that a
     // communicator's first sizes are corrected within their first calls.
-    const int max_calls = agreements_ >= 3 ? kAgreeMaxCalls : kAgreeFirstCalls << agreements_;
+    // After a class's best choice changed, the next one comes as soon, so
+    // that a switch on a misleading sample is undone within a few calls.
+    const int max_calls = switched_         ? kAgreeFirstCalls
+                          : agreements_ >= 3 ? kAgreeMaxCalls
+                                             : kAgreeFirstCalls << agreements_;
     return static_cast<int>(window_.size()) >= kAgreeSlots || window_calls_ >= max_calls ||
            (window_calls_ >= kAgreeMinCalls && window_predicted_ >= kAgreeCostFactor * 2 * model.latency);
+}
+
+std::vector<int> OnlineCheck::window_keys() const
+{
+    std::vector<int> keys;
+    for (const Pending &p : window_) keys.push_back(p.key);
+    std::sort(keys.begin(), keys.end());
+    if (keys.size() > static_cast<std::size_t>(kAgreeSlots)) keys.resize(kAgreeSlots);
+    return keys;
 }
 
 std::vector<std::uint64_t> OnlineCheck::agreement_words() const
@@ -201,6 +218,7 @@ bool OnlineCheck::apply_agreement(const std::vector<std::uint64_t> &max_words)
     window_.clear();
     window_calls_ = 0;
     window_predicted_ = 0;
+    switched_ = false;
     if (max_words.size() != static_cast<std::size_t>(2 + kAgreeSlots) || max_words[0] != ~max_words[1])
         return false;  // the ranks' windows differ: learn nothing
     ++agreements_;
@@ -208,18 +226,26 @@ bool OnlineCheck::apply_agreement(const std::vector<std::uint64_t> &max_words)
         const double r = double_of(max_words[2 + i]);
         if (!(r > 0) || !std::isfinite(r)) continue;
         const int j = sorted[i].key / kSizeClasses, k = sorted[i].key % kSizeClasses;
+        // The window's samples of the pair: the same count on every rank
+        // (the decisions are), so the weights are too.
+        const double m = static_cast<double>(sorted[i].ratios.size());
+        if (!(m > 0)) continue;
         double &f = factor_[j][k];
+        double &w = weight_[j][k];
         signed char &off = off_[j][k];
-        const signed char now = r > kDriftFactor * f ? 1 : r * kDriftFactor < f ? -1 : 0;
-        if (f <= 0) {
+        // A window of fewer than kDriftMinSamples samples (a check of the
+        // runner-up) moves the correction by its weight only: one call can
+        // be the exception (a burst a shaped link lets through).
+        const signed char now =
+            m < kDriftMinSamples ? 0 : r > kDriftFactor * f ? 1 : r * kDriftFactor < f ? -1 : 0;
+        if (f <= 0 || (now != 0 && now == off)) {
+            if (f > 0) drift_[k] = true;
             f = r;
-            off = 0;
-        } else if (now != 0 && now == off) {
-            f = r;
-            drift_[k] = true;
+            w = std::min(m, kMaxWeight);
             off = 0;
         } else {
-            f = 0.5 * (f + r);
+            f = std::exp((w * std::log(f) + m * std::log(r)) / (w + m));
+            w = std::min(w + m, kMaxWeight);
             off = now;
         }
     }

@@ -3,17 +3,27 @@
 //
 // Every call AUTO routes is timed on every rank; the time over the model's
 // prediction for what ran is a sample of that choice (NONE or a candidate)
-// in the call's size class (a half-octave of its bytes). The ranks agree on
-// the samples every so often, at the same AUTO call on every rank (an
+// in the call's size class (a half-octave of its bytes), except a choice's
+// first call in a class, which may pay for state the next ones reuse
+// (TOPK's residual, scratch buffers, the pages they touch). The ranks agree
+// on the samples every so often, at the same AUTO call on every rank (an
 // exchange in the agreement's format, then one MPI_Allreduce (MPI_MAX) of
 // at most 32 words), once the calls since the last one are 4 or more and
 // were predicted to take 100 times its two latencies, or after 64 calls
-// (8, 16 and 32 for a communicator's first three agreements).
-// What they agree on is each choice's median ratio, the slowest rank's;
-// the choice's correction in that class moves halfway towards it, or all
-// the way when it is off by more than 1.5x, in the same direction, for the
-// second agreement running (the class has drifted). A prediction is multiplied by its correction (the class's,
-// else the nearest class's within two octaves, else 1).
+// (8, 16 and 32 for a communicator's first three agreements, and 8 again
+// after a class's preferred choice changed, so that a wrong switch is
+// undone within a few calls).
+// What they agree on is each choice's median ratio, the slowest rank's.
+// The choice's correction in that class is the weighted geometric mean of
+// its history and the window's ratio, each sample one unit of weight and
+// the history's weight capped at 64 (one outlying sample, such as a look
+// at the runner-up on a link that bursts, cannot outweigh a window of
+// sustained calls, nor one noisy window a long history); it takes the
+// window's ratio alone when the ratio is off by more than 1.5x, in the same
+// direction, for the second agreement running, each window with 3 or more
+// samples of the choice (the class has drifted). A
+// prediction is multiplied by its correction (the class's, else the
+// nearest class's within two octaves, else 1).
 //
 // Exploration: AUTO runs the runner-up instead of the best now and then,
 // from the 3rd call of a size class on, and never twice within 50 calls of
@@ -26,9 +36,8 @@
 // only while the predicted extra time of all checks stays within 2% of the
 // predicted time of all AUTO calls. So at most two calls in 50 run a
 // choice the model does not prefer, and, but for the first looks, the
-// checks cost at most 2% of the time. A choice with no sample in the class
-// yet is run twice in a row, and only the second call is a sample: the
-// first may pay for state the next ones reuse (TOPK's residual, scratch).
+// checks cost at most 2% of the time. A look at a choice never run in the
+// class runs it twice in a row, so that the second call is a sample.
 //
 // Everything a decision reads (the model, the corrections, the call
 // counts) is the same on every rank: rank-local clocks enter only through
@@ -59,6 +68,8 @@ constexpr double kExploreBudget = 0.02;
 constexpr double kCloseFactor = 1.5;
 constexpr double kDriftFactor = 1.5;
 constexpr double kCheckMinSeconds = 20e-6;  // calls predicted shorter are not checked (auto.cc)
+constexpr double kMaxWeight = 64;  // samples a correction's history weighs at most
+constexpr double kDriftMinSamples = 3;  // a window's samples of a choice that can tell a drift
 
 int size_class(double bytes);
 
@@ -70,7 +81,7 @@ struct Decision {
     double corrected_none = 0;  // NONE, corrected
     double corrected_best_lossy = 0;
     bool explored = false;      // ran the runner-up to check the model
-    bool warmup = false;        // the first of a look's two calls: not a sample
+    bool warmup = false;        // the choice's first call in the class: not a sample
 };
 
 class OnlineCheck {
@@ -92,6 +103,11 @@ public:
     std::vector<std::uint64_t> agreement_words() const;
     bool apply_agreement(const std::vector<std::uint64_t> &max_words);
 
+    // The (choice, class) keys of the samples the next agreement decides,
+    // in the order of its words (choice * kSizeClasses + class).
+    std::vector<int> window_keys() const;
+    // The samples behind the correction of choice j in class k (capped).
+    double weight(int j, int k) const { return weight_[j][k]; }
     // The agreed correction of choice j in class k (0: none yet).
     double correction(int j, int k) const { return factor_[j][k]; }
     std::uint64_t agreements() const { return agreements_; }
@@ -104,6 +120,10 @@ private:
         std::vector<double> ratios;
     };
     double factor_[kChoices][kSizeClasses] = {};
+    double weight_[kChoices][kSizeClasses] = {};
+    bool ran_[kChoices][kSizeClasses] = {};           // the choice has run in the class
+    signed char preferred_[kSizeClasses] = {};        // 1 + the class's last best choice (0: none yet)
+    bool switched_ = false;  // a class's best choice changed since the last agreement
     bool drift_[kSizeClasses] = {};
     signed char off_[kChoices][kSizeClasses] = {};  // the last agreement's direction when off by > 1.5x
     std::uint64_t calls_[kSizeClasses] = {};
