@@ -202,7 +202,8 @@ const SettingDef kSettings[] = {
      apply_state_max_bytes},
     {"LOG_LEVEL", "CC_COLL_LOG_LEVEL", "none",
      "Diagnostics printed to stderr: none; error (every failed call's message); info (also "
-     "communicator creation); debug (also every call). Read once per process.",
+     "communicator creation, and AUTO's model, agreements and changes of choice); debug (also every call). Read "
+     "once per process.",
      apply_log_level},
     {"CUDA_TRANSPORT", "CC_COLL_CUDA_TRANSPORT", "auto",
      "How device buffers reach MPI: direct (device pointers straight to MPI; needs an MPI that "
