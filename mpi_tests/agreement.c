@@ -361,8 +361,8 @@ static void test_local_failures(cc_coll_comm_h h)
 
 /* A method's own settings shape its exchange (its options word is in the
  * agreement): one rank's communicator created with another value makes
- * every rank's allreduce and reduce-scatter with that method
- * CC_COLL_ERR_MISMATCH, and the next agreed call works. */
+ * every rank's allreduce and reduce-scatter (LOWRANK, which has none: group)
+ * with that method CC_COLL_ERR_MISMATCH, and the next agreed call works. */
 static void test_method_settings(cc_coll_comm_h h)
 {
     (void)h;
@@ -376,6 +376,8 @@ static void test_method_settings(cc_coll_comm_h h)
         {CC_COLL_METHOD_QUANT, "CC_COLL_QUANT_SCHEME", "norm"},
         {CC_COLL_METHOD_QUANT, "CC_COLL_QUANT_ROUNDING", "stochastic"},
         {CC_COLL_METHOD_ONEBIT, "CC_COLL_ONEBIT_CHUNK", "256"},
+        {CC_COLL_METHOD_LOWRANK, "CC_COLL_LOWRANK_FACTORS", "bf16"},
+        {CC_COLL_METHOD_LOWRANK, "CC_COLL_LOWRANK_FACTORS", "fp16"},
     };
     const int odd = g_size - 1;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
@@ -386,7 +388,7 @@ static void test_method_settings(cc_coll_comm_h h)
         for (int k = 0; k < 2; ++k) {
             Call x = base_call();
             x.method = cases[i].method;
-            x.kind = k == 0 ? ALLREDUCE : REDUCE_SCATTER;
+            x.kind = k == 0 ? ALLREDUCE : cases[i].method == CC_COLL_METHOD_LOWRANK ? GROUP : REDUCE_SCATTER;
             char desc[128];
             snprintf(desc, sizeof desc, "%s=%s on one rank", cases[i].var, cases[i].value);
             expect_disagreement(desc, &x, &x, odd, CC_COLL_ERR_MISMATCH, other);

@@ -559,6 +559,41 @@ static inline void lowrank_input(cc_coll_dtype_t d, size_t n, size_t vrows, size
 }
 
 
+/* This rank's input x: c_q M with c_q = 2 (q + 1) / (P + 1) (so the average
+ * is M), rounded to d, where M = U diag(s) V^T (the first n elements of its
+ * vr x vc view) has r singular values from 1.5 down to 1 and orthonormal U,
+ * V (U's last row zero when the view is padded). Every rank's factors point
+ * the same way, so their sums cancel nothing, and M is well conditioned: a
+ * LOWRANK step at rank r from a Q that meets M's row space loses little more
+ * than the factors' rounding (lowrank_factors.c). want: the exact reduction
+ * (SUM or AVG) of the rounded inputs. */
+static inline void lowrank_scaled_input(cc_coll_dtype_t d, cc_coll_op_t op, size_t n, size_t vr, size_t vc, int r,
+                                        uint64_t seed, double *x, double *want)
+{
+    double *u = xmalloc(vr * (size_t)r * sizeof *u), *v = xmalloc(vc * (size_t)r * sizeof *v);
+    gauss_fill(u, vr * (size_t)r, seed);
+    gauss_fill(v, vc * (size_t)r, seed ^ 0x5a5a5a5aull);
+    if (vr * vc > n)
+        for (int k = 0; k < r; ++k) u[(vr - 1) * (size_t)r + (size_t)k] = 0.0;
+    CHECK(orthonormalize_columns(u, vr, r) == r && orthonormalize_columns(v, vc, r) == r, "orthonormal U, V");
+    memset(want, 0, n * sizeof *want);
+    for (size_t i = 0; i < n; ++i) {
+        const size_t row = i / vc, col = i % vc;
+        double m = 0.0;
+        for (int k = 0; k < r; ++k) {
+            const double s = 1.5 - 0.5 * k / (r > 1 ? r - 1 : 1);
+            m += u[row * (size_t)r + (size_t)k] * s * v[col * (size_t)r + (size_t)k];
+        }
+        for (int q = 0; q < g_size; ++q) {
+            const double xq = round_to(d, 2.0 * (q + 1) / (g_size + 1) * m);
+            want[i] += op == CC_COLL_AVG ? xq / g_size : xq;
+            if (q == g_rank) x[i] = xq;
+        }
+    }
+    free(u);
+    free(v);
+}
+
 /* LOWRANK with RANK = rank and SHAPE = rows x cols (cols 0: count / rows);
  * rows = cols = 0 is the explicit near-square view. */
 static inline cc_coll_params_t lowrank_params(uint64_t rows, uint64_t cols, int rank)

@@ -1,7 +1,8 @@
 // Method LOWRANK's linear algebra without MPI (docs/algorithms.md section 4,
 // src/compressors/lowrank/powersgd.hpp): the matrix view, the compression
 // test, the seeded Gaussian, the orthogonalisation, the three products
-// against naive loops written here, and single-process PowerSGD steps.
+// against naive loops written here, single-process PowerSGD steps, and the
+// CC_COLL_LOWRANK_FACTORS setting (its word, the agreement, the cost model).
 //
 // Matrices are row-major, as in the library: M is rows x cols, P rows x r,
 // Q cols x r. The references below loop; the library must not (it calls
@@ -18,6 +19,10 @@
 #include <gtest/gtest.h>
 
 #include "compressors/lowrank/powersgd.hpp"
+#include "core/config.hpp"
+#include "core/method.hpp"
+#include "core/params.hpp"
+#include "map_env.hpp"
 
 namespace cc_coll::detail::lowrank {
 namespace {
@@ -1029,3 +1034,96 @@ TEST(LowRankProducts, RowBlocksEqualTheWholeProduct)
 
 }  // namespace
 }  // namespace cc_coll::detail::lowrank
+
+// ---------------------------------------------------------------- CC_COLL_LOWRANK_FACTORS
+
+namespace cc_coll::detail {
+namespace {
+
+using cc_coll::test::MapEnv;
+
+// The factors' format of a communicator created with `value` (nullptr:
+// unset), as a call's params carry it.
+lowrank::Factors factors_for(const char *value)
+{
+    MapEnv env;
+    if (value != nullptr) env.vars["CC_COLL_LOWRANK_FACTORS"] = value;
+    Config cfg;
+    std::string why;
+    EXPECT_EQ(load_config(env.lookup(), &cfg, &why), CC_COLL_OK) << why;
+    CallParams p;
+    EXPECT_EQ(resolve_params(nullptr, cfg, &p), CC_COLL_OK);
+    return lowrank::factors_of(p.method_options[CC_COLL_METHOD_LOWRANK]);
+}
+
+TEST(LowRankFactors, SettingGoesIntoTheOptionsWord)
+{
+    EXPECT_EQ(factors_for(nullptr), lowrank::Factors::Work);
+    EXPECT_EQ(factors_for("work"), lowrank::Factors::Work);
+    EXPECT_EQ(factors_for("bf16"), lowrank::Factors::Bf16);
+    EXPECT_EQ(factors_for(" FP16 "), lowrank::Factors::Fp16);
+}
+
+TEST(LowRankFactors, BadValuesNameTheSettingAndWhatIsAllowed)
+{
+    for (const char *value : {"fp8", "", "half", "bf16,fp16"}) {
+        MapEnv env;
+        env.vars["CC_COLL_LOWRANK_FACTORS"] = value;
+        Config cfg;
+        std::string why;
+        EXPECT_EQ(load_config(env.lookup(), &cfg, &why), CC_COLL_ERR_CONFIG) << value;
+        EXPECT_NE(why.find("CC_COLL_LOWRANK_FACTORS=\"" + std::string(value) + "\""), std::string::npos) << why;
+        EXPECT_NE(why.find("expected one of: work, bf16, fp16"), std::string::npos) << why;
+    }
+}
+
+// The format shapes the exchange: three formats, three agreement hashes;
+// work's is the hash without the setting.
+TEST(LowRankFactors, AgreementHashFollowsTheSetting)
+{
+    const Method *m = find_method(CC_COLL_METHOD_LOWRANK);
+    ASSERT_NE(m, nullptr);
+    ASSERT_NE(m->agreement_params, nullptr);
+    CallParams p;
+    const std::uint64_t work = m->agreement_params(p);
+    p.method_options[CC_COLL_METHOD_LOWRANK] = static_cast<std::uint32_t>(lowrank::Factors::Bf16);
+    const std::uint64_t bf16 = m->agreement_params(p);
+    p.method_options[CC_COLL_METHOD_LOWRANK] = static_cast<std::uint32_t>(lowrank::Factors::Fp16);
+    const std::uint64_t fp16 = m->agreement_params(p);
+    EXPECT_NE(work, bf16);
+    EXPECT_NE(work, fp16);
+    EXPECT_NE(bf16, fp16);
+    // Other methods' words do not enter LOWRANK's hash.
+    CallParams q;
+    q.method_options[CC_COLL_METHOD_HALF] = 1;
+    EXPECT_EQ(m->agreement_params(q), work);
+}
+
+// AUTO's price of the two exchanges: rows r e' and cols r e', e' the work
+// size (4, 8 for F64) or 2 for 16-bit codes.
+TEST(LowRankFactors, CostModelPricesTheCodes)
+{
+    const Method *m = find_method(CC_COLL_METHOD_LOWRANK);
+    ASSERT_NE(m, nullptr);
+    ASSERT_NE(m->exchange_cost, nullptr);
+    for (lowrank::Factors f : {lowrank::Factors::Work, lowrank::Factors::Bf16, lowrank::Factors::Fp16})
+        for (cc_coll_dtype_t d : {CC_COLL_F32, CC_COLL_F64, CC_COLL_BF16}) {
+            CallParams p;
+            p.rank = 4;
+            p.method_options[CC_COLL_METHOD_LOWRANK] = static_cast<std::uint32_t>(f);
+            CostTensor t;
+            t.count = 1024 * 4096;
+            t.dtype = d;
+            t.has_shape = true;
+            t.rows = 1024;
+            t.cols = 4096;
+            ExchangeCost ex;
+            ASSERT_TRUE(m->exchange_cost(t, p, 4, &ex));
+            const double e = f != lowrank::Factors::Work ? 2.0 : d == CC_COLL_F64 ? 8.0 : 4.0;
+            EXPECT_EQ(ex.bytes[0], 1024.0 * 4 * e);
+            EXPECT_EQ(ex.bytes[1], 4096.0 * 4 * e);
+        }
+}
+
+}  // namespace
+}  // namespace cc_coll::detail

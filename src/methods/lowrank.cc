@@ -118,9 +118,10 @@ cc_coll_status_t plan(Comm &comm, std::size_t position, const GroupTensor &t, Te
     LowRankState *existing = store.find(key);
     const std::uint64_t calls = existing != nullptr ? existing->calls : 0;
     const bool warm = calls >= p.start_iter;
-    // PyTorch's test counts elements; F16/BF16 factors travel as binary32,
-    // so they must also take fewer bytes than the tensor.
-    const bool half = is_half(t.args.dtype);
+    // PyTorch's test counts elements; F16/BF16 factors travelling as
+    // binary32 must also take fewer bytes than the tensor.
+    const bool half = is_half(t.args.dtype) &&
+                      lowrank::factors_of(p.method_options[CC_COLL_METHOD_LOWRANK]) == lowrank::Factors::Work;
     const bool worth = lowrank::should_compress(shape, p.min_compression_rate) &&
                        (!half || 2 * shape.factor_elements() < shape.elements());
     plan->route = warm && worth ? Route::Batch : Route::Dense;
@@ -144,11 +145,15 @@ cc_coll_status_t plan(Comm &comm, std::size_t position, const GroupTensor &t, Te
     return CC_COLL_OK;
 }
 
-// The shape, the factors' rank and where Q comes from (the layout words of
-// the plan add the resolved shape and the call count).
+// The shape, the factors' rank, where Q comes from and how the factors
+// travel (the layout words of the plan add the resolved shape and the call
+// count). The factors' format enters only when not the work type, so the
+// default's hash is unchanged.
 std::uint64_t agreement_params(const CallParams &p)
 {
     std::uint64_t h = signature_mix(0x6c6f7772616e6bull, static_cast<std::uint64_t>(p.rank));
+    const std::uint32_t factors = p.method_options[CC_COLL_METHOD_LOWRANK];
+    if (factors != 0) h = signature_mix(h, 0x666163746f7273ull ^ factors);
     h = signature_mix(h, p.has_shape ? 1 : 0);
     h = signature_mix(h, p.rows);
     h = signature_mix(h, p.cols);
@@ -401,8 +406,9 @@ void checkpoint_install(Comm &comm, StagedState &staged)
     staged.state.reset();
 }
 
-// The cost model: P (rows x r) and Q (cols x r) in the work type; a 1-D
-// tensor or one under the minimum compression rate is sent densely.
+// The cost model: P (rows x r) and Q (cols x r) in the work type, or at 2
+// bytes each as 16-bit codes; a 1-D tensor or one under the minimum
+// compression rate is sent densely.
 bool exchange_cost(const CostTensor &t, const CallParams &p, int, ExchangeCost *cost)
 {
     lowrank::Shape s;
@@ -410,7 +416,8 @@ bool exchange_cost(const CostTensor &t, const CallParams &p, int, ExchangeCost *
     if (!t.has_shape || !lowrank::resolve_shape(t.count, t.has_shape, t.rows, t.cols, p.rank, &s, &why) ||
         !lowrank::should_compress(s, p.min_compression_rate))
         return false;
-    const double wes = t.dtype == CC_COLL_F64 ? 8.0 : 4.0;
+    const bool coded = lowrank::factors_of(p.method_options[CC_COLL_METHOD_LOWRANK]) != lowrank::Factors::Work;
+    const double wes = coded ? 2.0 : t.dtype == CC_COLL_F64 ? 8.0 : 4.0;
     cost->bytes[0] += static_cast<double>(s.rows) * s.rank * wes;
     cost->bytes[1] += static_cast<double>(s.cols) * s.rank * wes;
     return true;
@@ -454,6 +461,16 @@ bool apply_min_compression_rate(const std::string &text, Config *cfg, std::strin
     return false;
 }
 
+bool apply_factors(const std::string &text, Config *cfg, std::string *why)
+{
+    static const char *const names[] = {"work", "bf16", "fp16"};
+    static const lowrank::Factors values[] = {lowrank::Factors::Work, lowrank::Factors::Bf16, lowrank::Factors::Fp16};
+    lowrank::Factors f = lowrank::Factors::Work;
+    if (!apply_choice(text, names, values, &f, why)) return false;
+    cfg->method_options[CC_COLL_METHOD_LOWRANK] = static_cast<std::uint32_t>(f);
+    return true;
+}
+
 const SettingDef kSettings[] = {
     {"LOWRANK_RANK", "CC_COLL_LOWRANK_RANK", "1",
      "LOWRANK: target rank of the approximation, in [1, 65536]; a rows x cols tensor uses "
@@ -471,6 +488,12 @@ const SettingDef kSettings[] = {
      "LOWRANK: a rows x cols tensor is compressed only when (rows + cols) x r x rate < rows x cols; "
      "other tensors are allreduced densely (batched into one call in a group). At least 1.",
      apply_min_compression_rate},
+    {"LOWRANK_FACTORS", "CC_COLL_LOWRANK_FACTORS", "work",
+     "LOWRANK: how an allreduce's factors P and Q travel: work (the work type, binary32 or binary64), bf16 or fp16 "
+     "(16-bit codes summed in the work type, as method HALF's: half of work's bytes for binary32, a quarter for "
+     "binary64; fp16 sums past 65504 send the tensor densely that step). Point-to-point messages keep the work type. "
+     "Every rank must use the same value.",
+     apply_factors},
 };
 
 }  // namespace
@@ -586,7 +609,8 @@ const Method &lowrank_method()
     static const Method m = {
         .id = CC_COLL_METHOD_LOWRANK,
         .name = "lowrank",
-        .summary = "PowerSGD with error feedback and warm start: rank-r factors P and Q summed by MPI_SUM",
+        .summary = "PowerSGD with error feedback and warm start: rank-r factors P and Q summed by MPI_SUM, or as "
+                   "16-bit codes (CC_COLL_LOWRANK_FACTORS)",
         .homomorphic = true,
         .matrix_view = true,
         .auto_candidate = true,

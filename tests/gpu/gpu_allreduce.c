@@ -34,6 +34,9 @@
  *             heavy-tailed);
  *     and both communicators count the same calls and wire bytes, the lossy
  *     methods fewer than the dense buffer's;
+ *   - LOWRANK with CC_COLL_LOWRANK_FACTORS=bf16 and fp16: both paths within
+ *     4 units of the format of a well-conditioned rank-r sum on a warm
+ *     step, the same wire bytes, and the device path's EF invariant;
  *   - the error-feedback invariants on the device path over several steps:
  *     TOPK and SKETCH sum_t result_t + sum_ranks e_T == sum_t sum_ranks g_t,
  *     LOWRANK (AVG) per rank sum_t M^_t + e_T == sum_t g_t, the residual read
@@ -659,6 +662,77 @@ static void test_ef_invariant(cc_coll_comm_h h)
     CHECK_CC(cc_coll_ef_reset_all(h));
 }
 
+/* ---- LOWRANK's 16-bit factors ------------------------------------------------ */
+
+/* A communicator created with CC_COLL_LOWRANK_FACTORS=value. */
+static cc_coll_comm_h factors_comm(const char *value)
+{
+    setenv("CC_COLL_LOWRANK_FACTORS", value, 1);
+    cc_coll_comm_h h = host_comm();
+    unsetenv("CC_COLL_LOWRANK_FACTORS");
+    return h;
+}
+
+/* CC_COLL_LOWRANK_FACTORS=bf16 and fp16 on device buffers against host
+ * buffers (lowrank_factors.c checks the host path): on inputs of rank r
+ * that are positive multiples of one well-conditioned matrix, the second
+ * warm step of each path is within 4 units of the format (2^-8, 2^-11) of
+ * the exact reduction, every rank holding the same bits; both paths count
+ * the same wire bytes (the coded factor sums); and the device path keeps
+ * the per-rank error-feedback invariant. */
+static void test_lowrank_factors(cc_coll_comm_h h)
+{
+    (void)h;
+    static const char *const formats[] = {"bf16", "fp16"};
+    static const double unit[] = {0.00390625, 0.00048828125};
+    static const struct {
+        uint64_t rows, cols;
+        size_t n;
+        int r;
+    } cases[] = {{48, 40, 48 * 40, 2}, {0, 0, 1073, 3}};
+    int tc = 0;
+    for (int f = 0; f < 2; ++f) {
+        cc_coll_comm_h hd = factors_comm(formats[f]), hh = factors_comm(formats[f]);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c)
+            for (int di = 0; di < 2; ++di, ++tc) {
+                const cc_coll_dtype_t d = di ? CC_COLL_F64 : CC_COLL_F32;
+                const size_t n = cases[c].n, es = cc_coll_dtype_size(d);
+                size_t vr = 0, vc = 0;
+                lowrank_view(n, cases[c].rows, cases[c].cols, &vr, &vc);
+                double *x = xmalloc(n * sizeof *x), *want = xmalloc(n * sizeof *want);
+                void *packed = xmalloc(n * es), *got_dev = xmalloc(n * es), *got_host = xmalloc(n * es);
+                lowrank_scaled_input(d, CC_COLL_AVG, n, vr, vc, cases[c].r, 0xfac0ull + (uint64_t)tc, x, want);
+                pack(d, x, n, packed);
+                cc_coll_params_t p = keyed(with_ef(lowrank_params(cases[c].rows, cases[c].cols, cases[c].r), 0),
+                                           next_key());
+                p.mask |= CC_COLL_PARAMS_FIELD_WARM_START;
+                p.warm_start = 1;
+                char desc[200];
+                snprintf(desc, sizeof desc, "LOWRANK %s factors %s shape %llu x %llu n=%zu rank %d (P=%d)",
+                         formats[f], dtype_name(d), (unsigned long long)cases[c].rows,
+                         (unsigned long long)cases[c].cols, n, cases[c].r, g_size);
+                for (int step = 1; step <= 2; ++step) {
+                    const cc_coll_stats_t dev0 = stats_of(hd), host0 = stats_of(hh);
+                    run_both(hd, hh, &p, d, CC_COLL_AVG, step == 2, packed, n, got_dev, got_host, desc);
+                    const cc_coll_stats_t dev1 = stats_of(hd), host1 = stats_of(hh);
+                    expect_same_counts(&dev0, &dev1, &host0, &host1, desc);
+                    expect_compressed(&dev0, &dev1, n * es, desc);
+                    expect_same_on_all_ranks(got_dev, n * es, desc);
+                }
+                expect_recovered(d, got_dev, got_host, want, n, 4.0 * unit[f], desc);
+                free(x);
+                free(want);
+                free(packed);
+                free(got_dev);
+                free(got_host);
+            }
+        ef_invariant_lowrank(hd, CC_COLL_F32, 40, 30, 1200, 2, 20 + f);
+        ef_invariant_lowrank(hd, CC_COLL_F64, 0, 0, 1000, 3, 22 + f); /* 32 x 32, padded; QR */
+        CHECK_CC(cc_coll_comm_destroy(hd));
+        CHECK_CC(cc_coll_comm_destroy(hh));
+    }
+}
+
 /* ---- the stream -------------------------------------------------------------- */
 
 /* A host callback on the stream: holds back the work queued after it, so a
@@ -1173,7 +1247,8 @@ static void setup(void)
                                        "CC_COLL_EF",           "CC_COLL_EF_MAX_BYTES",
                                        "CC_COLL_STATE_MAX_BYTES",
                                        "CC_COLL_LOWRANK_RANK", "CC_COLL_LOWRANK_WARM_START",
-                                       "CC_COLL_LOWRANK_START_ITER", "CC_COLL_LOWRANK_MIN_COMPRESSION_RATE"};
+                                       "CC_COLL_LOWRANK_START_ITER", "CC_COLL_LOWRANK_MIN_COMPRESSION_RATE",
+                                       "CC_COLL_LOWRANK_FACTORS"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i) unsetenv(vars[i]);
 
     const int ndev = cc_coll_cuda_device_count();
@@ -1225,6 +1300,7 @@ static const NamedTest kTests[] = {
     {"agree_lowrank", test_agree_lowrank},
     {"agree_codecs", test_agree_codecs},
     {"ef_invariant", test_ef_invariant},
+    {"lowrank_factors", test_lowrank_factors},
     {"stream", test_stream},
     {"host_buffers_with_stream", test_host_buffers_with_stream},
     {"errors", test_errors},

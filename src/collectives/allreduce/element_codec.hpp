@@ -14,7 +14,9 @@
 //   4. allgather of the coded sums; every rank decodes all P into recvbuf
 //      (AVG: then / P), so every rank holds the same bits.
 // Each rank sends and receives 2 (P - 1) m c bytes for c coded bytes per
-// element, against a ring MPI_Allreduce's 2 (P - 1) m e.
+// element, against a ring MPI_Allreduce's 2 (P - 1) m e. codec_exchange
+// runs steps 1-4 on a buffer already in the work type, with or without
+// error feedback; codec_allreduce loads g' for it and divides for AVG.
 //
 // A codec C supplies, overloaded on the backend X (HostExec, CudaExec) in its
 // compressor folder:
@@ -75,20 +77,19 @@ cc_coll_status_t encode_blocks(X &x, const CallParams &p, W *g, std::size_t n, s
     return CC_COLL_OK;
 }
 
+// Steps 1-4 on g' = g[0..n) of the work type, already loaded: with `error`
+// g is the residual and keeps the coding errors (its guard, when given, is
+// released once nothing can fail on data); the decoded sums (not divided)
+// go to recv in `dtype`, which may be g itself.
 template <typename C, typename X, typename W>
-cc_coll_status_t codec_allreduce(X &x, const AllreduceArgs &a, const CallParams &p, StatsSnapshot *stats)
+cc_coll_status_t codec_exchange(X &x, const CallParams &p, W *g, std::size_t n, bool error, cc_coll_dtype_t dtype,
+                                void *recv, InputGuard<X, W> *guard, StatsSnapshot *stats)
 {
     Comm &comm = x.comm();
-    const std::size_t n = a.count;
     const std::size_t P = static_cast<std::size_t>(comm.size());
     const std::size_t m = (n + P - 1) / P;
     const std::size_t S = C::coded_size(p, m);
     const double t0 = now_seconds();
-    W *g = nullptr;
-    Residual *res = nullptr;
-    CC_COLL_TRY((load_input<X, W>(x, p, a.send, a.recv, n, a.dtype, true, &g, &res)));
-    InputGuard<X, W> guard(x);
-    guard.add(g, res, a.send, n, a.dtype);
     unsigned char *blocks = nullptr, *mine = nullptr;
     CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, std::max<std::size_t>(2 * P * S, 1), &blocks));
     unsigned char *received = blocks + P * S;
@@ -100,9 +101,9 @@ cc_coll_status_t codec_allreduce(X &x, const AllreduceArgs &a, const CallParams 
     if constexpr (C::kElementwise) {
         const std::size_t coded = C::coded_size(p, n);
         CC_COLL_TRY(x.zero(blocks + coded, P * S - coded));
-        CC_COLL_TRY((C::template encode<W>(x, p, g, n, blocks, res != nullptr ? g : nullptr, false)));
+        CC_COLL_TRY((C::template encode<W>(x, p, g, n, blocks, error ? g : nullptr, false)));
     } else {
-        CC_COLL_TRY((encode_blocks<C, X, W>(x, p, g, n, P, m, blocks, res != nullptr, tail)));
+        CC_COLL_TRY((encode_blocks<C, X, W>(x, p, g, n, P, m, blocks, error, tail)));
     }
     CC_COLL_TRY(x.sync());
     const double t1 = now_seconds();
@@ -114,7 +115,7 @@ cc_coll_status_t codec_allreduce(X &x, const AllreduceArgs &a, const CallParams 
     mine = blocks;
     const std::size_t start = std::min(n, static_cast<std::size_t>(comm.rank()) * m);
     const std::size_t len = std::min(n - start, m);
-    W *own_error = res != nullptr ? g + start : nullptr;
+    W *own_error = error ? g + start : nullptr;
     if constexpr (C::kElementwise) {
         const std::size_t coded = C::coded_size(p, len);
         CC_COLL_TRY((C::template encode<W>(x, p, sum, len, mine, own_error, true)));
@@ -135,25 +136,44 @@ cc_coll_status_t codec_allreduce(X &x, const AllreduceArgs &a, const CallParams 
     const double t3 = now_seconds();
     CC_COLL_TRY(x.transport().allgather_bytes(mine, S, received, comm.mpi()));
     const double t4 = now_seconds();
-    guard.release();  // from here the call cannot fail on data
+    if (guard != nullptr) guard->release();  // from here the call cannot fail on data
     if constexpr (C::kElementwise) {
-        CC_COLL_TRY(C::decode_store(x, p, received, n, a.dtype, a.recv));
+        CC_COLL_TRY(C::decode_store(x, p, received, n, dtype, recv));
     } else {
-        const std::size_t es = dtype_size(a.dtype);
+        const std::size_t es = dtype_size(dtype);
         for (std::size_t b = 0; b < P; ++b) {
             const std::size_t lo = std::min(n, b * m);
             const std::size_t cnt = std::min(n - lo, m);
             if (cnt > 0)
-                CC_COLL_TRY(C::decode_store(x, p, received + b * S, cnt, a.dtype,
-                                            static_cast<unsigned char *>(a.recv) + lo * es));
+                CC_COLL_TRY(C::decode_store(x, p, received + b * S, cnt, dtype,
+                                            static_cast<unsigned char *>(recv) + lo * es));
         }
     }
-    if (a.op == CC_COLL_AVG) CC_COLL_TRY(x.divide(a.recv, n, a.dtype, comm.size()));
     CC_COLL_TRY(x.sync());
     stats->time_compress += (t1 - t0) + (t3 - t2);
     stats->time_communicate += (t2 - t1) + (t4 - t3);
     stats->time_decompress += now_seconds() - t4;
     stats->bytes_wire += 2 * (P - 1) * S;
+    return CC_COLL_OK;
+}
+
+template <typename C, typename X, typename W>
+cc_coll_status_t codec_allreduce(X &x, const AllreduceArgs &a, const CallParams &p, StatsSnapshot *stats)
+{
+    const double t0 = now_seconds();
+    W *g = nullptr;
+    Residual *res = nullptr;
+    CC_COLL_TRY((load_input<X, W>(x, p, a.send, a.recv, a.count, a.dtype, true, &g, &res)));
+    InputGuard<X, W> guard(x);
+    guard.add(g, res, a.send, a.count, a.dtype);
+    stats->time_compress += now_seconds() - t0;
+    CC_COLL_TRY((codec_exchange<C, X, W>(x, p, g, a.count, res != nullptr, a.dtype, a.recv, &guard, stats)));
+    if (a.op == CC_COLL_AVG) {
+        const double t1 = now_seconds();
+        CC_COLL_TRY(x.divide(a.recv, a.count, a.dtype, x.comm().size()));
+        CC_COLL_TRY(x.sync());
+        stats->time_decompress += now_seconds() - t1;
+    }
     return CC_COLL_OK;
 }
 

@@ -6,9 +6,12 @@
 //  1. Q: the previous step's Q with warm start (unless it has an all-zero
 //     column), else a Gaussian drawn from (seed, shape, position, call
 //     count), identical on every rank; orthogonalised.
-//  2. P = M Q. Every tensor's P goes into one MPI_Allreduce(SUM).
+//  2. P = M Q. Every tensor's P goes into one MPI_Allreduce(SUM), or with
+//     CC_COLL_LOWRANK_FACTORS bf16/fp16 into one exchange of HALF's codec
+//     (element_codec.hpp, no error feedback: the residual M - M^ takes the
+//     factors' rounding).
 //  3. P orthogonalised (Gram-Schmidt for r <= 2 and half dtypes, else QR);
-//     Q = M^T P. Every Q goes into a second MPI_Allreduce(SUM), then / W.
+//     Q = M^T P. Every Q goes into a second sum of the same kind, then / W.
 //  4. M^ = P Q^T, the global average of the approximations; recvbuf gets M^
 //     (times W for SUM) and the residual e = M - M^.
 // Tensors of the binary32 work type (F32, F16, BF16) and of binary64 (F64)
@@ -17,6 +20,8 @@
 // A tensor whose summed P holds NaN or Inf (some rank's input was not
 // finite) is allreduced densely instead, so non-finite values propagate as
 // MPI_SUM would; every rank sees the same summed P and takes the same branch.
+// With 16-bit factors so is a tensor whose summed Q holds NaN or Inf (fp16
+// overflows past 65504).
 // The outcome exchange after the sum of Q checks that (digests of the summed
 // P and Q) and what each rank found: a fault on any rank is an error on
 // every rank, with recvbuf, the residuals and the warm-start state as before
@@ -24,6 +29,8 @@
 #include <vector>
 
 #include "collectives/allreduce/allreduce.hpp"
+#include "collectives/allreduce/element_codec.hpp"
+#include "compressors/half/half_codec.hpp"
 #include "compressors/lowrank/lowrank_backend.hpp"
 #include "collectives/common/outcome.hpp"
 #include "collectives/common/powersgd_step.hpp"
@@ -55,6 +62,23 @@ lowrank::Shape shape_of(const TensorPlan &plan)
     s.cols = static_cast<std::size_t>(plan.layout[1]);
     s.rank = static_cast<int>(plan.layout[2]);
     return s;
+}
+
+// The sum over the ranks of n factor elements, in place: MPI_SUM in the
+// work type, or HALF's codec exchange (the same bits on every rank).
+template <typename X, typename W>
+cc_coll_status_t sum_factors(X &x, lowrank::Factors f, W *buf, std::size_t n, StatsSnapshot *stats)
+{
+    if (f == lowrank::Factors::Work) {
+        const double t0 = now_seconds();
+        CC_COLL_TRY(x.transport().allreduce_sum(buf, buf, n, dtype_of_work<W>(), x.comm().mpi()));
+        stats->time_communicate += now_seconds() - t0;
+        stats->bytes_wire += n * sizeof(W);
+        return CC_COLL_OK;
+    }
+    CallParams codec;
+    HalfCodec::set_format(&codec, f == lowrank::Factors::Fp16 ? half::Format::Fp16 : half::Format::Bf16);
+    return codec_exchange<HalfCodec, X, W>(x, codec, buf, n, false, dtype_of_work<W>(), buf, nullptr, stats);
 }
 
 template <typename X, typename W>
@@ -122,10 +146,11 @@ cc_coll_status_t lowrank_batch(X &x, const std::vector<GroupTensor> &tensors, co
     const double t1 = now_seconds();
     stats->time_compress += t1 - t0;
 
-    const cc_coll_dtype_t wire = dtype_of_work<W>();
-    CC_COLL_TRY(x.transport().allreduce_sum(pbuf, pbuf, p_total, wire, comm.mpi()));
+    // One setting for the batch (a communicator's): the first tensor's.
+    const lowrank::Factors factors =
+        lowrank::factors_of(items.front().t->params.method_options[CC_COLL_METHOD_LOWRANK]);
+    CC_COLL_TRY((sum_factors<X, W>(x, factors, pbuf, p_total, stats)));
     const double t2 = now_seconds();
-    stats->time_communicate += t2 - t1;
 
     // From here on no rank leaves or changes its next MPI call on what it
     // found alone: a failing step is recorded in the outcome and the rank
@@ -158,10 +183,20 @@ cc_coll_status_t lowrank_batch(X &x, const std::vector<GroupTensor> &tensors, co
     const double t3 = now_seconds();
     stats->time_compress += t3 - t2;
 
-    CC_COLL_TRY(x.transport().allreduce_sum(qbuf, qbuf, q_total, wire, comm.mpi()));
+    CC_COLL_TRY((sum_factors<X, W>(x, factors, qbuf, q_total, stats)));
     const double t4 = now_seconds();
-    stats->time_communicate += t4 - t3;
-    stats->bytes_wire += (p_total + q_total) * sizeof(W);
+    // 16-bit factors: a tensor whose summed Q is not finite goes dense too.
+    if (factors != lowrank::Factors::Work && out.ok()) {
+        std::vector<const W *> qs(items.size());
+        std::vector<std::size_t> qn(items.size());
+        for (std::size_t j = 0; j < items.size(); ++j) {
+            qs[j] = qbuf + items[j].q_off;
+            qn[j] = items[j].shape.cols * static_cast<std::size_t>(items[j].shape.rank);
+        }
+        std::vector<std::uint8_t> qflags;
+        if (out.check(x.template nonfinite<W>(qs, qn, &qflags)))
+            for (std::size_t j = 0; j < items.size(); ++j) items[j].dense = items[j].dense || qflags[j] != 0;
+    }
     // The outcome: what each rank found, and the digests of the summed
     // factors (which decide the dense tensors too), before anything is
     // written.

@@ -24,6 +24,11 @@ struct HalfCodec {
     {
         return p.method_options[CC_COLL_METHOD_HALF] == 1 ? half::Format::Fp16 : half::Format::Bf16;
     }
+    // Params that make the codec use format f (for another method's buffer).
+    static void set_format(CallParams *p, half::Format f)
+    {
+        p->method_options[CC_COLL_METHOD_HALF] = f == half::Format::Fp16 ? 1 : 0;
+    }
     static constexpr bool kElementwise = true;
     static std::size_t coded_size(const CallParams &, std::size_t n) { return 2 * n; }
 

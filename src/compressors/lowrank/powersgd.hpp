@@ -40,6 +40,15 @@ bool resolve_shape(std::size_t count, bool has_shape, std::uint64_t rows, std::u
 // PyTorch's _should_compress: (rows + cols) r rate < rows cols.
 bool should_compress(const Shape &s, double min_compression_rate);
 
+// How an allreduce's summed factors travel (CC_COLL_LOWRANK_FACTORS, the
+// method's word of options): in the work type, or as bfloat16 or binary16
+// codes (HALF's codec, summed in the work type).
+enum class Factors : std::uint32_t { Work = 0, Bf16 = 1, Fp16 = 2 };
+inline Factors factors_of(std::uint32_t options)
+{
+    return options == 1 ? Factors::Bf16 : options == 2 ? Factors::Fp16 : Factors::Work;
+}
+
 // The 64-bit key a Gaussian start draws from: splitmix64(seed ^
 // splitmix64(stream)), a pure function of (seed, stream), so identical on
 // every rank. gaussian_fill counts from it; the device start seeds cuRAND
