@@ -120,7 +120,8 @@ def kernel_tables(paths):
                 rates[(m.group(1), int(m.group(3)))] = (b["bytes_per_second"] / 1e9, b["real_time"])
         threads = sorted({t for _, t in rates})
         kernels = [k for k in ("memcpy_par", "ef_add", "topk_select", "topk_compress", "scatter_add",
-                               "residual_store", "round_store", "lowrank_unfused", "lowrank_fused")
+                               "residual_store", "round_store", "lowrank_unfused", "lowrank_fused",
+                               "quant4_encode", "quant4_decode", "onebit_encode", "onebit_decode")
                    if any(k == kk for kk, _ in rates)]
         head = "| kernel | " + " | ".join("%d thread%s: ms, GB/s, / memcpy" % (t, "s" if t > 1 else "") for t in threads)
         print(head + " |")
