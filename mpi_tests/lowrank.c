@@ -129,18 +129,6 @@ static void expect_error(cc_coll_status_t st, cc_coll_status_t want, const char 
     }
 }
 
-/* Relative Frobenius error of a dtype buffer against a binary64 reference. */
-static double rel_err(cc_coll_dtype_t d, const void *got, const double *want, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; ++i) {
-        const double e = element(d, got, i) - want[i];
-        num += e * e;
-        den += want[i] * want[i];
-    }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
-
 static void to_doubles(cc_coll_dtype_t d, const void *buf, size_t n, double *out)
 {
     for (size_t i = 0; i < n; ++i) out[i] = element(d, buf, i);
@@ -280,33 +268,8 @@ static void ef_invariant_case(cc_coll_comm_h h, cc_coll_dtype_t d, uint64_t rows
     char desc[160];
     snprintf(desc, sizeof desc, "EF invariant %s shape %llu x %llu n=%zu rank %d, %d steps (P=%d)", dtype_name(d),
              (unsigned long long)rows, (unsigned long long)cols, n, k, steps, g_size);
-    const size_t es = cc_coll_dtype_size(d);
     cc_coll_params_t p = keyed(with_warm(with_ef(lowrank_params(rows, cols, k), 1), 1), next_key());
-    unsigned char *buf = xmalloc(n * es);
-    double *g = xmalloc(n * sizeof *g), *sum_g = xcalloc(n, sizeof *sum_g), *sum_out = xcalloc(n, sizeof *sum_out);
-    double *scale = xcalloc(n, sizeof *scale), *e = xmalloc(n * sizeof *e);
-    double g_norm = 0.0;
-    for (int t = 0; t < steps; ++t) {
-        gauss_fill(g, n, seed_for(g_rank, tc * 1000 + t));
-        for (size_t i = 0; i < n; ++i) g[i] = round_to(d, g[i]);
-        pack(d, g, n, buf);
-        call_ok(cc_coll_allreduce(buf, buf, n, d, CC_COLL_AVG, &p, h, NULL), desc);
-        for (size_t i = 0; i < n; ++i) {
-            const double out = element(d, buf, i);
-            sum_g[i] += g[i];
-            sum_out[i] += out;
-            scale[i] += fabs(g[i]) + fabs(out);
-        }
-        g_norm = norm_diff(g, NULL, n);
-    }
-    call_ok(cc_coll_ef_get_residual(h, &p, buf, n, d, e), "cc_coll_ef_get_residual");
-    check_rank_ef_sums(desc, d, n, sum_g, sum_out, scale, e, g_norm);
-    free(buf);
-    free(g);
-    free(sum_g);
-    free(sum_out);
-    free(scale);
-    free(e);
+    ef_invariant_steps(h, &p, d, n, steps, seed_for, tc, NULL, NULL, NULL, 0, desc);
 }
 
 static void test_ef_invariant(cc_coll_comm_h h)
@@ -1117,13 +1080,7 @@ static void test_near_square_explicit(cc_coll_comm_h h)
 
 static void setup(void)
 {
-    /* The settings these tests rely on come from params, never from the
-     * environment the test happens to run in. */
-    static const char *const vars[] = {"CC_COLL_METHOD", "CC_COLL_EF", "CC_COLL_EF_MAX_BYTES", "CC_COLL_SEED",
-                                       "CC_COLL_STATE_MAX_BYTES", "CC_COLL_LOWRANK_RANK", "CC_COLL_LOWRANK_WARM_START",
-                                       "CC_COLL_LOWRANK_START_ITER", "CC_COLL_LOWRANK_MIN_COMPRESSION_RATE",
-                                       "CC_COLL_LOWRANK_FACTORS"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i) unsetenv(vars[i]);
+    unset_lowrank_settings();
 }
 
 static const NamedTest kTests[] = {

@@ -78,18 +78,6 @@ static uint64_t wire_bytes(cc_coll_comm_h h)
     return get_stats_masked(h, CC_COLL_STATS_FIELD_BYTES_WIRE).bytes_wire;
 }
 
-/* Relative Frobenius error of a d buffer against a binary64 reference. */
-static double rel_err(cc_coll_dtype_t d, const void *got, const double *want, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; ++i) {
-        const double e = element(d, got, i) - want[i];
-        num += e * e;
-        den += want[i] * want[i];
-    }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
-
 /* One allreduce of the d buffer `in` (n elements) into `out`, in place. */
 static void run(cc_coll_comm_h h, const cc_coll_params_t *p, cc_coll_dtype_t d, cc_coll_op_t op, const void *in,
                 void *out, size_t n, const char *desc)
@@ -292,6 +280,9 @@ static void test_wire_bytes(cc_coll_comm_h h)
 
 /* ---- ef_invariant ------------------------------------------------------------------------------ */
 
+/* Step x of this rank's inputs. */
+static uint64_t ef_seed(int rank, int x) { return 0xef00ull + (uint64_t)rank * 1000003u + (uint64_t)x; }
+
 static void ef_case(cc_coll_comm_h h, const char *format, cc_coll_dtype_t d, uint64_t rows, uint64_t cols, size_t n,
                     int k, int tc)
 {
@@ -299,34 +290,8 @@ static void ef_case(cc_coll_comm_h h, const char *format, cc_coll_dtype_t d, uin
     char desc[160];
     snprintf(desc, sizeof desc, "EF invariant, %s factors, %s shape %llu x %llu n=%zu rank %d (P=%d)", format,
              dtype_name(d), (unsigned long long)rows, (unsigned long long)cols, n, k, g_size);
-    const size_t es = cc_coll_dtype_size(d);
     const cc_coll_params_t p = params(rows, cols, k, 1, 1);
-    unsigned char *buf = xmalloc(n * es);
-    double *g = xmalloc(n * sizeof *g), *sum_g = xcalloc(n, sizeof *sum_g), *sum_out = xcalloc(n, sizeof *sum_out);
-    double *scale = xcalloc(n, sizeof *scale), *e = xmalloc(n * sizeof *e);
-    double g_norm = 0.0;
-    for (int t = 0; t < steps; ++t) {
-        gauss_fill(g, n, 0xef00ull + (uint64_t)g_rank * 1000003u + (uint64_t)tc * 1000u + (uint64_t)t);
-        for (size_t i = 0; i < n; ++i) g[i] = round_to(d, g[i]);
-        pack(d, g, n, buf);
-        call_ok(cc_coll_allreduce(buf, buf, n, d, CC_COLL_AVG, &p, h, NULL), desc);
-        expect_same_on_all_ranks(buf, n * es, desc);
-        for (size_t i = 0; i < n; ++i) {
-            const double out = element(d, buf, i);
-            sum_g[i] += g[i];
-            sum_out[i] += out;
-            scale[i] += fabs(g[i]) + fabs(out);
-        }
-        g_norm = norm_diff(g, NULL, n);
-    }
-    call_ok(cc_coll_ef_get_residual(h, &p, buf, n, d, e), "cc_coll_ef_get_residual");
-    check_rank_ef_sums(desc, d, n, sum_g, sum_out, scale, e, g_norm);
-    free(buf);
-    free(g);
-    free(sum_g);
-    free(sum_out);
-    free(scale);
-    free(e);
+    ef_invariant_steps(h, &p, d, n, steps, ef_seed, tc, NULL, NULL, NULL, 1, desc);
 }
 
 static void test_ef_invariant(cc_coll_comm_h h)
@@ -424,11 +389,7 @@ static void test_bad_value(cc_coll_comm_h h)
 
 static void setup(void)
 {
-    static const char *const vars[] = {"CC_COLL_METHOD", "CC_COLL_EF", "CC_COLL_EF_MAX_BYTES", "CC_COLL_SEED",
-                                       "CC_COLL_STATE_MAX_BYTES", "CC_COLL_LOWRANK_RANK", "CC_COLL_LOWRANK_WARM_START",
-                                       "CC_COLL_LOWRANK_START_ITER", "CC_COLL_LOWRANK_MIN_COMPRESSION_RATE",
-                                       "CC_COLL_LOWRANK_FACTORS"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i) unsetenv(vars[i]);
+    unset_lowrank_settings();
 }
 
 static const NamedTest kTests[] = {

@@ -957,11 +957,7 @@ static void invalid_shape_on_one_rank(cc_coll_comm_h h)
 
 static void setup(void)
 {
-    static const char *const vars[] = {"CC_COLL_METHOD", "CC_COLL_EF", "CC_COLL_EF_MAX_BYTES", "CC_COLL_SEED",
-                                       "CC_COLL_STATE_MAX_BYTES", "CC_COLL_LOWRANK_RANK", "CC_COLL_LOWRANK_WARM_START",
-                                       "CC_COLL_LOWRANK_START_ITER", "CC_COLL_LOWRANK_MIN_COMPRESSION_RATE",
-                                       "CC_COLL_LOWRANK_FACTORS"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i) unsetenv(vars[i]);
+    unset_lowrank_settings();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_alarm;

@@ -511,6 +511,18 @@ static inline double norm_diff(const double *x, const double *y, size_t n)
     return sqrt(s);
 }
 
+/* Relative Frobenius error of a d buffer against a binary64 reference. */
+static inline double rel_err(cc_coll_dtype_t d, const void *got, const double *want, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        const double e = element(d, got, i) - want[i];
+        num += e * e;
+        den += want[i] * want[i];
+    }
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
 /* The per-rank error-feedback invariant after several steps of a lossy
  * method on this rank's inputs: the sum of the results plus the residual e
  * equals the sum of the inputs, within tol x (scale[i] + |e[i]|), scale being
@@ -532,6 +544,66 @@ static inline void check_rank_ef_sums(const char *desc, cc_coll_dtype_t d, size_
         }
     }
     if (!(norm_diff(e, NULL, n) > 0.05 * g_norm)) die("%s: the residual should hold what was not sent", desc, 0);
+}
+
+/* Copies between the host buffer of packed elements and the buffer the
+ * calls run on (a device buffer). */
+typedef void (*ef_copy_fn)(void *dst, const void *src, size_t bytes);
+
+/* `steps` in-place AVG allreduces through p of fresh Gaussian inputs
+ * (step t's from seed(g_rank, tc * 1000 + t), rounded to d), then the
+ * per-rank invariant of check_rank_ef_sums on the tensor's residual. The
+ * calls run on call_buf through to_call and from_call, or on a host buffer
+ * when call_buf is NULL; with same_bits every rank must hold the same
+ * result after each step. */
+static inline void ef_invariant_steps(cc_coll_comm_h h, const cc_coll_params_t *p, cc_coll_dtype_t d, size_t n,
+                                      int steps, uint64_t (*seed)(int, int), int tc, void *call_buf,
+                                      ef_copy_fn to_call, ef_copy_fn from_call, int same_bits, const char *desc)
+{
+    const size_t es = cc_coll_dtype_size(d);
+    unsigned char *buf = (unsigned char *)xmalloc(n * es);
+    void *target = call_buf != NULL ? call_buf : buf;
+    double *g = (double *)xmalloc(n * sizeof *g), *sum_g = (double *)xcalloc(n, sizeof *sum_g);
+    double *sum_out = (double *)xcalloc(n, sizeof *sum_out), *scale = (double *)xcalloc(n, sizeof *scale);
+    double *e = (double *)xmalloc(n * sizeof *e);
+    double g_norm = 0.0;
+    for (int t = 0; t < steps; ++t) {
+        gauss_fill(g, n, seed(g_rank, tc * 1000 + t));
+        for (size_t i = 0; i < n; ++i) g[i] = round_to(d, g[i]);
+        pack(d, g, n, buf);
+        if (call_buf != NULL) to_call(call_buf, buf, n * es);
+        const cc_coll_status_t st = cc_coll_allreduce(target, target, n, d, CC_COLL_AVG, p, h, NULL);
+        if (st != CC_COLL_OK) die("%s", desc, (int)st);
+        if (call_buf != NULL) from_call(buf, call_buf, n * es);
+        if (same_bits) expect_same_on_all_ranks(buf, n * es, desc);
+        for (size_t i = 0; i < n; ++i) {
+            const double out = element(d, buf, i);
+            sum_g[i] += g[i];
+            sum_out[i] += out;
+            scale[i] += fabs(g[i]) + fabs(out);
+        }
+        g_norm = norm_diff(g, NULL, n);
+    }
+    CHECK_CC(cc_coll_ef_get_residual(h, p, target, n, d, e));
+    check_rank_ef_sums(desc, d, n, sum_g, sum_out, scale, e, g_norm);
+    free(buf);
+    free(g);
+    free(sum_g);
+    free(sum_out);
+    free(scale);
+    free(e);
+}
+
+/* Unsets the settings of the library's core and of LOWRANK, so that the
+ * settings a test relies on come from params, never from the environment
+ * it happens to run in. */
+static inline void unset_lowrank_settings(void)
+{
+    static const char *const vars[] = {"CC_COLL_METHOD", "CC_COLL_EF", "CC_COLL_EF_MAX_BYTES", "CC_COLL_SEED",
+                                       "CC_COLL_STATE_MAX_BYTES", "CC_COLL_LOWRANK_RANK", "CC_COLL_LOWRANK_WARM_START",
+                                       "CC_COLL_LOWRANK_START_ITER", "CC_COLL_LOWRANK_MIN_COMPRESSION_RATE",
+                                       "CC_COLL_LOWRANK_FACTORS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i) unsetenv(vars[i]);
 }
 
 /* ---- LOWRANK params and matrix view ----------------------------------------- */

@@ -338,18 +338,6 @@ static double lowrank_tol(cc_coll_dtype_t d)
  * wrong product or a missed rank gives (> 5%, lowrank.c). */
 static double lowrank_first_step_tol(cc_coll_dtype_t d) { return 10.0 * lowrank_tol(d); }
 
-/* Relative Frobenius error of a d buffer against a binary64 reference. */
-static double rel_err(cc_coll_dtype_t d, const void *got, const double *want, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; ++i) {
-        const double e = element(d, got, i) - want[i];
-        num += e * e;
-        den += want[i] * want[i];
-    }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
-
 /* Both results (d buffers) are within tol (relative Frobenius error) of the
  * exact reduction `want`. */
 static void expect_recovered(cc_coll_dtype_t d, const void *got_dev, const void *got_host, const double *want, size_t n,
@@ -613,40 +601,14 @@ static void ef_invariant_lowrank(cc_coll_comm_h h, cc_coll_dtype_t d, uint64_t r
                                  int tc)
 {
     const int steps = 10;
-    const size_t es = cc_coll_dtype_size(d);
     char desc[160];
     snprintf(desc, sizeof desc, "EF invariant LOWRANK %s shape %llu x %llu n=%zu rank %d, %d steps (P=%d)",
              dtype_name(d), (unsigned long long)rows, (unsigned long long)cols, n, k, steps, g_size);
     cc_coll_params_t p = keyed(with_ef(lowrank_params(rows, cols, k), 1), next_key());
     p.mask |= CC_COLL_PARAMS_FIELD_WARM_START;
     p.warm_start = 1;
-    unsigned char *buf = xmalloc(n * es), *dbuf = dmalloc(n * es);
-    double *g = xmalloc(n * sizeof *g), *sum_g = xcalloc(n, sizeof *sum_g), *sum_out = xcalloc(n, sizeof *sum_out);
-    double *scale = xcalloc(n, sizeof *scale), *e = xmalloc(n * sizeof *e);
-    double g_norm = 0.0;
-    for (int t = 0; t < steps; ++t) {
-        gauss_fill(g, n, seed_for(g_rank, tc * 1000 + t));
-        for (size_t i = 0; i < n; ++i) g[i] = round_to(d, g[i]);
-        pack(d, g, n, buf);
-        to_device(dbuf, buf, n * es);
-        call_ok(cc_coll_allreduce(dbuf, dbuf, n, d, CC_COLL_AVG, &p, h, NULL), desc);
-        to_host(buf, dbuf, n * es);
-        for (size_t i = 0; i < n; ++i) {
-            const double out = element(d, buf, i);
-            sum_g[i] += g[i];
-            sum_out[i] += out;
-            scale[i] += fabs(g[i]) + fabs(out);
-        }
-        g_norm = norm_diff(g, NULL, n);
-    }
-    call_ok(cc_coll_ef_get_residual(h, &p, dbuf, n, d, e), "cc_coll_ef_get_residual");
-    check_rank_ef_sums(desc, d, n, sum_g, sum_out, scale, e, g_norm);
-    free(buf);
-    free(g);
-    free(sum_g);
-    free(sum_out);
-    free(scale);
-    free(e);
+    void *dbuf = dmalloc(n * cc_coll_dtype_size(d));
+    ef_invariant_steps(h, &p, d, n, steps, seed_for, tc, dbuf, to_device, to_host, 0, desc);
     CHECK_CUDA(cudaFree(dbuf));
 }
 
