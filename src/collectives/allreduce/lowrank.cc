@@ -147,8 +147,7 @@ cc_coll_status_t lowrank_batch(X &x, const std::vector<GroupTensor> &tensors, co
     stats->time_compress += t1 - t0;
 
     // One setting for the batch (a communicator's): the first tensor's.
-    const lowrank::Factors factors =
-        lowrank::factors_of(items.front().t->params.method_options[CC_COLL_METHOD_LOWRANK]);
+    const lowrank::Factors factors = lowrank::factors_of(items.front().t->params);
     CC_COLL_TRY((sum_factors<X, W>(x, factors, pbuf, p_total, stats)));
     const double t2 = now_seconds();
 

@@ -12,6 +12,9 @@
 #include <cstdint>
 #include <string>
 
+#include "cc_coll.h"
+#include "core/params.hpp"
+
 namespace cc_coll::detail::lowrank {
 
 struct Shape {
@@ -48,6 +51,8 @@ inline Factors factors_of(std::uint32_t options)
 {
     return options == 1 ? Factors::Bf16 : options == 2 ? Factors::Fp16 : Factors::Work;
 }
+// A call's: its params' word of LOWRANK's options.
+inline Factors factors_of(const CallParams &p) { return factors_of(p.method_options[CC_COLL_METHOD_LOWRANK]); }
 
 // The 64-bit key a Gaussian start draws from: splitmix64(seed ^
 // splitmix64(stream)), a pure function of (seed, stream), so identical on
