@@ -123,11 +123,17 @@ cc_coll_status_t agree_samples(Comm &comm, AutoState &s)
     CC_COLL_TRY(allreduce_max_u64(values.data(), comm.mpi(), static_cast<int>(values.size())));
     std::vector<std::uint64_t> agreed = words;
     for (std::size_t i = 0; i < values.size(); ++i) agreed[2 + i] = values[i];
-    const std::vector<int> keys = s.online.window_keys();
+    // The log's view of the window, taken before the update (only when
+    // logging: the agreement itself reads none of it).
+    const bool log = log_enabled(LogLevel::Info);
+    std::vector<int> keys;
     std::vector<double> before;
-    for (int key : keys) before.push_back(s.online.correction(key / kSizeClasses, key % kSizeClasses));
+    if (log) {
+        keys = s.online.window_keys();
+        for (int key : keys) before.push_back(s.online.correction(key / kSizeClasses, key % kSizeClasses));
+    }
     s.online.apply_agreement(agreed);
-    if (log_enabled(LogLevel::Info)) {
+    if (log) {
         // One line per agreement: each sampled choice's agreed ratio
         // (measured over the model's prediction, the slowest rank's median)
         // and its correction before and after.
@@ -184,10 +190,13 @@ cc_coll_status_t select(Comm &comm, CallKind kind, const std::vector<CostTensor>
     // Info logs a call when it checks the runner-up or when its class's
     // preferred choice changed; debug logs every call. A line per call would
     // delay the ranks unevenly, and the wait would land in the samples.
-    const int k = size_class(bytes);
-    const int preferred = d.explored ? st->preferred[k] - 1 : d.choice;
-    const bool changed = preferred != st->preferred[k] - 1;
-    st->preferred[k] = static_cast<unsigned char>(1 + preferred);
+    bool changed = false;
+    if (log_enabled(LogLevel::Info)) {
+        const int k = size_class(bytes);
+        const int preferred = d.explored ? st->preferred[k] - 1 : d.choice;
+        changed = preferred != st->preferred[k] - 1;
+        st->preferred[k] = static_cast<unsigned char>(1 + preferred);
+    }
     if (log_enabled(LogLevel::Debug) || (log_enabled(LogLevel::Info) && (changed || d.explored))) {
         std::string cands;
         for (int i = 0; i < st->model.candidates; ++i)
