@@ -568,6 +568,64 @@ TEST(WireTopkCoded, RiceWinsOnGeometricGapsPackedOnARun)
               topk::Verdict::Decode);
 }
 
+// Rice codes of every quotient from 0 to 90 ones (past one 64-bit word),
+// at every bit offset, up to the stream's last byte: a reference reader,
+// bit by bit, finds the indices the encoder was given, and the receiver
+// adds exactly `sent` at them (its word-at-a-time reader and the
+// writer's 4-byte stores agree with the bit order of wire.md).
+TEST(WireTopkCoded, RiceQuotientsOfEveryLengthDecodeBitByBit)
+{
+    std::vector<std::uint32_t> idx;
+    std::uint32_t at = 7;
+    for (std::uint32_t j = 0; j < 6000; ++j) {
+        idx.push_back(at);
+        const std::uint32_t q = j % 40 == 39 ? (j / 40) % 91 : 0;  // a long quotient now and then
+        at += 1 + (q << 4) + (j * 7u) % 16;
+    }
+    const std::size_t n = at + 3, k = idx.size();
+    std::vector<float> x(n, 0.0f);
+    for (std::size_t j = 0; j < k; ++j) x[idx[j]] = static_cast<float>(j % 13) - 6.0f;
+    std::vector<float> sent;
+    std::size_t bytes = 0;
+    const topk::Format fmt{4, true};
+    const auto payload = encode_coded<float>(x, idx, CC_COLL_F32, fmt, &sent, &bytes);
+    const auto h = topk::header_of(payload.data());
+    ASSERT_EQ((h.flags & topk::kIndexMask) >> topk::kIndexShift, topk::kIndexRice);
+    const unsigned r = (h.flags & topk::kParamMask) >> topk::kParamShift;
+    EXPECT_EQ(r, 4u);
+    std::uint32_t index_bytes = 0, first = 0;
+    std::memcpy(&index_bytes, &payload[16], 4);
+    std::memcpy(&first, &payload[20], 4);
+    ASSERT_EQ(first, idx[0]);
+    std::uint64_t bit = 0;
+    const auto next = [&] { const unsigned b = (payload[32 + bit / 8] >> (bit % 8)) & 1u; ++bit; return b; };
+    std::uint64_t index = first;
+    for (std::size_t j = 1; j < k; ++j) {
+        std::uint64_t q = 0, rest = 0;
+        while (next() == 1) ++q;
+        for (unsigned b = 0; b < r; ++b) rest |= std::uint64_t{next()} << b;
+        index += ((q << r) | rest) + 1;
+        ASSERT_EQ(index, idx[j]) << j;
+    }
+    EXPECT_EQ((bit + 7) / 8, index_bytes);
+    topk::Fault f;
+    ASSERT_EQ(topk::check_payloads(payload.data(), 1, bytes, n, k, &f, fmt, CC_COLL_F32), topk::Verdict::Decode)
+        << topk::describe(f, "count");
+    std::vector<float> out(n, 0.0f);
+    topk::scatter_add(payload.data(), CC_COLL_F32, out.data());
+    std::size_t j = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (j < k && idx[j] == i) {
+            ASSERT_EQ(out[i], sent[j]) << i;
+            ++j;
+        } else {
+            ASSERT_EQ(out[i], 0.0f) << i;
+        }
+    }
+    // Every value came back within half a step (6 / 7 / 2).
+    for (std::size_t m = 0; m < k; ++m) EXPECT_LE(std::fabs(sent[m] - x[idx[m]]), 3.0 / 7.0 + 1e-6) << m;
+}
+
 TEST(WireTopkCoded, NonFiniteKeptValueSetsTheOverflowFlag)
 {
     std::vector<float> x(10, 1.0f);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <vector>
 
 #include <cmath>
 #include <cstdio>
@@ -175,31 +174,51 @@ namespace {
 constexpr std::size_t kCodedPrefix = sizeof(PayloadHeader) + sizeof(CodedSection);
 
 // Bits written least significant first (w <= 32 per put) through a 64-bit
-// accumulator into bytes; flush() writes the last partial byte.
+// accumulator, 4 bytes at a time; flush() writes the last bytes, the last
+// one partial.
 struct BitWriter {
     unsigned char *p;
     std::uint64_t bit = 0;  // bits put so far
     std::uint64_t acc = 0;
-    unsigned held = 0;      // bits in acc not yet written
+    unsigned held = 0;      // bits in acc not yet written, < 32 between puts
     void put(std::uint64_t v, unsigned w)
     {
         if (w == 0) return;
         acc |= (v & ((std::uint64_t{1} << w) - 1)) << held;
         held += w;
         bit += w;
-        while (held >= 8) {
-            *p++ = static_cast<unsigned char>(acc & 0xffu);
-            acc >>= 8;
-            held -= 8;
+        if (held >= 32) {
+            const auto low = static_cast<std::uint32_t>(acc);
+            const unsigned char bytes[4] = {static_cast<unsigned char>(low), static_cast<unsigned char>(low >> 8),
+                                            static_cast<unsigned char>(low >> 16),
+                                            static_cast<unsigned char>(low >> 24)};
+            std::memcpy(p, bytes, sizeof bytes);
+            p += 4;
+            acc >>= 32;
+            held -= 32;
         }
     }
     void flush()
     {
-        if (held > 0) *p++ = static_cast<unsigned char>(acc & 0xffu);
+        for (; held > 0; held = held > 8 ? held - 8 : 0) {
+            *p++ = static_cast<unsigned char>(acc & 0xffu);
+            acc >>= 8;
+        }
         acc = 0;
-        held = 0;
     }
 };
+
+// 8 bytes from p as a little-endian word.
+inline std::uint64_t load_le64(const unsigned char *p)
+{
+    std::uint64_t word = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    std::memcpy(&word, p, sizeof word);
+#else
+    for (unsigned b = 0; b < 8; ++b) word |= static_cast<std::uint64_t>(p[b]) << (8 * b);
+#endif
+    return word;
+}
 
 // Reads what BitWriter wrote, never past `limit` bits (nor past the byte
 // holding the last of them).
@@ -214,7 +233,7 @@ struct BitReader {
         const std::uint64_t byte = bit >> 3, bytes = (limit + 7) / 8;
         std::uint64_t word = 0;
         if (byte + 8 <= bytes) {
-            for (unsigned b = 0; b < 8; ++b) word |= static_cast<std::uint64_t>(p[byte + b]) << (8 * b);
+            word = load_le64(p + byte);
         } else {
             for (std::uint64_t b = byte; b < bytes; ++b) word |= static_cast<std::uint64_t>(p[b]) << (8 * (b - byte));
         }
@@ -246,6 +265,27 @@ struct BitReader {
             *q = count;
             return true;
         }
+    }
+    // One Rice code of parameter r (r <= 31): the quotient in unary, then r
+    // bits; *q the quotient, *rest the r bits. From one 64-bit load when the
+    // code lies within it, else as unary() then get().
+    bool rice(unsigned r, std::uint64_t *q, std::uint64_t *rest)
+    {
+        if ((bit >> 3) + 8 <= (limit + 7) / 8) {
+            const std::uint64_t word = peek();
+            const std::uint64_t zeros = ~word & ((std::uint64_t{1} << 57) - 1);
+            if (zeros != 0) {
+                const unsigned t = static_cast<unsigned>(__builtin_ctzll(zeros));
+                const std::uint64_t used = std::uint64_t{t} + 1 + r;
+                if (used <= 57 && bit + used <= limit) {
+                    *q = t;
+                    *rest = (word >> (t + 1)) & ((std::uint64_t{1} << r) - 1);
+                    bit += used;
+                    return true;
+                }
+            }
+        }
+        return unary(q) && get(r, rest);
     }
 };
 
@@ -316,7 +356,7 @@ bool decode_indices(const unsigned char *payload, std::size_t record, std::uint6
             in.get(param, &gap);  // the length was checked above
         } else {
             std::uint64_t q = 0, rest = 0;
-            if (!in.unary(&q) || !in.get(param, &rest)) return bytes_fault(cs.index_bytes + std::uint64_t{1});
+            if (!in.rice(param, &q, &rest)) return bytes_fault(cs.index_bytes + std::uint64_t{1});
             if (q > 0xffffffffull) return range_fault(j, n);
             gap = (q << param) | rest;
         }
@@ -341,15 +381,14 @@ template <typename W>
 std::size_t encode_coded(const W *x, std::size_t n, const std::uint32_t *idx, std::size_t k, std::uint32_t flags,
                          cc_coll_dtype_t dtype, const Format &fmt, unsigned char *payload, W *sent)
 {
-    // Values: the step and the levels (or the dtype's elements).
+    // Values: the step and the levels (or the dtype's elements); the kept
+    // values are gathered once, into sent.
     double step = 0.0;
-    std::vector<double> kept;  // the kept values, gathered once
     if (fmt.value_bits != 0) {
-        kept.resize(k);
         double top = 0.0;
         for (std::size_t j = 0; j < k; ++j) {
-            const double v = static_cast<double>(x[idx[j]]);
-            kept[j] = v;
+            sent[j] = x[idx[j]];
+            const double v = static_cast<double>(sent[j]);
             if (!std::isfinite(v)) flags |= kFlagNonFiniteOverflow;
             else top = std::max(top, std::fabs(v));
         }
@@ -417,7 +456,7 @@ std::size_t encode_coded(const W *x, std::size_t n, const std::uint32_t *idx, st
                 // so adding and taking away 1.5 x 2^52 rounds it (default
                 // rounding mode; no call to the math library).
                 constexpr double kRound = 6755399441055744.0;
-                const double v = std::max<double>(-L, std::min<double>(L, kept[j] / step));
+                const double v = std::max<double>(-L, std::min<double>(L, static_cast<double>(sent[j]) / step));
                 const double shifted = v + kRound;
                 q = static_cast<std::int32_t>(shifted - kRound);
             }
@@ -520,21 +559,22 @@ void scatter_add_typed(const std::uint32_t *idx, const unsigned char *values, st
 namespace {
 
 // scatter_add_range of a coded payload (checked: decode_indices cannot fail):
-// the indices decoded first, then the values in one loop per format.
+// one pass, each index decoded and its value read and added at once.
 template <typename T>
-void add_levels(const std::vector<std::uint64_t> &at, const unsigned char *values, unsigned bits, double step,
-                T *out, std::uint64_t lo, std::uint64_t hi)
+void add_levels(const unsigned char *payload, const PayloadHeader &h, const unsigned char *values, unsigned bits,
+                double step, T *out, std::uint64_t lo, std::uint64_t hi)
 {
-    BitReader vr{values, std::uint64_t{at.size()} * bits};
+    BitReader vr{values, std::uint64_t{h.k} * bits};
     const std::int32_t sign = std::int32_t{1} << (bits - 1);
-    for (std::size_t j = 0; j < at.size(); ++j) {
-        std::uint64_t u = 0;
-        vr.get(bits, &u);
-        const std::uint64_t i = at[j];
-        if (i < lo || i >= hi) continue;
-        const std::int32_t q = (static_cast<std::int32_t>(u) ^ sign) - sign;
-        out[i] += level_value<T>(q, step);
-    }
+    Fault unused;
+    decode_indices(payload, std::numeric_limits<std::size_t>::max(), h.n, h.k, &unused,
+                   [&](std::size_t, std::uint64_t i) {
+                       std::uint64_t u = 0;
+                       vr.get(bits, &u);  // levels are read in order, every j
+                       if (i < lo || i >= hi) return;
+                       const std::int32_t q = (static_cast<std::int32_t>(u) ^ sign) - sign;
+                       out[i] += level_value<T>(q, step);
+                   });
 }
 
 void scatter_add_coded(const unsigned char *payload, cc_coll_dtype_t dtype, void *out, std::uint64_t lo,
@@ -545,25 +585,22 @@ void scatter_add_coded(const unsigned char *payload, cc_coll_dtype_t dtype, void
     std::memcpy(&cs, payload + sizeof h, sizeof cs);
     const unsigned bits = value_bits_of(h.flags);
     const unsigned char *values = payload + kCodedPrefix + cs.index_bytes;
-    std::vector<std::uint64_t> at(h.k);
-    Fault unused;
-    decode_indices(payload, std::numeric_limits<std::size_t>::max(), h.n, h.k, &unused,
-                   [&](std::size_t j, std::uint64_t i) { at[j] = i; });
     if (bits != 0 && dtype == CC_COLL_F64) {
-        add_levels(at, values, bits, cs.step, static_cast<double *>(out), lo, hi);
+        add_levels(payload, h, values, bits, cs.step, static_cast<double *>(out), lo, hi);
         return;
     }
     if (bits != 0 && dtype == CC_COLL_F32) {
-        add_levels(at, values, bits, cs.step, static_cast<float *>(out), lo, hi);
+        add_levels(payload, h, values, bits, cs.step, static_cast<float *>(out), lo, hi);
         return;
     }
     BitReader vr{values, std::uint64_t{h.k} * bits};
     const std::int32_t sign = bits == 0 ? 0 : std::int32_t{1} << (bits - 1);
-    for (std::size_t j = 0; j < at.size(); ++j) {
+    Fault unused;
+    decode_indices(payload, std::numeric_limits<std::size_t>::max(), h.n, h.k, &unused, [&](std::size_t j,
+                                                                                          std::uint64_t i) {
         std::uint64_t u = 0;
         if (bits != 0) vr.get(bits, &u);  // levels are read in order, every j
-        const std::uint64_t i = at[j];
-        if (i < lo || i >= hi) continue;
+        if (i < lo || i >= hi) return;
         if (bits == 0) {
             if (dtype == CC_COLL_F64)
                 static_cast<double *>(out)[i] += load_element_unaligned<double>(values, j, dtype);
@@ -572,11 +609,11 @@ void scatter_add_coded(const unsigned char *payload, cc_coll_dtype_t dtype, void
             else
                 store_element<float>(out, i, dtype,
                                      load_element<float>(out, i, dtype) + load_element_unaligned<float>(values, j, dtype));
-            continue;
+            return;
         }
         const std::int32_t q = (static_cast<std::int32_t>(u) ^ sign) - sign;
         store_element<float>(out, i, dtype, load_element<float>(out, i, dtype) + level_value<float>(q, cs.step));
-    }
+    });
 }
 
 }  // namespace
