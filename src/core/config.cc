@@ -145,6 +145,17 @@ bool apply_node_sizes(const std::string &text, Config *cfg, std::string *why)
     return true;
 }
 
+bool apply_pipeline_bytes(const std::string &text, Config *cfg, std::string *why)
+{
+    std::uint64_t v = 0;
+    if (parse_bytes(text, &v) && (v == 0 || (v >= (std::uint64_t{64} << 10) && v <= (std::uint64_t{1} << 31)))) {
+        cfg->pipeline_bytes = v;
+        return true;
+    }
+    *why = "expected 0 (off) or a byte count from 64K to 2G, such as 8M";
+    return false;
+}
+
 bool apply_threads(const std::string &text, Config *cfg, std::string *why)
 {
     const std::string s = trim_lower(text);
@@ -239,6 +250,15 @@ const SettingDef kSettings[] = {
      "(\"3,1\"), or one size k for blocks of k ranks. Empty: MPI_Comm_split_type "
      "(MPI_COMM_TYPE_SHARED).",
      apply_node_sizes},
+    {"PIPELINE_BYTES", "CC_COLL_PIPELINE_BYTES", "0",
+     "The pipelined allreduce of host buffers: 0 (off), or cut a call of more input bytes than this "
+     "into parts of about this many bytes (64K to 2G), each with its own non-blocking MPI collectives, "
+     "so that coding part i+1 overlaps sending part i. TOPK's allgather algorithm: each part has its own "
+     "top k (k = ceil(density * part)) and payload. HALF, QUANT and ONEBIT: each part runs the coded "
+     "reduce-scatter and allgather on its own. Every rank gets the same result; it differs from the "
+     "uncut call's (TOPK: the top k of each part, not of the whole buffer; the codecs: blocks and "
+     "chunks start at each part's start). Every rank must use the same value.",
+     apply_pipeline_bytes},
     {"THREADS", "CC_COLL_THREADS", "auto",
      "Threads of each rank's host compression and decompression kernels (the error-feedback add, "
      "the top-k selection, the element-wise residual, rounding and store passes, the scatter-add): "

@@ -74,7 +74,7 @@ struct Config {
     HierarchyMode hierarchy = HierarchyMode::Auto;      // node-by-node allreduce
     TopkAlgorithm topk_algorithm = TopkAlgorithm::Auto; // TOPK allreduce: allgather or split
     int threads = 0;         // CC_COLL_THREADS: host kernel threads, 0 = auto
-    std::uint64_t pipeline_bytes = 0;  // CC_COLL_PIPELINE_BYTES: TOPK chunk size, 0 = off
+    std::uint64_t pipeline_bytes = 0;  // CC_COLL_PIPELINE_BYTES: part size of pipelined calls, 0 = off
     // METHOD=auto: its candidates besides NONE (bit m: method id m), and
     // whether it checks its model against the calls (CC_COLL_AUTO_CHECK).
     std::uint32_t auto_candidates = 1u << CC_COLL_METHOD_TOPK;

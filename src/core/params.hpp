@@ -34,7 +34,7 @@ struct CallParams {
     double min_compression_rate = 2.0;
     // TOPK (from the configuration only; part of the agreement)
     TopkAlgorithm topk_algorithm = TopkAlgorithm::Auto;
-    std::uint64_t pipeline_bytes = 0;  // TOPK (configuration only; part of the agreement): chunk bytes, 0 = off
+    std::uint64_t pipeline_bytes = 0;  // TOPK, HALF, QUANT, ONEBIT (configuration only; agreed): part bytes, 0 = off
     // Each method's word of options from its settings (Config::method_options).
     std::uint32_t method_options[kMaxMethods] = {};
 };

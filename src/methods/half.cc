@@ -36,10 +36,10 @@ cc_coll_status_t reduce_scatter(Comm &comm, const ReduceScatterArgs &a, const Ca
     });
 }
 
-// The format shapes the exchange: every rank must use the same.
+// The format and the parts shape the exchange: every rank must use the same.
 std::uint64_t agreement_params(const CallParams &p)
 {
-    return signature_mix(0x68616c66ull, p.method_options[CC_COLL_METHOD_HALF]);
+    return mix_pipeline_bytes(signature_mix(0x68616c66ull, p.method_options[CC_COLL_METHOD_HALF]), p);
 }
 
 // With EF on, every call keeps its coding error.

@@ -37,11 +37,12 @@ cc_coll_status_t reduce_scatter(Comm &comm, const ReduceScatterArgs &a, const Ca
     });
 }
 
-// The options word shapes the exchange: every rank must use the same.
+// The options word and the parts shape the exchange: every rank must use the same.
 template <cc_coll_method_t Id>
 std::uint64_t agreement_params(const CallParams &p)
 {
-    return signature_mix(0x7175616e74000000ull + static_cast<std::uint64_t>(Id), p.method_options[Id]);
+    return mix_pipeline_bytes(signature_mix(0x7175616e74000000ull + static_cast<std::uint64_t>(Id), p.method_options[Id]),
+                              p);
 }
 
 // With EF on, every call keeps its coding error.

@@ -25,7 +25,7 @@ std::uint64_t agreement_params(const CallParams &p)
 {
     std::uint64_t h = signature_mix(0x746f706bull, double_bits(p.density));
     if (p.topk_algorithm != TopkAlgorithm::Auto) h = signature_mix(h, static_cast<std::uint64_t>(p.topk_algorithm));
-    if (p.pipeline_bytes != 0) h = signature_mix(h, 0x7069706eull ^ p.pipeline_bytes);
+    h = mix_pipeline_bytes(h, p);
     if (p.method_options[CC_COLL_METHOD_TOPK] != 0)
         h = signature_mix(h, 0x636f6465ull ^ p.method_options[CC_COLL_METHOD_TOPK]);
     return h;
@@ -85,17 +85,6 @@ bool exchange_cost(const CostTensor &t, const CallParams &p, int ranks, Exchange
 
 
 // The method's own settings (Method::settings: rows of the settings table).
-bool apply_pipeline_bytes(const std::string &text, Config *cfg, std::string *why)
-{
-    std::uint64_t v = 0;
-    if (parse_bytes(text, &v) && (v == 0 || (v >= (std::uint64_t{64} << 10) && v <= (std::uint64_t{1} << 31)))) {
-        cfg->pipeline_bytes = v;
-        return true;
-    }
-    *why = "expected 0 (off) or a byte count from 64K to 2G, such as 8M";
-    return false;
-}
-
 bool apply_topk_algorithm(const std::string &text, Config *cfg, std::string *why)
 {
     static const char *const names[] = {"auto", "allgather", "split"};
@@ -126,13 +115,6 @@ bool apply_index_coding(const std::string &text, Config *cfg, std::string *why)
 }
 
 const SettingDef kSettings[] = {
-    {"PIPELINE_BYTES", "CC_COLL_PIPELINE_BYTES", "0",
-     "TOPK's allgather algorithm on host buffers: 0 (off), or cut a call of more bytes than this into "
-     "chunks of about this many input bytes, each with its own top k (k = ceil(density * chunk)), "
-     "its own payload and its own MPI_Iallgather, so that selecting chunk i+1 overlaps sending chunk "
-     "i (64K to 2G). Every rank gets the same result; it differs from the unchunked call's (the top "
-     "k of each chunk, not of the whole buffer). Every rank must use the same value.",
-     apply_pipeline_bytes},
     {"TOPK_ALGORITHM", "CC_COLL_TOPK_ALGORITHM", "auto",
      "TOPK's allreduce of host buffers: allgather (every rank's pairs to every rank: exact sum of "
      "the selected pairs, bytes received grow with the ranks), split (each rank owns a region of "

@@ -307,6 +307,16 @@ cc_coll_status_t start_allgather_bytes(const void *send, std::size_t bytes, void
     return check_mpi(MPI_Iallgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm, req), "MPI_Iallgather");
 }
 
+cc_coll_status_t start_alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv, MPI_Comm comm,
+                                      MPI_Request *req)
+{
+    if (bytes_per_rank > static_cast<std::size_t>(INT_MAX))
+        return fail(CC_COLL_ERR_COUNT_OVERFLOW, "start_alltoall_bytes: %zu bytes per rank exceed INT_MAX",
+                    bytes_per_rank);
+    const int n = static_cast<int>(bytes_per_rank);
+    return check_mpi(MPI_Ialltoall(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm, req), "MPI_Ialltoall");
+}
+
 void test_requests(MPI_Request *reqs, std::size_t count)
 {
     int done = 0;

@@ -66,11 +66,14 @@ cc_coll_status_t alltoall_bytes(const void *send, std::size_t bytes_per_rank, vo
 // (P x bytes), with MPI_Allgather on MPI_BYTE. bytes must fit an int.
 cc_coll_status_t allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm);
 
-// The same started, not finished (a pipelined algorithm's messages): *req
+// The same (and alltoall_bytes) started, not finished (a pipelined
+// algorithm's messages): *req
 // completes with wait_request; test_requests between (on the thread that
 // computes) lets MPI move them meanwhile.
 cc_coll_status_t start_allgather_bytes(const void *send, std::size_t bytes, void *recv, MPI_Comm comm,
                                        MPI_Request *req);
+cc_coll_status_t start_alltoall_bytes(const void *send, std::size_t bytes_per_rank, void *recv, MPI_Comm comm,
+                                      MPI_Request *req);
 // MPI_Testall of the first `count` requests (completed ones become
 // MPI_REQUEST_NULL); errors surface in wait_request.
 void test_requests(MPI_Request *reqs, std::size_t count);

@@ -42,6 +42,8 @@
 #pragma once
 
 #include <algorithm>
+#include <climits>
+#include <vector>
 
 #include "collectives/allreduce/allreduce.hpp"
 #include "collectives/common/steps.hpp"
@@ -49,6 +51,7 @@
 #include "core/dtype.hpp"
 #include "core/stats.hpp"
 #include "exec/exec.hpp"
+#include "transport/mpi_transport.hpp"
 
 namespace cc_coll::detail {
 
@@ -77,6 +80,73 @@ cc_coll_status_t encode_blocks(X &x, const CallParams &p, W *g, std::size_t n, s
     return CC_COLL_OK;
 }
 
+// Step 1 on g[0..n) (m = ceil(n / P) elements per block, S coded bytes per
+// block): P coded blocks into `blocks`; with `error` g keeps the coding
+// errors. tail: m elements of scratch (codecs without kElementwise).
+template <typename C, typename X, typename W>
+cc_coll_status_t codec_encode_stage(X &x, const CallParams &p, W *g, std::size_t n, std::size_t P, std::size_t m,
+                                    unsigned char *blocks, bool error, W *tail)
+{
+    if constexpr (C::kElementwise) {
+        const std::size_t coded = C::coded_size(p, n);
+        CC_COLL_TRY(x.zero(blocks + coded, P * C::coded_size(p, m) - coded));
+        return C::template encode<W>(x, p, g, n, blocks, error ? g : nullptr, false);
+    } else {
+        return encode_blocks<C, X, W>(x, p, g, n, P, m, blocks, error, tail);
+    }
+}
+
+// Step 3 for this rank's block of g[0..n): the P received blocks decoded and
+// summed into sum (m elements), coded into mine; with `error` the sum's
+// coding error joins g over the block. tail: m elements of scratch.
+template <typename C, typename X, typename W>
+cc_coll_status_t codec_owner_stage(X &x, const CallParams &p, const unsigned char *received, W *g, std::size_t n,
+                                   std::size_t P, std::size_t m, bool error, W *sum, W *tail, unsigned char *mine)
+{
+    CC_COLL_TRY((C::template decode_sum<W>(x, p, received, P, m, sum)));
+    // Its elements past n (the last block's padding) keep no error.
+    const std::size_t start = std::min(n, static_cast<std::size_t>(x.comm().rank()) * m);
+    const std::size_t len = std::min(n - start, m);
+    W *own_error = error ? g + start : nullptr;
+    if constexpr (C::kElementwise) {
+        const std::size_t coded = C::coded_size(p, len);
+        CC_COLL_TRY((C::template encode<W>(x, p, sum, len, mine, own_error, true)));
+        return C::template encode<W>(x, p, sum + len, m - len, mine + coded, nullptr, false);
+    } else if (len == m || own_error == nullptr) {
+        if (len < m) CC_COLL_TRY(x.zero(sum + len, (m - len) * sizeof(W)));
+        return C::template encode<W>(x, p, sum, m, mine, own_error, true);
+    } else {
+        // A padded block: its padding sums to zero and keeps no error; the
+        // error of the first len elements joins this rank's residual there.
+        CC_COLL_TRY(x.zero(sum + len, (m - len) * sizeof(W)));
+        if (len > 0) CC_COLL_TRY(x.copy(tail, own_error, len * sizeof(W)));
+        CC_COLL_TRY(x.zero(tail + len, (m - len) * sizeof(W)));
+        CC_COLL_TRY((C::template encode<W>(x, p, sum, m, mine, tail, true)));
+        if (len > 0) CC_COLL_TRY(x.copy(own_error, tail, len * sizeof(W)));
+        return CC_COLL_OK;
+    }
+}
+
+// Step 4's decoding: the P gathered coded sums of n elements into out in
+// `dtype`.
+template <typename C, typename X>
+cc_coll_status_t codec_decode_stage(X &x, const CallParams &p, const unsigned char *gathered, std::size_t n,
+                                    std::size_t P, std::size_t m, cc_coll_dtype_t dtype, void *out)
+{
+    if constexpr (C::kElementwise) {
+        return C::decode_store(x, p, gathered, n, dtype, out);
+    } else {
+        const std::size_t es = dtype_size(dtype), S = C::coded_size(p, m);
+        for (std::size_t b = 0; b < P; ++b) {
+            const std::size_t lo = std::min(n, b * m);
+            const std::size_t cnt = std::min(n - lo, m);
+            if (cnt > 0)
+                CC_COLL_TRY(C::decode_store(x, p, gathered + b * S, cnt, dtype, static_cast<unsigned char *>(out) + lo * es));
+        }
+        return CC_COLL_OK;
+    }
+}
+
 // Steps 1-4 on g' = g[0..n) of the work type, already loaded: with `error`
 // g is the residual and keeps the coding errors (its guard, when given, is
 // released once nothing can fail on data); the decoded sums (not divided)
@@ -90,7 +160,7 @@ cc_coll_status_t codec_exchange(X &x, const CallParams &p, W *g, std::size_t n, 
     const std::size_t m = (n + P - 1) / P;
     const std::size_t S = C::coded_size(p, m);
     const double t0 = now_seconds();
-    unsigned char *blocks = nullptr, *mine = nullptr;
+    unsigned char *blocks = nullptr;
     CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, std::max<std::size_t>(2 * P * S, 1), &blocks));
     unsigned char *received = blocks + P * S;
     // sum, then (codecs without kElementwise) a padded block's copy.
@@ -98,57 +168,20 @@ cc_coll_status_t codec_exchange(X &x, const CallParams &p, W *g, std::size_t n, 
     const std::size_t scratch = C::kElementwise ? m : 2 * m;
     CC_COLL_TRY(x.template buffer<W>(Buf::Other, std::max<std::size_t>(scratch, 1), &sum));
     W *tail = sum + m;
-    if constexpr (C::kElementwise) {
-        const std::size_t coded = C::coded_size(p, n);
-        CC_COLL_TRY(x.zero(blocks + coded, P * S - coded));
-        CC_COLL_TRY((C::template encode<W>(x, p, g, n, blocks, error ? g : nullptr, false)));
-    } else {
-        CC_COLL_TRY((encode_blocks<C, X, W>(x, p, g, n, P, m, blocks, error, tail)));
-    }
+    CC_COLL_TRY((codec_encode_stage<C, X, W>(x, p, g, n, P, m, blocks, error, tail)));
     CC_COLL_TRY(x.sync());
     const double t1 = now_seconds();
     CC_COLL_TRY(x.transport().alltoall_bytes(blocks, S, received, comm.mpi()));
     const double t2 = now_seconds();
-    CC_COLL_TRY((C::template decode_sum<W>(x, p, received, P, m, sum)));
-    // The sent blocks are free again: the coded sum goes there. Its elements
-    // past n (the last block's padding) keep no error.
-    mine = blocks;
-    const std::size_t start = std::min(n, static_cast<std::size_t>(comm.rank()) * m);
-    const std::size_t len = std::min(n - start, m);
-    W *own_error = error ? g + start : nullptr;
-    if constexpr (C::kElementwise) {
-        const std::size_t coded = C::coded_size(p, len);
-        CC_COLL_TRY((C::template encode<W>(x, p, sum, len, mine, own_error, true)));
-        CC_COLL_TRY((C::template encode<W>(x, p, sum + len, m - len, mine + coded, nullptr, false)));
-    } else if (len == m || own_error == nullptr) {
-        if (len < m) CC_COLL_TRY(x.zero(sum + len, (m - len) * sizeof(W)));
-        CC_COLL_TRY((C::template encode<W>(x, p, sum, m, mine, own_error, true)));
-    } else {
-        // A padded block: its padding sums to zero and keeps no error; the
-        // error of the first len elements joins this rank's residual there.
-        CC_COLL_TRY(x.zero(sum + len, (m - len) * sizeof(W)));
-        if (len > 0) CC_COLL_TRY(x.copy(tail, own_error, len * sizeof(W)));
-        CC_COLL_TRY(x.zero(tail + len, (m - len) * sizeof(W)));
-        CC_COLL_TRY((C::template encode<W>(x, p, sum, m, mine, tail, true)));
-        if (len > 0) CC_COLL_TRY(x.copy(own_error, tail, len * sizeof(W)));
-    }
+    // The sent blocks are free again: the coded sum goes there.
+    unsigned char *mine = blocks;
+    CC_COLL_TRY((codec_owner_stage<C, X, W>(x, p, received, g, n, P, m, error, sum, tail, mine)));
     CC_COLL_TRY(x.sync());
     const double t3 = now_seconds();
     CC_COLL_TRY(x.transport().allgather_bytes(mine, S, received, comm.mpi()));
     const double t4 = now_seconds();
     if (guard != nullptr) guard->release();  // from here the call cannot fail on data
-    if constexpr (C::kElementwise) {
-        CC_COLL_TRY(C::decode_store(x, p, received, n, dtype, recv));
-    } else {
-        const std::size_t es = dtype_size(dtype);
-        for (std::size_t b = 0; b < P; ++b) {
-            const std::size_t lo = std::min(n, b * m);
-            const std::size_t cnt = std::min(n - lo, m);
-            if (cnt > 0)
-                CC_COLL_TRY(C::decode_store(x, p, received + b * S, cnt, dtype,
-                                            static_cast<unsigned char *>(recv) + lo * es));
-        }
-    }
+    CC_COLL_TRY((codec_decode_stage<C, X>(x, p, received, n, P, m, dtype, recv)));
     CC_COLL_TRY(x.sync());
     stats->time_compress += (t1 - t0) + (t3 - t2);
     stats->time_communicate += (t2 - t1) + (t4 - t3);
@@ -157,9 +190,113 @@ cc_coll_status_t codec_exchange(X &x, const CallParams &p, W *g, std::size_t n, 
     return CC_COLL_OK;
 }
 
+// The segments of a pipelined codec allreduce (CC_COLL_PIPELINE_BYTES,
+// docs/algorithms.md section 9): ceil(bytes / C) of them, 0 when the call
+// runs whole (off, one segment, one rank). Agreed values only, so every
+// rank decides alike.
+inline std::size_t codec_segments(std::size_t n, cc_coll_dtype_t dtype, const CallParams &p, int ranks)
+{
+    if (p.pipeline_bytes == 0 || ranks < 2) return 0;
+    const std::size_t bytes = n * dtype_size(dtype);
+    const std::size_t segments = static_cast<std::size_t>((bytes + p.pipeline_bytes - 1) / p.pipeline_bytes);
+    return segments < 2 ? 0 : segments;
+}
+
+// The allreduce in segments (host buffers): segment s = part_bounds(n,
+// segments, s) runs steps 1-4 as a whole call on its elements would, with
+// its own MPI_Ialltoall and MPI_Iallgather. Segment s + 1 is loaded and
+// coded while segment s's blocks travel, then segment s's owner stage runs
+// and its allgather starts; the decoding of every segment follows the last
+// allgather. The order of the calls does not depend on timing, the same on
+// every rank, as MPI requires of collectives.
+template <typename C, typename W>
+cc_coll_status_t codec_allreduce_pipelined(HostExec &x, const AllreduceArgs &a, const CallParams &p,
+                                           std::size_t segments, StatsSnapshot *stats)
+{
+    Comm &comm = x.comm();
+    const std::size_t n = a.count, es = dtype_size(a.dtype), P = static_cast<std::size_t>(comm.size());
+    const double t0 = now_seconds();
+    struct Segment {
+        std::size_t lo, n, m, S;
+        unsigned char *blocks;  // P S coded blocks to send (then the coded sum), P S received (then gathered)
+    };
+    std::vector<Segment> seg(segments);
+    std::size_t total = 0, max_m = 1;
+    for (std::size_t s = 0; s < segments; ++s) {
+        std::size_t lo = 0, hi = 0;
+        part_bounds(n, segments, s, &lo, &hi);
+        const std::size_t m = (hi - lo + P - 1) / P;
+        seg[s] = Segment{lo, hi - lo, m, C::coded_size(p, m), nullptr};
+        total += 2 * P * seg[s].S;
+        max_m = std::max(max_m, m);
+    }
+    if (total > static_cast<std::size_t>(INT_MAX))
+        return fail(CC_COLL_ERR_COUNT_OVERFLOW, "cc_coll_allreduce (pipelined): %zu coded bytes exceed INT_MAX", total);
+    W *g = nullptr;
+    Residual *res = nullptr;
+    CC_COLL_TRY((acquire_input<HostExec, W>(x, p, a.recv, n, a.dtype, true, &g, &res)));
+    const bool error = res != nullptr;
+    unsigned char *blocks = nullptr;
+    W *sum = nullptr;
+    CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, total, &blocks));
+    CC_COLL_TRY(x.template buffer<W>(Buf::Other, 2 * max_m, &sum));
+    for (std::size_t s = 0, at = 0; s < segments; at += 2 * P * seg[s].S, ++s) seg[s].blocks = blocks + at;
+
+    // Requests in flight; a failure below completes them before returning,
+    // since MPI still reads and writes the blocks until they finish.
+    std::vector<MPI_Request> reqs(2 * segments, MPI_REQUEST_NULL);  // segment s: alltoall 2s, allgather 2s + 1
+    struct Drain {
+        std::vector<MPI_Request> &r;
+        ~Drain()
+        {
+            for (MPI_Request &q : r) wait_request(&q, "MPI_Ialltoall / MPI_Iallgather");
+        }
+    } drain{reqs};
+    double compute = 0.0;
+    const auto owner = [&](std::size_t s) -> cc_coll_status_t {
+        Segment &sg = seg[s];
+        CC_COLL_TRY(wait_request(&reqs[2 * s], "MPI_Ialltoall"));
+        const double c0 = now_seconds();
+        CC_COLL_TRY((codec_owner_stage<C, HostExec, W>(x, p, sg.blocks + P * sg.S, g + sg.lo, sg.n, P, sg.m, error, sum,
+                                                       sum + sg.m, sg.blocks)));
+        compute += now_seconds() - c0;
+        return start_allgather_bytes(sg.blocks, sg.S, sg.blocks + P * sg.S, comm.mpi(), &reqs[2 * s + 1]);
+    };
+    InputGuard<HostExec, W> guard(x);
+    const auto *send = static_cast<const unsigned char *>(a.send);
+    for (std::size_t s = 0; s < segments; ++s) {
+        Segment &sg = seg[s];
+        const double c0 = now_seconds();
+        CC_COLL_TRY(x.template load_input<W>(send + sg.lo * es, a.dtype, sg.n, g + sg.lo, error));
+        guard.add(g + sg.lo, res, send + sg.lo * es, sg.n, a.dtype);
+        CC_COLL_TRY((codec_encode_stage<C, HostExec, W>(x, p, g + sg.lo, sg.n, P, sg.m, sg.blocks, error, sum + sg.m)));
+        compute += now_seconds() - c0;
+        CC_COLL_TRY(start_alltoall_bytes(sg.blocks, sg.S, sg.blocks + P * sg.S, comm.mpi(), &reqs[2 * s]));
+        if (s > 0) CC_COLL_TRY(owner(s - 1));
+        test_requests(reqs.data(), 2 * s + 1);
+    }
+    CC_COLL_TRY(owner(segments - 1));
+    for (MPI_Request &q : reqs) CC_COLL_TRY(wait_request(&q, "MPI_Ialltoall / MPI_Iallgather"));
+    const double t1 = now_seconds();
+    guard.release();  // from here the call cannot fail on data
+    for (const Segment &sg : seg)
+        CC_COLL_TRY((codec_decode_stage<C, HostExec>(x, p, sg.blocks + P * sg.S, sg.n, P, sg.m, a.dtype,
+                                                     static_cast<unsigned char *>(a.recv) + sg.lo * es)));
+    if (a.op == CC_COLL_AVG) CC_COLL_TRY(x.divide(a.recv, n, a.dtype, comm.size()));
+    stats->time_compress += compute;
+    stats->time_communicate += (t1 - t0) - compute;
+    stats->time_decompress += now_seconds() - t1;
+    for (const Segment &sg : seg) stats->bytes_wire += 2 * (P - 1) * sg.S;
+    return CC_COLL_OK;
+}
+
 template <typename C, typename X, typename W>
 cc_coll_status_t codec_allreduce(X &x, const AllreduceArgs &a, const CallParams &p, StatsSnapshot *stats)
 {
+    if constexpr (!X::kDevice) {
+        const std::size_t segments = codec_segments(a.count, a.dtype, p, x.comm().size());
+        if (segments > 0) return codec_allreduce_pipelined<C, W>(x, a, p, segments, stats);
+    }
     const double t0 = now_seconds();
     W *g = nullptr;
     Residual *res = nullptr;

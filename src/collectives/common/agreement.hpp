@@ -73,6 +73,14 @@ constexpr std::uint64_t kAgreementVersion = 2;
 // One 64-bit mixing step for signature hashes.
 std::uint64_t signature_mix(std::uint64_t h, std::uint64_t v);
 
+// A method's signature with CC_COLL_PIPELINE_BYTES folded in when set (the
+// methods that cut calls into parts; unset, the signature of earlier
+// releases).
+inline std::uint64_t mix_pipeline_bytes(std::uint64_t h, const CallParams &p)
+{
+    return p.pipeline_bytes != 0 ? signature_mix(h, 0x7069706eull ^ p.pipeline_bytes) : h;
+}
+
 // A double's bits, for hashing params.
 inline std::uint64_t double_bits(double d)
 {
