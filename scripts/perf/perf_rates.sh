@@ -5,7 +5,8 @@
 # runs cc_coll_perf with every method (LOWRANK at rank 1, then 4, then 16, on
 # the buffer viewed near-square: 4096 x 4096; TOPK also at density 0.05 with
 # its full values and with 4-bit values and coded indices,
-# CC_COLL_TOPK_VALUE_BITS=4), then a markdown table with the
+# CC_COLL_TOPK_VALUE_BITS=4; QUANT and ONEBIT also in 1 MiB parts,
+# CC_COLL_PIPELINE_BYTES=1M), then a markdown table with the
 # wire-time limit of each method's bytes and the library's own split into
 # compress, communicate and decompress.
 #
@@ -41,14 +42,19 @@ for rate in $rates; do
       $CC_CLUSTER_MPIRUN '"$perf"' -D 0.01 -m lowrank -R 4 > '"$tmp"'/r4.json &&
       $CC_CLUSTER_MPIRUN '"$perf"' -D 0.01 -m lowrank -R 16 > '"$tmp"'/r16.json &&
       $CC_CLUSTER_MPIRUN '"$perf"' -D 0.05 -m topk > '"$tmp"'/topk_d05.json &&
-      $CC_CLUSTER_MPIRUN -x CC_COLL_TOPK_VALUE_BITS=4 '"$perf"' -D 0.05 -m topk > '"$tmp"'/topk_d05_v4.json'
+      $CC_CLUSTER_MPIRUN -x CC_COLL_TOPK_VALUE_BITS=4 '"$perf"' -D 0.05 -m topk > '"$tmp"'/topk_d05_v4.json &&
+      $CC_CLUSTER_MPIRUN -x CC_COLL_PIPELINE_BYTES=1M '"$perf"' -m quant > '"$tmp"'/quant_parts.json &&
+      $CC_CLUSTER_MPIRUN -x CC_COLL_PIPELINE_BYTES=1M '"$perf"' -m onebit > '"$tmp"'/onebit_parts.json'
     python3 - "$tmp" "$out/rates_${rate}_${hosts}hosts.json" "$rate" "$hosts" "$load" \
       "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
 import json, os, subprocess, sys, time
 tmp, path, rate, hosts, lb, la = sys.argv[1:]
-runs = {r: json.load(open(os.path.join(tmp, r + ".json"))) for r in ("r1", "r4", "r16", "topk_d05", "topk_d05_v4")}
+runs = {r: json.load(open(os.path.join(tmp, r + ".json")))
+        for r in ("r1", "r4", "r16", "topk_d05", "topk_d05_v4", "quant_parts", "onebit_parts")}
 runs["topk_d05"]["label"] = "topk density 0.05"
 runs["topk_d05_v4"]["label"] = "topk density 0.05, 4-bit values"
+runs["quant_parts"]["label"] = "quant in 1 MiB parts"
+runs["onebit_parts"]["label"] = "onebit in 1 MiB parts"
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
 json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit, "rate": rate,
            "hosts": int(hosts), "load_before": lb, "load_after": la, "runs": runs}, open(path, "w"), indent=1)
