@@ -8,7 +8,9 @@
 #                taken by a spinning loop)
 #   <rate>       the emulated cluster (scripts/cluster/cc_cluster.sh), 2 hosts
 #                of one rank, links of 100mbit, 1gbit, 10gbit or 25gbit
-# Each run is one cc_coll_perf -m none,topk,auto of 4 KiB .. 1 MiB (30 timed
+# Each run is one cc_coll_perf -I -m none,topk,auto (interleaved: the three
+# methods' timed calls in turns, each method on its own communicator, so
+# that all three meet the same moments of the machine) of 4 KiB .. 1 MiB (30 timed
 # calls after CC_A_WARMUP_SMALL warm-up calls) and one of 4 MiB .. 256 MiB
 # (5 timed calls after CC_A_WARMUP_LARGE; on 100mbit 3 timed calls up to
 # 64 MiB after at most 6: NONE takes 11 s a call at 64 MiB). The warm-up
@@ -29,13 +31,14 @@
 #                bucket_<rate>_2hosts.json
 #   CC_A_BUILD   build folder with cc_coll_perf and the Python package (build)
 #   CC_A_BUCKET  0 (default) or 1: the bucket too, on the cluster setups
+#   CC_A_INTERLEAVE 1 (default) or 0: -I, or each method's calls in a row
 #   CC_A_WARMUP_SMALL, CC_A_WARMUP_LARGE
 #                warm-up calls per size and method (default 40 and 12)
 # The cluster setups need root (network namespaces); the bucket needs mpi4py
 # and numpy for /usr/bin/python3 (Debian: python3-mpi4py python3-numpy).
 # Takes about 45 minutes with the defaults.
 set -eu
-case "${1:-}" in -h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h | --help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 setups=${CC_A_SETUPS:-shm2 shm4 busy2 100mbit 1gbit 10gbit 25gbit}
 runs=${CC_A_RUNS:-3}
@@ -50,7 +53,9 @@ tmp=$(mktemp -d)
 busy=
 trap 'rm -rf "$tmp"; [ -z "$busy" ] || kill "$busy" 2>/dev/null || true' EXIT
 lib=$(cd "$build" && pwd)/libcc_coll.so
-perf="$build/cc_coll_perf -i 0 -r normal -D 0.01 -J -q -m none,topk,auto"
+interleave=${CC_A_INTERLEAVE:-1}
+case $interleave in 0) iflag= ;; 1) iflag=-I ;; *) echo "perf_auto.sh: CC_A_INTERLEAVE must be 0 or 1" >&2; exit 2 ;; esac
+perf="$build/cc_coll_perf -i 0 -r normal -D 0.01 -J -q $iflag -m none,topk,auto"
 for setup in $setups; do
   large="-b 4M -e 256M -f 4 -n 5 -w $wlarge"
   [ "$setup" = 100mbit ] && large="-b 4M -e 64M -f 4 -n 3 -w $((wlarge < 6 ? wlarge : 6))"

@@ -64,5 +64,10 @@ void report_failure(const bench_t *b, const char *call, int method, size_t count
  * method) on `count` elements; t_mpi_us is mpi's time for the speedup.
  * Collective. Returns 0, or 1 on every rank when a call failed on any. */
 int measure(bench_t *b, size_t count, int in_place, int method, double t_mpi_us, result_t *res);
+/* -I: n methods (methods[0] METHOD_MPI), library method j on comms[j]:
+ * every method's warm-up calls, then -n rounds of one timed call of each,
+ * each after an MPI_Barrier; res[j] as measure() gives. Collective. */
+int measure_interleaved(bench_t *b, size_t count, int in_place, int n, const int *methods,
+                        const cc_coll_comm_h *comms, result_t *res);
 
 #endif

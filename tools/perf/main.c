@@ -101,6 +101,19 @@ int main(int argc, char **argv)
         b.comm = NULL;
         ok = 0;
     }
+    /* -I: a library communicator per method slot (mpi's slot keeps b.comm). */
+    cc_coll_comm_h slot_comms[MAX_METHODS + 1];
+    for (int slot = 0; slot <= MAX_METHODS; ++slot) slot_comms[slot] = b.comm;
+    for (int slot = 0; opt.interleave && ok && slot < opt.n_methods; ++slot) {
+        if (!slot_wanted(&opt, slot)) continue;
+        slot_comms[slot + 1] = NULL;
+        if ((st = cc_coll_comm_create(MPI_COMM_WORLD, &slot_comms[slot + 1])) != CC_COLL_OK) {
+            fprintf(stderr, PROG ": [rank %d] cc_coll_comm_create (-I) failed: %s: %s\n", b.rank,
+                    cc_coll_status_string(st), cc_coll_last_error());
+            slot_comms[slot + 1] = b.comm;
+            ok = 0;
+        }
+    }
     size_t *counts = NULL;
     const size_t n_counts = make_counts(&opt, b.es, &counts);
     const size_t max_bytes = n_counts ? counts[n_counts - 1] * b.es : 0;
@@ -174,12 +187,27 @@ int main(int argc, char **argv)
             if ((opt.inplace_mode == MODE_IN_PLACE && !in_place) || (opt.inplace_mode == MODE_OUT_OF_PLACE && in_place))
                 continue;
             double t_mpi_us = 0.0;
+            /* -I: every method timed in turns first, then reported below. */
+            int interleaved = 0;
+            if (opt.interleave) {
+                int methods[MAX_METHODS + 1];
+                cc_coll_comm_h comms[MAX_METHODS + 1];
+                for (int slot = FIRST_SLOT; slot < opt.n_methods; ++slot) {
+                    if (!slot_wanted(&opt, slot)) continue;
+                    methods[interleaved] = slot_method(&opt, slot);
+                    comms[interleaved++] = slot_comms[slot + 1];
+                }
+                if (measure_interleaved(&b, count, in_place, interleaved, methods, comms, &results[n_res]) != 0) {
+                    rc = 1;
+                    break;
+                }
+            }
             for (int slot = FIRST_SLOT; slot < opt.n_methods && rc == 0; ++slot) {
                 if (!slot_wanted(&opt, slot)) continue;
                 const int m = slot_method(&opt, slot);
                 result_t *r = &results[n_res];
-                if (measure(&b, count, in_place, m, t_mpi_us, r) != 0 ||
-                    (opt.nonblocking && measure_nb(&b, count, in_place, m, r) != 0)) {
+                if (!opt.interleave && (measure(&b, count, in_place, m, t_mpi_us, r) != 0 ||
+                                        (opt.nonblocking && measure_nb(&b, count, in_place, m, r) != 0))) {
                     rc = 1;
                     break;
                 }
@@ -215,6 +243,8 @@ int main(int argc, char **argv)
     if (b.mpi_op != MPI_SUM && b.mpi_op != MPI_OP_NULL) MPI_Op_free(&b.mpi_op);
 
 done:
+    for (int slot = 1; slot <= MAX_METHODS; ++slot)
+        if (slot_comms[slot] != b.comm) cc_coll_comm_destroy(slot_comms[slot]);
     if (b.comm) cc_coll_comm_destroy(b.comm);
     free(counts);
     free(b.input);

@@ -32,6 +32,12 @@ void print_help(void)
         "  -w N      warm-up iterations (not timed), >= 0                    [5]\n"
         "  -c 0|1    check results (#wrong column, exit status 1 if any)     [1]\n"
         "  -i 0|1|2  0 = in-place only, 1 = out-of-place only, 2 = both      [2]\n"
+        "  -I        interleaved: after every method's warm-up calls, the timed\n"
+        "            calls in turns (one call of each method, then the next\n"
+        "            round), each after an MPI_Barrier, every library method on\n"
+        "            a communicator of its own (its own residuals, statistics\n"
+        "            and, for auto, model): the methods meet the same moments\n"
+        "            of a shared, noisy machine. Not with -N\n"
         "  -r DATA   input data: int or normal (see below)                  [int]\n"
         "Reduction\n"
         "  -d TYPE   element type: f32, f64, f16, bf16                       [f32]\n"
@@ -77,7 +83,7 @@ void print_help(void)
         "  dtype, method, inplace   what was measured\n"
         "  time(us)     per call: the average over the -n timed iterations of the\n"
         "               slowest rank's time (MPI_Wtime around each call, one\n"
-        "               MPI_Barrier before the timed loop)\n"
+        "               MPI_Barrier before the timed loop; -I: before each call)\n"
         "  algbw(GB/s)  size / time (GB = 1e9 bytes), on the uncompressed size\n"
         "  busbw(GB/s)  algbw * 2(P-1)/P, P = ranks (the nccl-tests definition)\n"
         "  wire(B)      bytes one rank hands to MPI per call (cc_coll stats\n"
@@ -259,15 +265,16 @@ int parse_options(int argc, char **argv, options_t *o, char *msg, size_t cap)
             long_val = arg[16] == '=' ? arg + 17 : NULL;
             arg = "-t";
         }
-        if (arg[0] != '-' || arg[1] == '\0' || arg[1] == '-' || !strchr("befnwcdomDEirJOqNtR", arg[1]))
+        if (arg[0] != '-' || arg[1] == '\0' || arg[1] == '-' || !strchr("befnwcdomDEirJOqNtRI", arg[1]))
             return usage_error(msg, cap, "unknown option '%s'", arg);
         const char flag = arg[1];
-        if (strchr("JOqN", flag)) {
+        if (strchr("JOqNI", flag)) {
             if (arg[2] != '\0') return usage_error(msg, cap, "-%c takes no value (got '%s')", flag, arg);
             if (flag == 'J') o->json = 1;
             if (flag == 'O') o->osu = 1;
             if (flag == 'q') o->quiet = 1;
             if (flag == 'N') o->nonblocking = 1;
+            if (flag == 'I') o->interleave = 1;
             continue;
         }
         /* The value follows the flag, attached (-b8K) or as the next word. */
@@ -364,5 +371,6 @@ int parse_options(int argc, char **argv, options_t *o, char *msg, size_t cap)
                            dtype_names[o->dtype]);
     if (o->json && o->osu) return usage_error(msg, cap, "-J and -O exclude each other");
     if (o->test_calls > 0 && !o->nonblocking) return usage_error(msg, cap, "-t applies to -N only");
+    if (o->interleave && o->nonblocking) return usage_error(msg, cap, "-I and -N exclude each other");
     return 0;
 }

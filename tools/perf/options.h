@@ -34,6 +34,7 @@ typedef struct options {
     int json, osu, quiet;
     int data;        /* DATA_INT or DATA_NORMAL */
     int nonblocking; /* -N: the OSU overlap measurement as well */
+    int interleave;  /* -I: the methods' timed calls in turns, each on its own communicator */
     int test_calls;  /* -t: cc_coll_test / MPI_Test calls in the dummy compute */
 } options_t;
 

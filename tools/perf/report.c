@@ -47,6 +47,9 @@ void print_table_header(const bench_t *b, double density, int ef)
     printf("# topk density %g%s, error feedback %d%s, lowrank rank %d%s, input data %s\n", density,
            o->has_density ? "" : " (CC_COLL_DENSITY)", ef, o->has_ef ? "" : " (CC_COLL_EF)", b->lowrank_rank,
            o->has_rank ? "" : " (CC_COLL_LOWRANK_RANK)", data_names[o->data]);
+    if (o->interleave)
+        printf("# interleaved (-I): the methods' timed calls in turns, each after a barrier, each library method "
+               "on its own communicator\n");
     if (o->nonblocking) {
         print_progress_line(stdout, b, "# ");
         printf("# time: blocking call, average over iterations of the slowest rank; the non-blocking columns: "
@@ -185,7 +188,7 @@ void print_json(const bench_t *b, const result_t *res, size_t n_res, double dens
            cc_coll_version_string(), b->ranks, dtype_names[o->dtype], op_names[o->op], data_names[o->data], o->iters,
            o->warmup);
     json_number(density);
-    printf(",\"ef\":%d,\"lowrank_rank\":%d", ef, b->lowrank_rank);
+    printf(",\"ef\":%d,\"lowrank_rank\":%d,\"interleaved\":%d", ef, b->lowrank_rank, o->interleave);
     if (o->nonblocking)
         printf(",\"nonblocking\":{\"method\":\"osu_iallreduce\",\"progress\":\"%s\",\"progress_setting\":\"%s\","
                "\"thread_level\":\"%s\",\"test_calls\":%d}",

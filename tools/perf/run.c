@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "data.h"
@@ -40,11 +41,11 @@ long long count_differing(const unsigned char *x, const unsigned char *y, size_t
     return wrong;
 }
 
-static cc_coll_status_t allreduce_once(bench_t *b, int method, const cc_coll_params_t *params, const void *sendbuf,
-                                       void *recvbuf, size_t count)
+static cc_coll_status_t allreduce_once(bench_t *b, cc_coll_comm_h comm, int method, const cc_coll_params_t *params,
+                                       const void *sendbuf, void *recvbuf, size_t count)
 {
     const options_t *o = b->opt;
-    if (method != METHOD_MPI) return cc_coll_allreduce(sendbuf, recvbuf, count, o->dtype, o->op, params, b->comm, NULL);
+    if (method != METHOD_MPI) return cc_coll_allreduce(sendbuf, recvbuf, count, o->dtype, o->op, params, comm, NULL);
     /* MPI_COMM_WORLD's default handler aborts on an MPI error. */
     MPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf, (int)count, b->mpi_type, b->mpi_op,
                   MPI_COMM_WORLD);
@@ -77,44 +78,76 @@ void report_failure(const bench_t *b, const char *call, int method, size_t count
             method_label(method), count, cc_coll_status_string(st), cc_coll_last_error());
 }
 
-/* Warm-up, then `iters` timed calls of one method on `count` elements.
- * Collective. Returns 0, or 1 on every rank when a call failed on any. */
-int measure(bench_t *b, size_t count, int in_place, int method, double t_mpi_us, result_t *res)
+/* One method's measurement at one size and mode: its library communicator,
+ * its timed calls' times and the checks of its first result. */
+typedef struct timing {
+    int method;
+    cc_coll_params_t params;
+    cc_coll_comm_h comm;
+    double *times; /* -n */
+    double acc[3];
+    const char *failed_call;
+    cc_coll_status_t st;
+} timing_t;
+
+static void timing_init(bench_t *b, timing_t *t, int method, cc_coll_comm_h comm, double *times)
+{
+    memset(t, 0, sizeof *t);
+    t->method = method;
+    t->params = method_params(b->opt, method);
+    t->comm = comm;
+    t->times = times;
+}
+
+/* Fresh error feedback, the warm-up calls, then fresh error feedback and
+ * counters for the timed calls. */
+static void timing_warm_up(bench_t *b, timing_t *t, size_t count, int in_place)
+{
+    const size_t bytes = count * b->es;
+    const void *sendbuf = in_place ? (const void *)b->recv : (const void *)b->send;
+    if (t->method != METHOD_MPI && (t->st = cc_coll_ef_reset_all(t->comm)) != CC_COLL_OK)
+        t->failed_call = "cc_coll_ef_reset_all";
+    for (int w = 0; w < b->opt->warmup && !t->failed_call; ++w) {
+        if (in_place) memcpy(b->recv, b->input, bytes);
+        if ((t->st = allreduce_once(b, t->comm, t->method, &t->params, sendbuf, b->recv, count)) != CC_COLL_OK)
+            t->failed_call = "cc_coll_allreduce";
+    }
+    if (t->method != METHOD_MPI && !t->failed_call) {
+        if ((t->st = cc_coll_ef_reset_all(t->comm)) != CC_COLL_OK) t->failed_call = "cc_coll_ef_reset_all";
+        else if ((t->st = cc_coll_comm_reset_stats(t->comm)) != CC_COLL_OK) t->failed_call = "cc_coll_comm_reset_stats";
+    }
+}
+
+/* Timed call `it`. A rank whose earlier call failed skips it (and every
+ * rank learns of the failure in timing_finish). */
+static void timed_call(bench_t *b, timing_t *t, size_t count, int in_place, int it)
+{
+    if (t->failed_call) return;
+    const size_t bytes = count * b->es;
+    const void *sendbuf = in_place ? (const void *)b->recv : (const void *)b->send;
+    if (in_place) memcpy(b->recv, b->input, bytes); /* fresh input, outside the timed region */
+    const double t0 = MPI_Wtime();
+    t->st = allreduce_once(b, t->comm, t->method, &t->params, sendbuf, b->recv, count);
+    t->times[it] = MPI_Wtime() - t0;
+    if (t->st != CC_COLL_OK) {
+        t->failed_call = "cc_coll_allreduce";
+    } else if (it == 0) {
+        check_first_result(b, t->method, count, t->acc);
+        if (b->first) memcpy(b->first, b->recv, bytes); /* -N compares its first result with it */
+        MPI_Barrier(MPI_COMM_WORLD); /* the check is not timed: line the ranks up again */
+    }
+}
+
+/* The statistics and the result of a finished measurement. Collective.
+ * Returns 0, or 1 on every rank when a call failed on any. */
+static int timing_finish(bench_t *b, timing_t *t, size_t count, int in_place, double t_mpi_us, result_t *res)
 {
     const options_t *o = b->opt;
     const size_t bytes = count * b->es;
-    const void *sendbuf = in_place ? (const void *)b->recv : (const void *)b->send;
-    const cc_coll_params_t params = method_params(o, method);
-    const char *failed_call = NULL;
-    cc_coll_status_t st = CC_COLL_OK;
-    double acc[3] = {0.0, 0.0, 0.0};
-
-    if (method != METHOD_MPI && (st = cc_coll_ef_reset_all(b->comm)) != CC_COLL_OK) failed_call = "cc_coll_ef_reset_all";
-    for (int w = 0; w < o->warmup && !failed_call; ++w) {
-        if (in_place) memcpy(b->recv, b->input, bytes);
-        if ((st = allreduce_once(b, method, &params, sendbuf, b->recv, count)) != CC_COLL_OK)
-            failed_call = "cc_coll_allreduce";
-    }
-    /* Fresh error feedback and counters for the timed loop. */
-    if (method != METHOD_MPI && !failed_call) {
-        if ((st = cc_coll_ef_reset_all(b->comm)) != CC_COLL_OK) failed_call = "cc_coll_ef_reset_all";
-        else if ((st = cc_coll_comm_reset_stats(b->comm)) != CC_COLL_OK) failed_call = "cc_coll_comm_reset_stats";
-    }
-
-    MPI_Barrier(MPI_COMM_WORLD);
-    for (int it = 0; it < o->iters && !failed_call; ++it) {
-        if (in_place) memcpy(b->recv, b->input, bytes); /* fresh input, outside the timed region */
-        const double t0 = MPI_Wtime();
-        st = allreduce_once(b, method, &params, sendbuf, b->recv, count);
-        b->times[it] = MPI_Wtime() - t0;
-        if (st != CC_COLL_OK) {
-            failed_call = "cc_coll_allreduce";
-        } else if (it == 0) {
-            check_first_result(b, method, count, acc);
-            if (b->first) memcpy(b->first, b->recv, bytes); /* -N compares its first result with it */
-            MPI_Barrier(MPI_COMM_WORLD); /* the check is not timed: line the ranks up again */
-        }
-    }
+    const int method = t->method;
+    const char *failed_call = t->failed_call;
+    cc_coll_status_t st = t->st;
+    double *acc = t->acc;
     if (failed_call) report_failure(b, failed_call, method, count, st);
 
     cc_coll_stats_t stats;
@@ -124,14 +157,14 @@ int measure(bench_t *b, size_t count, int in_place, int method, double t_mpi_us,
                  CC_COLL_STATS_FIELD_AUTO_CALLS | CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS |
                  CC_COLL_STATS_FIELD_AUTO_PREDICTED | CC_COLL_STATS_FIELD_AUTO_EXPLORED_CALLS |
                  CC_COLL_STATS_FIELD_AUTO_MEASURED;
-    if (!failed_call && method != METHOD_MPI && (st = cc_coll_comm_get_stats(b->comm, &stats)) != CC_COLL_OK)
+    if (!failed_call && method != METHOD_MPI && (st = cc_coll_comm_get_stats(t->comm, &stats)) != CC_COLL_OK)
         report_failure(b, failed_call = "cc_coll_comm_get_stats", method, count, st);
 
     int failed = failed_call != NULL, any_failed = 0;
     MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (any_failed) return 1;
 
-    MPI_Allreduce(MPI_IN_PLACE, b->times, o->iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, t->times, o->iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, acc, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     double phases[3] = {-1.0, -1.0, -1.0};
     if (method != METHOD_MPI && stats.calls > 0) {
@@ -141,7 +174,7 @@ int measure(bench_t *b, size_t count, int in_place, int method, double t_mpi_us,
     }
     MPI_Allreduce(MPI_IN_PLACE, phases, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     double sum = 0.0;
-    for (int it = 0; it < o->iters; ++it) sum += b->times[it];
+    for (int it = 0; it < o->iters; ++it) sum += t->times[it];
 
     res->bytes = bytes;
     res->count = count;
@@ -168,4 +201,51 @@ int measure(bench_t *b, size_t count, int in_place, int method, double t_mpi_us,
     res->communicate_us = phases[1];
     res->decompress_us = phases[2];
     return 0;
+}
+
+/* Warm-up, then `iters` timed calls of one method on `count` elements.
+ * Collective. Returns 0, or 1 on every rank when a call failed on any. */
+int measure(bench_t *b, size_t count, int in_place, int method, double t_mpi_us, result_t *res)
+{
+    timing_t t;
+    timing_init(b, &t, method, b->comm, b->times);
+    timing_warm_up(b, &t, count, in_place);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int it = 0; it < b->opt->iters; ++it) timed_call(b, &t, count, in_place, it);
+    return timing_finish(b, &t, count, in_place, t_mpi_us, res);
+}
+
+int measure_interleaved(bench_t *b, size_t count, int in_place, int n, const int *methods,
+                        const cc_coll_comm_h *comms, result_t *res)
+{
+    const int iters = b->opt->iters;
+    timing_t *t = calloc((size_t)n, sizeof *t);
+    double *times = calloc((size_t)n * (size_t)iters, sizeof *times);
+    int failed = t == NULL || times == NULL, any_failed = 0;
+    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_failed) {
+        if (failed) fprintf(stderr, PROG ": [rank %d] out of memory for the interleaved timings\n", b->rank);
+        free(t);
+        free(times);
+        return 1;
+    }
+    for (int j = 0; j < n; ++j) {
+        timing_init(b, &t[j], methods[j], comms[j], times + (size_t)j * (size_t)iters);
+        timing_warm_up(b, &t[j], count, in_place);
+    }
+    for (int it = 0; it < iters; ++it)
+        for (int j = 0; j < n; ++j) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            timed_call(b, &t[j], count, in_place, it);
+        }
+    /* The reference of relerr and the speedup is mpi's, which runs first. */
+    int rc = 0;
+    double t_mpi_us = 0.0;
+    for (int j = 0; j < n && rc == 0; ++j) {
+        rc = timing_finish(b, &t[j], count, in_place, t_mpi_us, &res[j]);
+        if (rc == 0 && methods[j] == METHOD_MPI) t_mpi_us = res[j].time_us;
+    }
+    free(t);
+    free(times);
+    return rc;
 }
