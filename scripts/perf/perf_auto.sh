@@ -8,7 +8,7 @@
 #                taken by a spinning loop)
 #   <rate>       the emulated cluster (scripts/cluster/cc_cluster.sh), 2 hosts
 #                of one rank, links of 100mbit, 1gbit, 10gbit or 25gbit
-# Each run is one cc_coll_perf -I -m none,topk,auto (interleaved: the three
+# Each run is one cc_coll_perf -m none,topk,auto -I (interleaved: the three
 # methods' timed calls in turns, each method on its own communicator, so
 # that all three meet the same moments of the machine) of 4 KiB .. 1 MiB (30 timed
 # calls after CC_A_WARMUP_SMALL warm-up calls) and one of 4 MiB .. 256 MiB
@@ -31,14 +31,17 @@
 #                bucket_<rate>_2hosts.json
 #   CC_A_BUILD   build folder with cc_coll_perf and the Python package (build)
 #   CC_A_BUCKET  0 (default) or 1: the bucket too, on the cluster setups
-#   CC_A_INTERLEAVE 1 (default) or 0: -I, or each method's calls in a row
+#   CC_A_INTERLEAVE 1 (default) or 0: -I up to 1 MiB, or each method's calls
+#                in a row there too (from 4 MiB on they are always in a row:
+#                alternating 256 MiB calls of different methods made every
+#                one of them up to twice as slow, docs/perf/auto.md)
 #   CC_A_WARMUP_SMALL, CC_A_WARMUP_LARGE
 #                warm-up calls per size and method (default 40 and 12)
 # The cluster setups need root (network namespaces); the bucket needs mpi4py
 # and numpy for /usr/bin/python3 (Debian: python3-mpi4py python3-numpy).
 # Takes about 45 minutes with the defaults.
 set -eu
-case "${1:-}" in -h | --help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 setups=${CC_A_SETUPS:-shm2 shm4 busy2 100mbit 1gbit 10gbit 25gbit}
 runs=${CC_A_RUNS:-3}
@@ -55,7 +58,7 @@ trap 'rm -rf "$tmp"; [ -z "$busy" ] || kill "$busy" 2>/dev/null || true' EXIT
 lib=$(cd "$build" && pwd)/libcc_coll.so
 interleave=${CC_A_INTERLEAVE:-1}
 case $interleave in 0) iflag= ;; 1) iflag=-I ;; *) echo "perf_auto.sh: CC_A_INTERLEAVE must be 0 or 1" >&2; exit 2 ;; esac
-perf="$build/cc_coll_perf -i 0 -r normal -D 0.01 -J -q $iflag -m none,topk,auto"
+perf="$build/cc_coll_perf -i 0 -r normal -D 0.01 -J -q -m none,topk,auto"
 for setup in $setups; do
   large="-b 4M -e 256M -f 4 -n 5 -w $wlarge"
   [ "$setup" = 100mbit ] && large="-b 4M -e 64M -f 4 -n 3 -w $((wlarge < 6 ? wlarge : 6))"
@@ -70,7 +73,7 @@ for setup in $setups; do
           /usr/bin/python3 -c 'while True: pass' &
           busy=$!
         fi
-        mpirun --oversubscribe -np "$np" $perf -b 4K -e 1M -f 4 -n 30 -w $wsmall > "$tmp/small.json"
+        mpirun --oversubscribe -np "$np" $perf $iflag -b 4K -e 1M -f 4 -n 30 -w $wsmall > "$tmp/small.json"
         mpirun --oversubscribe -np "$np" $perf $large > "$tmp/large.json"
         if [ -n "$busy" ]; then kill "$busy"; wait "$busy" 2>/dev/null || true; busy=; fi
         ;;
@@ -80,7 +83,7 @@ for setup in $setups; do
           extra='$CC_CLUSTER_MPIRUN -x PYTHONPATH='"$PWD"'/python -x CC_COLL_LIBRARY='"$lib"' /usr/bin/python3 scripts/perf/perf_bucket.py '"$tmp"'/bucket.json --iters 10'
         fi
         scripts/cluster/cc_cluster.sh -N 2 -r "$setup" -t 3000 -p ccauto -- sh -c '
-          $CC_CLUSTER_MPIRUN '"$perf"' -b 4K -e 1M -f 4 -n 30 -w '"$wsmall"' > '"$tmp"'/small.json &&
+          $CC_CLUSTER_MPIRUN '"$perf $iflag"' -b 4K -e 1M -f 4 -n 30 -w '"$wsmall"' > '"$tmp"'/small.json &&
           $CC_CLUSTER_MPIRUN '"$perf $large"' > '"$tmp"'/large.json && '"$extra"
         ;;
     esac
