@@ -13,6 +13,9 @@
 //      the residuals of all ranks add up to the inputs;
 //   4. allgather of the coded sums; every rank decodes all P into recvbuf
 //      (AVG: then / P), so every rank holds the same bits.
+// The owner's error joins the residual after step 4's allgather; a call that
+// fails before then puts g' back (CodecUndo) and takes its input out
+// (InputGuard): the residual is as before the call.
 // Each rank sends and receives 2 (P - 1) m c bytes for c coded bytes per
 // element, against a ring MPI_Allreduce's 2 (P - 1) m e. codec_exchange
 // runs steps 1-4 on a buffer already in the work type, with or without
@@ -96,36 +99,91 @@ cc_coll_status_t codec_encode_stage(X &x, const CallParams &p, W *g, std::size_t
     }
 }
 
-// Step 3 for this rank's block of g[0..n): the P received blocks decoded and
-// summed into sum (m elements), coded into mine; with `error` the sum's
-// coding error joins g over the block. tail: m elements of scratch.
+// Step 3 for this rank's block: the P received blocks decoded and summed
+// into sum (m elements), coded into mine. With own_error (m elements of
+// scratch, may be null) the sum's coding error on this rank's elements of
+// n is left there; codec_owner_error adds it to the residual once nothing
+// can fail. It is coded as the owner's stage (accumulate: its own rounding
+// stream) into a zeroed buffer, so 0 + error is the error itself.
 template <typename C, typename X, typename W>
-cc_coll_status_t codec_owner_stage(X &x, const CallParams &p, const unsigned char *received, W *g, std::size_t n,
-                                   std::size_t P, std::size_t m, bool error, W *sum, W *tail, unsigned char *mine)
+cc_coll_status_t codec_owner_stage(X &x, const CallParams &p, const unsigned char *received, std::size_t n,
+                                   std::size_t P, std::size_t m, W *own_error, W *sum, unsigned char *mine)
 {
     CC_COLL_TRY((C::template decode_sum<W>(x, p, received, P, m, sum)));
     // Its elements past n (the last block's padding) keep no error.
     const std::size_t start = std::min(n, static_cast<std::size_t>(x.comm().rank()) * m);
     const std::size_t len = std::min(n - start, m);
-    W *own_error = error ? g + start : nullptr;
+    if (own_error != nullptr) CC_COLL_TRY(x.zero(own_error, m * sizeof(W)));
     if constexpr (C::kElementwise) {
         const std::size_t coded = C::coded_size(p, len);
         CC_COLL_TRY((C::template encode<W>(x, p, sum, len, mine, own_error, true)));
         return C::template encode<W>(x, p, sum + len, m - len, mine + coded, nullptr, false);
-    } else if (len == m || own_error == nullptr) {
+    } else {
+        // A padded block: its padding sums to zero; its error there is
+        // dropped by codec_owner_error.
         if (len < m) CC_COLL_TRY(x.zero(sum + len, (m - len) * sizeof(W)));
         return C::template encode<W>(x, p, sum, m, mine, own_error, true);
-    } else {
-        // A padded block: its padding sums to zero and keeps no error; the
-        // error of the first len elements joins this rank's residual there.
-        CC_COLL_TRY(x.zero(sum + len, (m - len) * sizeof(W)));
-        if (len > 0) CC_COLL_TRY(x.copy(tail, own_error, len * sizeof(W)));
-        CC_COLL_TRY(x.zero(tail + len, (m - len) * sizeof(W)));
-        CC_COLL_TRY((C::template encode<W>(x, p, sum, m, mine, tail, true)));
-        if (len > 0) CC_COLL_TRY(x.copy(own_error, tail, len * sizeof(W)));
-        return CC_COLL_OK;
     }
 }
+
+// The owner's stage of two-stage error feedback, once the call cannot fail:
+// own_error (codec_owner_stage's) joins g over this rank's elements of n,
+// so that the results and the residuals of all ranks add up to the inputs.
+template <typename X, typename W>
+cc_coll_status_t codec_owner_error(X &x, W *g, std::size_t n, std::size_t m, const W *own_error)
+{
+    const std::size_t start = std::min(n, static_cast<std::size_t>(x.comm().rank()) * m);
+    const std::size_t len = std::min(n - start, m);
+    if (len == 0) return CC_COLL_OK;
+    return x.template load_input<W>(own_error, dtype_of_work<W>(), len, g + start, true);
+}
+
+// With error feedback, step 1 leaves the coding errors g' - decode(code(g'))
+// in g. Until release(), the destructor adds every block's code, decoded,
+// back to g (g' again, within rounding), so that the InputGuard made before
+// it, whose destructor runs after it, takes the input out and leaves the
+// residual as before the call (docs/algorithms.md 1.5). The codes must stay
+// where step 1 put them until release().
+template <typename C, typename X, typename W>
+class CodecUndo {
+public:
+    // scratch: m elements (the largest m added), not needed once a call failed.
+    CodecUndo(X &x, const CallParams &p, W *scratch) : x_(x), p_(p), scratch_(scratch) {}
+    CodecUndo(const CodecUndo &) = delete;
+    CodecUndo &operator=(const CodecUndo &) = delete;
+    ~CodecUndo()
+    {
+        if (!armed_) return;
+        for (const Entry &e : entries_) {
+            const std::size_t S = C::coded_size(p_, e.m);
+            for (std::size_t b = 0; b < e.P; ++b) {
+                const std::size_t lo = std::min(e.n, b * e.m), len = std::min(e.n - lo, e.m);
+                if (len == 0) continue;
+                // Best effort (the call is failing already; on the host neither step fails).
+                if (C::template decode_sum<W>(x_, p_, e.blocks + b * S, 1, e.m, scratch_) != CC_COLL_OK) continue;
+                (void)x_.template load_input<W>(scratch_, dtype_of_work<W>(), len, e.g + lo, true);
+            }
+        }
+    }
+    // g[0..n), coded by step 1 into P blocks of m elements at `blocks`.
+    void add(W *g, std::size_t n, std::size_t P, std::size_t m, const unsigned char *blocks)
+    {
+        entries_.push_back(Entry{g, n, P, m, blocks});
+    }
+    void release() { armed_ = false; }
+
+private:
+    struct Entry {
+        W *g;
+        std::size_t n, P, m;
+        const unsigned char *blocks;
+    };
+    X &x_;
+    const CallParams &p_;
+    W *scratch_;
+    std::vector<Entry> entries_;
+    bool armed_ = true;
+};
 
 // Step 4's decoding: the P gathered coded sums of n elements into out in
 // `dtype`.
@@ -149,8 +207,9 @@ cc_coll_status_t codec_decode_stage(X &x, const CallParams &p, const unsigned ch
 
 // Steps 1-4 on g' = g[0..n) of the work type, already loaded: with `error`
 // g is the residual and keeps the coding errors (its guard, when given, is
-// released once nothing can fail on data); the decoded sums (not divided)
-// go to recv in `dtype`, which may be g itself.
+// released once nothing can fail on data; until then a failure puts g'
+// back for it); the decoded sums (not divided) go to recv in `dtype`, which
+// may be g itself.
 template <typename C, typename X, typename W>
 cc_coll_status_t codec_exchange(X &x, const CallParams &p, W *g, std::size_t n, bool error, cc_coll_dtype_t dtype,
                                 void *recv, InputGuard<X, W> *guard, StatsSnapshot *stats)
@@ -160,27 +219,30 @@ cc_coll_status_t codec_exchange(X &x, const CallParams &p, W *g, std::size_t n, 
     const std::size_t m = (n + P - 1) / P;
     const std::size_t S = C::coded_size(p, m);
     const double t0 = now_seconds();
+    // P coded blocks to send, P received (then gathered), the coded sum.
     unsigned char *blocks = nullptr;
-    CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, std::max<std::size_t>(2 * P * S, 1), &blocks));
-    unsigned char *received = blocks + P * S;
-    // sum, then (codecs without kElementwise) a padded block's copy.
+    CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, std::max<std::size_t>((2 * P + 1) * S, 1), &blocks));
+    unsigned char *received = blocks + P * S, *mine = blocks + 2 * P * S;
+    // sum, the owner's coding error, a padded block's copy (step 1).
     W *sum = nullptr;
-    const std::size_t scratch = C::kElementwise ? m : 2 * m;
-    CC_COLL_TRY(x.template buffer<W>(Buf::Other, std::max<std::size_t>(scratch, 1), &sum));
-    W *tail = sum + m;
+    CC_COLL_TRY(x.template buffer<W>(Buf::Other, std::max<std::size_t>(3 * m, 1), &sum));
+    W *own_error = error ? sum + m : nullptr, *tail = sum + 2 * m;
+    CodecUndo<C, X, W> undo(x, p, sum);
     CC_COLL_TRY((codec_encode_stage<C, X, W>(x, p, g, n, P, m, blocks, error, tail)));
+    if (error) undo.add(g, n, P, m, blocks);
     CC_COLL_TRY(x.sync());
     const double t1 = now_seconds();
     CC_COLL_TRY(x.transport().alltoall_bytes(blocks, S, received, comm.mpi()));
     const double t2 = now_seconds();
-    // The sent blocks are free again: the coded sum goes there.
-    unsigned char *mine = blocks;
-    CC_COLL_TRY((codec_owner_stage<C, X, W>(x, p, received, g, n, P, m, error, sum, tail, mine)));
+    CC_COLL_TRY((codec_owner_stage<C, X, W>(x, p, received, n, P, m, own_error, sum, mine)));
     CC_COLL_TRY(x.sync());
     const double t3 = now_seconds();
     CC_COLL_TRY(x.transport().allgather_bytes(mine, S, received, comm.mpi()));
     const double t4 = now_seconds();
-    if (guard != nullptr) guard->release();  // from here the call cannot fail on data
+    // From here the call cannot fail on data.
+    undo.release();
+    if (guard != nullptr) guard->release();
+    if (error) CC_COLL_TRY((codec_owner_error<X, W>(x, g, n, m, own_error)));
     CC_COLL_TRY((codec_decode_stage<C, X>(x, p, received, n, P, m, dtype, recv)));
     CC_COLL_TRY(x.sync());
     stats->time_compress += (t1 - t0) + (t3 - t2);
@@ -218,16 +280,18 @@ cc_coll_status_t codec_allreduce_pipelined(HostExec &x, const AllreduceArgs &a, 
     const double t0 = now_seconds();
     struct Segment {
         std::size_t lo, n, m, S;
-        unsigned char *blocks;  // P S coded blocks to send (then the coded sum), P S received (then gathered)
+        unsigned char *blocks;  // P S coded blocks to send, P S received (then gathered), S: the coded sum
+        W *own_error;           // m: the owner's coding error, added to the residual at the end
     };
     std::vector<Segment> seg(segments);
-    std::size_t total = 0, max_m = 1;
+    std::size_t total = 0, max_m = 1, errors = 0;
     for (std::size_t s = 0; s < segments; ++s) {
         std::size_t lo = 0, hi = 0;
         part_bounds(n, segments, s, &lo, &hi);
         const std::size_t m = (hi - lo + P - 1) / P;
-        seg[s] = Segment{lo, hi - lo, m, C::coded_size(p, m), nullptr};
-        total += 2 * P * seg[s].S;
+        seg[s] = Segment{lo, hi - lo, m, C::coded_size(p, m), nullptr, nullptr};
+        total += (2 * P + 1) * seg[s].S;
+        errors += m;
         max_m = std::max(max_m, m);
     }
     if (total > static_cast<std::size_t>(INT_MAX))
@@ -237,10 +301,13 @@ cc_coll_status_t codec_allreduce_pipelined(HostExec &x, const AllreduceArgs &a, 
     CC_COLL_TRY((acquire_input<HostExec, W>(x, p, a.recv, n, a.dtype, true, &g, &res)));
     const bool error = res != nullptr;
     unsigned char *blocks = nullptr;
-    W *sum = nullptr;
+    W *sum = nullptr;  // max_m: a segment's sum, max_m: a padded block's copy, then every segment's own_error
     CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, total, &blocks));
-    CC_COLL_TRY(x.template buffer<W>(Buf::Other, 2 * max_m, &sum));
-    for (std::size_t s = 0, at = 0; s < segments; at += 2 * P * seg[s].S, ++s) seg[s].blocks = blocks + at;
+    CC_COLL_TRY(x.template buffer<W>(Buf::Other, 2 * max_m + (error ? errors : 0), &sum));
+    for (std::size_t s = 0, at = 0, e = 2 * max_m; s < segments; at += (2 * P + 1) * seg[s].S, e += seg[s].m, ++s) {
+        seg[s].blocks = blocks + at;
+        if (error) seg[s].own_error = sum + e;
+    }
 
     // Requests in flight; a failure below completes them before returning,
     // since MPI still reads and writes the blocks until they finish.
@@ -257,19 +324,22 @@ cc_coll_status_t codec_allreduce_pipelined(HostExec &x, const AllreduceArgs &a, 
         Segment &sg = seg[s];
         CC_COLL_TRY(wait_request(&reqs[2 * s], "MPI_Ialltoall"));
         const double c0 = now_seconds();
-        CC_COLL_TRY((codec_owner_stage<C, HostExec, W>(x, p, sg.blocks + P * sg.S, g + sg.lo, sg.n, P, sg.m, error, sum,
-                                                       sum + sg.m, sg.blocks)));
+        unsigned char *mine = sg.blocks + 2 * P * sg.S;
+        CC_COLL_TRY((codec_owner_stage<C, HostExec, W>(x, p, sg.blocks + P * sg.S, sg.n, P, sg.m, sg.own_error, sum,
+                                                       mine)));
         compute += now_seconds() - c0;
-        return start_allgather_bytes(sg.blocks, sg.S, sg.blocks + P * sg.S, comm.mpi(), &reqs[2 * s + 1]);
+        return start_allgather_bytes(mine, sg.S, sg.blocks + P * sg.S, comm.mpi(), &reqs[2 * s + 1]);
     };
     InputGuard<HostExec, W> guard(x);
+    CodecUndo<C, HostExec, W> undo(x, p, sum);  // runs before the guard's undo
     const auto *send = static_cast<const unsigned char *>(a.send);
     for (std::size_t s = 0; s < segments; ++s) {
         Segment &sg = seg[s];
         const double c0 = now_seconds();
         CC_COLL_TRY(x.template load_input<W>(send + sg.lo * es, a.dtype, sg.n, g + sg.lo, error));
         guard.add(g + sg.lo, res, send + sg.lo * es, sg.n, a.dtype);
-        CC_COLL_TRY((codec_encode_stage<C, HostExec, W>(x, p, g + sg.lo, sg.n, P, sg.m, sg.blocks, error, sum + sg.m)));
+        CC_COLL_TRY((codec_encode_stage<C, HostExec, W>(x, p, g + sg.lo, sg.n, P, sg.m, sg.blocks, error, sum + max_m)));
+        if (error) undo.add(g + sg.lo, sg.n, P, sg.m, sg.blocks);
         compute += now_seconds() - c0;
         CC_COLL_TRY(start_alltoall_bytes(sg.blocks, sg.S, sg.blocks + P * sg.S, comm.mpi(), &reqs[2 * s]));
         if (s > 0) CC_COLL_TRY(owner(s - 1));
@@ -278,7 +348,11 @@ cc_coll_status_t codec_allreduce_pipelined(HostExec &x, const AllreduceArgs &a, 
     CC_COLL_TRY(owner(segments - 1));
     for (MPI_Request &q : reqs) CC_COLL_TRY(wait_request(&q, "MPI_Ialltoall / MPI_Iallgather"));
     const double t1 = now_seconds();
-    guard.release();  // from here the call cannot fail on data
+    // From here the call cannot fail on data.
+    undo.release();
+    guard.release();
+    for (const Segment &sg : seg)
+        if (error) CC_COLL_TRY((codec_owner_error<HostExec, W>(x, g + sg.lo, sg.n, sg.m, sg.own_error)));
     for (const Segment &sg : seg)
         CC_COLL_TRY((codec_decode_stage<C, HostExec>(x, p, sg.blocks + P * sg.S, sg.n, P, sg.m, a.dtype,
                                                      static_cast<unsigned char *>(a.recv) + sg.lo * es)));
@@ -337,13 +411,16 @@ cc_coll_status_t codec_reduce_scatter(HostExec &x, const void *send, void *recv,
     unsigned char *received = blocks + P * S;
     W *sum = nullptr;
     CC_COLL_TRY(x.template buffer<W>(Buf::Other, std::max<std::size_t>(m, 1), &sum));
+    CodecUndo<C, HostExec, W> undo(x, p, sum);  // runs before the guard's undo
     if constexpr (C::kElementwise)
         CC_COLL_TRY((C::template encode<W>(x, p, g, n, blocks, res != nullptr ? g : nullptr, false)));
     else
         CC_COLL_TRY((encode_blocks<C, HostExec, W>(x, p, g, n, P, m, blocks, res != nullptr, nullptr)));
+    if (res != nullptr) undo.add(g, n, P, m, blocks);
     const double t1 = now_seconds();
     CC_COLL_TRY(x.transport().alltoall_bytes(blocks, S, received, comm.mpi()));
     const double t2 = now_seconds();
+    undo.release();
     guard.release();
     CC_COLL_TRY((C::template decode_sum<W>(x, p, received, P, m, sum)));
     CC_COLL_TRY(x.template store<W>(sum, m, dtype, recv));
