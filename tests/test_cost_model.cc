@@ -450,6 +450,52 @@ TEST(OnlineCheck, ChecksOfABurstingLinkCannotOutweighSustainedCalls)
     EXPECT_LE(seconds, 1.05 * calls * topk_s);
 }
 
+TEST(OnlineCheck, ALookAtABurstGivesWayToTheFirstCallsInARow)
+{
+    // A shaped link whose bucket lets a call after a pause through at the
+    // wire's speed (the emulated 100 Mbit/s link at 4 KiB): NONE's first
+    // look (calls 3 and 4, the second its sample) reads 0.25 times NONE's
+    // prediction, while TOPK takes 3 times its own, so AUTO switches to
+    // NONE, which takes 8 times its prediction call after call. The first
+    // window of NONE's calls in a row replaces the correction the look made
+    // (a mean weighted with the look's sample gave 4.0, not 8), and AUTO is
+    // back on TOPK after that one window.
+    CostModel m = model(CC_COLL_METHOD_TOPK, 2);
+    const std::size_t n = 1 << 20;
+    AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+    for (int round = 0; round < 4; ++round) {  // NONE about 1.2 times TOPK
+        for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] *= 1.2 * c.predicted_lossy / c.predicted_none;
+        c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+    }
+    ASSERT_EQ(c.method, CC_COLL_METHOD_TOPK);
+    ASSERT_LT(c.predicted_none, 1.5 * c.predicted_lossy);
+    ASSERT_GE(4 * c.predicted_lossy, kAgreeCostFactor * 2 * m.latency);  // windows of 4 calls
+    const double topk_s = 3 * c.predicted_lossy, burst_s = 0.25 * c.predicted_none, none_s = 8 * c.predicted_none;
+    const int k = size_class(4.0 * n);
+    OnlineCheck a, b;
+    int none_run = 0, none_in_a_row = 0, tail_topk = 0;
+    for (int i = 0; i < 200; ++i) {
+        if (a.agreement_due(m)) {
+            agree_both(a, b);
+            // The window of NONE's calls in a row sets its correction.
+            if (none_in_a_row >= static_cast<int>(kDriftMinSamples)) {
+                expect_near_rel(a.correction(0, k), 8.0);
+                none_in_a_row = -1000;
+            }
+        }
+        const Decision da = a.decide(m, c, 4.0 * n), db = b.decide(m, c, 4.0 * n);
+        ASSERT_EQ(da.choice, db.choice);
+        none_run = da.choice == 0 ? none_run + 1 : 0;
+        if (da.choice == 0 && !da.explored) ++none_in_a_row;
+        const double t = da.choice != 0 ? topk_s : none_run <= 2 ? burst_s : none_s;
+        a.observe(da, t);
+        b.observe(db, t);
+        if (i >= 100 && da.choice != 0) ++tail_topk;
+    }
+    EXPECT_LT(none_in_a_row, 0) << "AUTO never ran NONE in a row after the look";
+    EXPECT_GE(tail_topk, 98);  // TOPK but for NONE's rechecks
+}
+
 TEST(OnlineCheck, ARightModelStaysAndExplorationIsBounded)
 {
     // Here the model is right (TOPK 15x faster than NONE): AUTO keeps TOPK.

@@ -236,10 +236,15 @@ bool OnlineCheck::apply_agreement(const std::vector<std::uint64_t> &max_words)
         // A window of fewer than kDriftMinSamples samples (a check of the
         // runner-up) moves the correction by its weight only: one call can
         // be the exception (a burst a shaped link lets through).
-        const signed char now =
-            m < kDriftMinSamples ? 0 : r > kDriftFactor * f ? 1 : r * kDriftFactor < f ? -1 : 0;
-        if (f <= 0 || (now != 0 && now == off)) {
-            if (f > 0) drift_[k] = true;
+        const bool sustained = m >= kDriftMinSamples;
+        const signed char now = !sustained ? 0 : r > kDriftFactor * f ? 1 : r * kDriftFactor < f ? -1 : 0;
+        // A correction that only checks made (single calls after a pause,
+        // which a bursting link lets through at the wire's speed) gives way
+        // to the first window of calls in a row.
+        const bool first_sustained = sustained && !sustained_[j][k];
+        if (sustained) sustained_[j][k] = true;
+        if (f <= 0 || (now != 0 && now == off) || first_sustained) {
+            if (f > 0 && !first_sustained) drift_[k] = true;
             f = r;
             w = std::min(m, kMaxWeight);
             off = 0;

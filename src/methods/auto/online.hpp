@@ -21,7 +21,9 @@
 // sustained calls, nor one noisy window a long history); it takes the
 // window's ratio alone when the ratio is off by more than 1.5x, in the same
 // direction, for the second agreement running, each window with 3 or more
-// samples of the choice (the class has drifted). A
+// samples of the choice (the class has drifted), and when the window is the
+// first with 3 or more samples of the choice in the class (till then only
+// single checks, calls after a pause, made the correction). A
 // prediction is multiplied by its correction (the class's, else the
 // nearest class's within two octaves, else 1).
 //
@@ -121,6 +123,7 @@ private:
     };
     double factor_[kChoices][kSizeClasses] = {};
     double weight_[kChoices][kSizeClasses] = {};
+    bool sustained_[kChoices][kSizeClasses] = {};     // a window of kDriftMinSamples or more has been agreed
     bool ran_[kChoices][kSizeClasses] = {};           // the choice has run in the class
     signed char preferred_[kSizeClasses] = {};        // 1 + the class's last best choice (0: none yet)
     bool switched_ = false;  // a class's best choice changed since the last agreement
