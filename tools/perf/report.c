@@ -48,8 +48,8 @@ void print_table_header(const bench_t *b, double density, int ef)
            o->has_density ? "" : " (CC_COLL_DENSITY)", ef, o->has_ef ? "" : " (CC_COLL_EF)", b->lowrank_rank,
            o->has_rank ? "" : " (CC_COLL_LOWRANK_RANK)", data_names[o->data]);
     if (o->interleave)
-        printf("# interleaved (-I): the methods' timed calls in turns, each after a barrier, each library method "
-               "on its own communicator\n");
+        printf("# interleaved (-I): the methods' timed calls in turns (round i starts with method i mod the methods), "
+               "each after a barrier, each library method on its own communicator\n");
     if (o->nonblocking) {
         print_progress_line(stdout, b, "# ");
         printf("# time: blocking call, average over iterations of the slowest rank; the non-blocking columns: "

@@ -233,8 +233,12 @@ int measure_interleaved(bench_t *b, size_t count, int in_place, int n, const int
         timing_init(b, &t[j], methods[j], comms[j], times + (size_t)j * (size_t)iters);
         timing_warm_up(b, &t[j], count, in_place);
     }
+    /* Round `it` starts with method it mod n, so that every method follows
+     * every other equally often (on a shaped link one method's call drains
+     * the bucket the next one meets). */
     for (int it = 0; it < iters; ++it)
-        for (int j = 0; j < n; ++j) {
+        for (int s = 0; s < n; ++s) {
+            const int j = (it + s) % n;
             MPI_Barrier(MPI_COMM_WORLD);
             timed_call(b, &t[j], count, in_place, it);
         }

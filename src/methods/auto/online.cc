@@ -128,7 +128,12 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
         factor_of(runner, k, &found);
         const double looked = found ? est[runner] : raw * class_factor(k);
         const bool first_look = unseen && last_explore_[k] == 0 && looked <= kFirstLookFactor * est[best];
-        const bool close = est[runner] < kCloseFactor * est[best];
+        // A runner-up that only checks measured (single calls after a
+        // pause, which a shaped link lets through faster than calls in a
+        // row) may seem closer than it is: rechecked 4 times less often.
+        const std::uint64_t period = static_cast<std::uint64_t>(
+            sustained_[runner][k] ? kExplorePeriod : kChecksOnlyPeriod);
+        const bool close = est[runner] < kCloseFactor * est[best] && calls - last_explore_[k] >= period;
         const bool refresh = calls - last_explore_[k] >= static_cast<std::uint64_t>(kExploreRefresh);
         const bool affordable = spent_ + extra <= kExploreBudget * total_;
         if (first_look || ((unseen || close || drift_[k] || refresh) && affordable)) {

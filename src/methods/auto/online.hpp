@@ -33,8 +33,10 @@
 // and is predicted at most 10 times slower (a first look; a choice never
 // measured near this size is taken to be as far off as the measured
 // choices of its class, on average), and otherwise
-// when it has no sample, is within 1.5x of the best, when the class has
-// drifted, or when it was last checked 1000 calls ago; these later checks
+// when it has no sample, is within 1.5x of the best (and then, if it has
+// only run as a check, not in a window of 3 or more calls, 200 calls after
+// the last check), when the class has drifted, or when it was last checked
+// 1000 calls ago; these later checks
 // only while the predicted extra time of all checks stays within 2% of the
 // predicted time of all AUTO calls. So at most two calls in 50 run a
 // choice the model does not prefer, and, but for the first looks, the
@@ -63,6 +65,7 @@ constexpr int kAgreeMaxCalls = 64;
 constexpr int kAgreeFirstCalls = 8;  // the first agreement's calls, doubling up to kAgreeMaxCalls
 constexpr double kAgreeCostFactor = 100;  // the window's predicted time over the agreement's (2 latencies)
 constexpr int kExplorePeriod = 50;
+constexpr int kChecksOnlyPeriod = 200;  // close runner-ups that only checks measured
 constexpr int kExploreAt = 3;
 constexpr int kExploreRefresh = 1000;  // calls of a class after which a choice is re-checked
 constexpr double kFirstLookFactor = 10;
