@@ -12,8 +12,9 @@
 # methods' timed calls in turns, each method on its own communicator, so
 # that all three meet the same moments of the machine) of 4 KiB .. 1 MiB (30 timed
 # calls after CC_A_WARMUP_SMALL warm-up calls) and one of 4 MiB .. 256 MiB
-# (5 timed calls after CC_A_WARMUP_LARGE; on 100mbit 3 timed calls up to
-# 64 MiB after at most 6: NONE takes 11 s a call at 64 MiB). The warm-up
+# (-I -B 5: 15 timed calls after CC_A_WARMUP_LARGE, in turns of 5 calls of a
+# method in a row; on 100mbit 6 timed calls in turns of 3 up to 64 MiB after
+# at most 6 warm-up calls: NONE takes 11 s a call at 64 MiB). The warm-up
 # calls cover AUTO's learning in each size class: its first look at the
 # runner-up (its 3rd and 4th calls) and the communicator's first
 # agreements (after 8 and 16 calls; docs/algorithms.md 8.3), so the timed
@@ -31,10 +32,10 @@
 #                bucket_<rate>_2hosts.json
 #   CC_A_BUILD   build folder with cc_coll_perf and the Python package (build)
 #   CC_A_BUCKET  0 (default) or 1: the bucket too, on the cluster setups
-#   CC_A_INTERLEAVE 1 (default) or 0: -I up to 1 MiB, or each method's calls
-#                in a row there too (from 4 MiB on they are always in a row:
-#                alternating 256 MiB calls of different methods made every
-#                one of them up to twice as slow, docs/perf/auto.md)
+#   CC_A_INTERLEAVE 1 (default) or 0: -I up to 1 MiB and -I -B 5 from 4 MiB
+#                (alternating single 256 MiB calls of different methods made
+#                every one of them up to twice as slow, docs/perf/auto.md), or
+#                each method's calls in a row (5 timed, 3 on 100mbit)
 #   CC_A_WARMUP_SMALL, CC_A_WARMUP_LARGE
 #                warm-up calls per size and method (default 40 and 12)
 # The cluster setups need root (network namespaces); the bucket needs mpi4py
@@ -60,8 +61,13 @@ interleave=${CC_A_INTERLEAVE:-1}
 case $interleave in 0) iflag= ;; 1) iflag=-I ;; *) echo "perf_auto.sh: CC_A_INTERLEAVE must be 0 or 1" >&2; exit 2 ;; esac
 perf="$build/cc_coll_perf -i 0 -r normal -D 0.01 -J -q -m none,topk,auto"
 for setup in $setups; do
-  large="-b 4M -e 256M -f 4 -n 5 -w $wlarge"
-  [ "$setup" = 100mbit ] && large="-b 4M -e 64M -f 4 -n 3 -w $((wlarge < 6 ? wlarge : 6))"
+  if [ "$interleave" = 1 ]; then
+    large="-I -B 5 -b 4M -e 256M -f 4 -n 15 -w $wlarge"
+    [ "$setup" = 100mbit ] && large="-I -B 3 -b 4M -e 64M -f 4 -n 6 -w $((wlarge < 6 ? wlarge : 6))"
+  else
+    large="-b 4M -e 256M -f 4 -n 5 -w $wlarge"
+    [ "$setup" = 100mbit ] && large="-b 4M -e 64M -f 4 -n 3 -w $((wlarge < 6 ? wlarge : 6))"
+  fi
   run=1
   while [ "$run" -le "$runs" ]; do
     load=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include <mpi.h>
 
@@ -79,5 +80,29 @@ cc_coll_status_t start_alltoall_bytes(const void *send, std::size_t bytes_per_ra
 void test_requests(MPI_Request *reqs, std::size_t count);
 // Waits for *req (inside a request's fiber: suspending it between tests).
 cc_coll_status_t wait_request(MPI_Request *req, const char *what);
+
+// Waits, on the way out, for every request still in flight in the vectors
+// it watches (a pipelined algorithm that fails half-way: MPI reads and
+// writes the buffers until its requests complete); their errors are
+// dropped, the call's own failure is what it returns.
+class RequestsDrain {
+public:
+    RequestsDrain(std::vector<MPI_Request> *a, std::vector<MPI_Request> *b, const char *what)
+        : a_(a), b_(b), what_(what)
+    {
+    }
+    RequestsDrain(const RequestsDrain &) = delete;
+    RequestsDrain &operator=(const RequestsDrain &) = delete;
+    ~RequestsDrain()
+    {
+        for (std::vector<MPI_Request> *v : {a_, b_})
+            if (v != nullptr)
+                for (MPI_Request &q : *v) (void)wait_request(&q, what_);
+    }
+
+private:
+    std::vector<MPI_Request> *a_, *b_;
+    const char *what_;
+};
 
 }  // namespace cc_coll::detail

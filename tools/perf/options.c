@@ -39,6 +39,9 @@ void print_help(void)
         "            a communicator of its own (its own residuals, statistics\n"
         "            and, for auto, model): the methods meet the same moments\n"
         "            of a shared, noisy machine. Not with -N\n"
+        "  -B CALLS  with -I: a turn is CALLS timed calls of a method in a row\n"
+        "            (the turns rotate as the rounds do): large calls that\n"
+        "            alternate slow one another, a block of them does not [1]\n"
         "  -r DATA   input data: int or normal (see below)                  [int]\n"
         "Reduction\n"
         "  -d TYPE   element type: f32, f64, f16, bf16                       [f32]\n"
@@ -248,6 +251,7 @@ int parse_options(int argc, char **argv, options_t *o, char *msg, size_t cap)
     o->factor = 2;
     o->iters = 20;
     o->warmup = 5;
+    o->block = 1;
     o->check = 1;
     o->dtype = CC_COLL_F32;
     o->op = CC_COLL_SUM;
@@ -266,7 +270,7 @@ int parse_options(int argc, char **argv, options_t *o, char *msg, size_t cap)
             long_val = arg[16] == '=' ? arg + 17 : NULL;
             arg = "-t";
         }
-        if (arg[0] != '-' || arg[1] == '\0' || arg[1] == '-' || !strchr("befnwcdomDEirJOqNtRI", arg[1]))
+        if (arg[0] != '-' || arg[1] == '\0' || arg[1] == '-' || !strchr("befnwcdomDEirJOqNtRIB", arg[1]))
             return usage_error(msg, cap, "unknown option '%s'", arg);
         const char flag = arg[1];
         if (strchr("JOqNI", flag)) {
@@ -296,6 +300,11 @@ int parse_options(int argc, char **argv, options_t *o, char *msg, size_t cap)
             if (parse_int(val, 2, LONG_MAX, &v) != 0)
                 return usage_error(msg, cap, "-f: multiplication factor must be an integer >= 2 (got '%s')", val);
             o->factor = (size_t)v;
+            break;
+        case 'B':
+            if (parse_int(val, 1, 1000000, &v) != 0)
+                return usage_error(msg, cap, "-B: calls per turn must be an integer in 1..1000000 (got '%s')", val);
+            o->block = (int)v;
             break;
         case 'n':
             if (parse_int(val, 1, 1000000, &v) != 0)
@@ -373,5 +382,6 @@ int parse_options(int argc, char **argv, options_t *o, char *msg, size_t cap)
     if (o->json && o->osu) return usage_error(msg, cap, "-J and -O exclude each other");
     if (o->test_calls > 0 && !o->nonblocking) return usage_error(msg, cap, "-t applies to -N only");
     if (o->interleave && o->nonblocking) return usage_error(msg, cap, "-I and -N exclude each other");
+    if (o->block > 1 && !o->interleave) return usage_error(msg, cap, "-B applies to -I only");
     return 0;
 }

@@ -35,6 +35,7 @@ typedef struct options {
     int data;        /* DATA_INT or DATA_NORMAL */
     int nonblocking; /* -N: the OSU overlap measurement as well */
     int interleave;  /* -I: the methods' timed calls in turns, each on its own communicator */
+    int block;       /* -B: a turn of -I is this many calls of a method in a row (default 1) */
     int test_calls;  /* -t: cc_coll_test / MPI_Test calls in the dummy compute */
 } options_t;
 

@@ -48,8 +48,9 @@ void print_table_header(const bench_t *b, double density, int ef)
            o->has_density ? "" : " (CC_COLL_DENSITY)", ef, o->has_ef ? "" : " (CC_COLL_EF)", b->lowrank_rank,
            o->has_rank ? "" : " (CC_COLL_LOWRANK_RANK)", data_names[o->data]);
     if (o->interleave)
-        printf("# interleaved (-I): the methods' timed calls in turns (round i starts with method i mod the methods), "
-               "each after a barrier, each library method on its own communicator\n");
+        printf("# interleaved (-I): the methods' timed calls in turns of %d (round i starts with method i mod the "
+               "methods), each after a barrier, each library method on its own communicator\n",
+               o->block);
     if (o->nonblocking) {
         print_progress_line(stdout, b, "# ");
         printf("# time: blocking call, average over iterations of the slowest rank; the non-blocking columns: "
@@ -188,7 +189,7 @@ void print_json(const bench_t *b, const result_t *res, size_t n_res, double dens
            cc_coll_version_string(), b->ranks, dtype_names[o->dtype], op_names[o->op], data_names[o->data], o->iters,
            o->warmup);
     json_number(density);
-    printf(",\"ef\":%d,\"lowrank_rank\":%d,\"interleaved\":%d", ef, b->lowrank_rank, o->interleave);
+    printf(",\"ef\":%d,\"lowrank_rank\":%d,\"interleaved\":%d,\"block\":%d", ef, b->lowrank_rank, o->interleave, o->block);
     if (o->nonblocking)
         printf(",\"nonblocking\":{\"method\":\"osu_iallreduce\",\"progress\":\"%s\",\"progress_setting\":\"%s\","
                "\"thread_level\":\"%s\",\"test_calls\":%d}",

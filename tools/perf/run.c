@@ -233,15 +233,20 @@ int measure_interleaved(bench_t *b, size_t count, int in_place, int n, const int
         timing_init(b, &t[j], methods[j], comms[j], times + (size_t)j * (size_t)iters);
         timing_warm_up(b, &t[j], count, in_place);
     }
-    /* Round `it` starts with method it mod n, so that every method follows
-     * every other equally often (on a shaped link one method's call drains
-     * the bucket the next one meets). */
-    for (int it = 0; it < iters; ++it)
+    /* Round r (of `block` calls per method, -B) starts with method r mod
+     * n, so that every method follows every other equally often (on a
+     * shaped link one method's call drains the bucket the next one meets). */
+    const int block = b->opt->block > 0 ? b->opt->block : 1;
+    for (int it = 0, round = 0; it < iters; it += block, ++round) {
+        const int calls = iters - it < block ? iters - it : block;
         for (int s = 0; s < n; ++s) {
-            const int j = (it + s) % n;
-            MPI_Barrier(MPI_COMM_WORLD);
-            timed_call(b, &t[j], count, in_place, it);
+            const int j = (round + s) % n;
+            for (int c = 0; c < calls; ++c) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                timed_call(b, &t[j], count, in_place, it + c);
+            }
         }
+    }
     /* The reference of relerr and the speedup is mpi's, which runs first. */
     int rc = 0;
     double t_mpi_us = 0.0;

@@ -312,13 +312,7 @@ cc_coll_status_t codec_allreduce_pipelined(HostExec &x, const AllreduceArgs &a, 
     // Requests in flight; a failure below completes them before returning,
     // since MPI still reads and writes the blocks until they finish.
     std::vector<MPI_Request> reqs(2 * segments, MPI_REQUEST_NULL);  // segment s: alltoall 2s, allgather 2s + 1
-    struct Drain {
-        std::vector<MPI_Request> &r;
-        ~Drain()
-        {
-            for (MPI_Request &q : r) wait_request(&q, "MPI_Ialltoall / MPI_Iallgather");
-        }
-    } drain{reqs};
+    RequestsDrain drain(&reqs, nullptr, "MPI_Ialltoall / MPI_Iallgather");
     double compute = 0.0;
     const auto owner = [&](std::size_t s) -> cc_coll_status_t {
         Segment &sg = seg[s];

@@ -144,14 +144,7 @@ cc_coll_status_t sparse_allgather_pipelined(HostExec &x, const AllreduceArgs &a,
     // collectives.
     std::vector<MPI_Request> reqs(chunks, MPI_REQUEST_NULL), size_reqs(chunks, MPI_REQUEST_NULL);
     std::vector<std::uint64_t> own(chunks, 0), sizes(fmt.coded ? chunks * P : 0);
-    struct Drain {
-        std::vector<MPI_Request> &r, &s;
-        ~Drain()
-        {
-            for (MPI_Request &q : s) wait_request(&q, "MPI_Iallgather");
-            for (MPI_Request &q : r) wait_request(&q, "MPI_Iallgather");
-        }
-    } drain{reqs, size_reqs};
+    RequestsDrain drain(&size_reqs, &reqs, "MPI_Iallgather");
     std::size_t started = 0, encoded = 0;
     // Coded: chunk c's sizes, checked (every rank sees the same, so every
     // rank stops at the same chunk), then its payload exchange.

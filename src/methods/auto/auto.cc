@@ -119,8 +119,12 @@ cc_coll_status_t agree_samples(Comm &comm, AutoState &s)
         s.online = OnlineCheck();  // forget: the next check starts afresh on every rank
         return st;
     }
-    std::vector<std::uint64_t> values(words.begin() + 2, words.end());
-    CC_COLL_TRY(allreduce_max_u64(values.data(), comm.mpi(), static_cast<int>(values.size())));
+    // The window's pairs only: the exchange above found every rank's window
+    // the same (its hash covers the pairs), so every rank sends as many.
+    const std::size_t pairs = std::min(s.online.window_keys().size(), words.size() - 2);
+    std::vector<std::uint64_t> values(words.begin() + 2, words.begin() + 2 + static_cast<std::ptrdiff_t>(pairs));
+    if (!values.empty())
+        CC_COLL_TRY(allreduce_max_u64(values.data(), comm.mpi(), static_cast<int>(values.size())));
     std::vector<std::uint64_t> agreed = words;
     for (std::size_t i = 0; i < values.size(); ++i) agreed[2 + i] = values[i];
     // The log's view of the window, taken before the update (only when

@@ -8,8 +8,9 @@
 // (TOPK's residual, scratch buffers, the pages they touch). The ranks agree
 // on the samples every so often, at the same AUTO call on every rank (an
 // exchange in the agreement's format, then one MPI_Allreduce (MPI_MAX) of
-// at most 32 words), once the calls since the last one are 4 or more and
-// were predicted to take 100 times its two latencies, or after 64 calls
+// a word per pair of the window, at most 32), once the calls since the last
+// one are 4 or more and were predicted to take 100 times its two
+// latencies, or after 64 calls
 // (8, 16 and 32 for a communicator's first three agreements, and 8 again
 // after a class's preferred choice changed, so that a wrong switch is
 // undone within a few calls).
