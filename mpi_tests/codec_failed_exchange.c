@@ -87,23 +87,7 @@ static int g_ranks = 1;
 
 enum Call { kAllreduce, kReduceScatter };
 
-static cc_coll_comm_h comm_with(const char *pipeline)
-{
-    if (pipeline) setenv("CC_COLL_PIPELINE_BYTES", pipeline, 1);
-    cc_coll_comm_h h = NULL;
-    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
-    unsetenv("CC_COLL_PIPELINE_BYTES");
-    return h;
-}
 
-static void fill(cc_coll_dtype_t d, void *buf, size_t n, uint64_t seed)
-{
-    uint64_t s = seed * 7919u + (uint64_t)g_rank * 104729u + 1u;
-    double *x = xmalloc(n * sizeof *x);
-    for (size_t i = 0; i < n; ++i) x[i] = rng_uniform(&s) * 4.0 - 2.0;
-    pack(d, x, n, buf);
-    free(x);
-}
 
 /* One step of the call on h: n input elements (the reduce-scatter: n / P
  * results per rank). */
@@ -137,10 +121,10 @@ static void failed_case(cc_coll_method_t m, const char *name, enum Call call, co
     p = keyed(p, 42);
     unsigned char *x1 = xmalloc(n * es), *x2 = xmalloc(n * es), *out = xmalloc(rn * es), *keep = xmalloc(rn * es);
     double *ea = xmalloc(n * sizeof *ea), *eb = xmalloc(n * sizeof *eb), *in2 = xmalloc(n * sizeof *in2);
-    fill(d, x1, n, 1);
-    fill(d, x2, n, 2);
+    fill_uniform(d, x1, n, 1);
+    fill_uniform(d, x2, n, 2);
     for (size_t i = 0; i < n; ++i) in2[i] = element(d, x2, i);
-    cc_coll_comm_h a = comm_with(pipeline), b = comm_with(pipeline);
+    cc_coll_comm_h a = comm_with_pipeline(pipeline), b = comm_with_pipeline(pipeline);
     CHECK_CC(step(call, b, &p, x1, out, n, d));
     const int calls = exchanges_of(call, a, &p, x1, out, n, d);
     snprintf(desc, sizeof desc, "%s %s%s %s", name, call == kAllreduce ? "allreduce" : "reduce-scatter",

@@ -47,14 +47,6 @@ static cc_coll_params_t params_with(double density, uint64_t key)
     return keyed(p, key);
 }
 
-static cc_coll_comm_h comm_with(const char *pipeline)
-{
-    if (pipeline) setenv("CC_COLL_PIPELINE_BYTES", pipeline, 1);
-    cc_coll_comm_h h = NULL;
-    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
-    unsetenv("CC_COLL_PIPELINE_BYTES");
-    return h;
-}
 
 /* The library's chunk bounds: ceil(bytes / CHUNK_BYTES) chunks, n split as
  * evenly as possible, the first n % chunks one element longer. */
@@ -66,14 +58,6 @@ static void chunk_bounds(size_t n, size_t chunks, size_t c, size_t *lo, size_t *
     *hi = *lo + base + (c < extra ? 1 : 0);
 }
 
-static void fill(cc_coll_dtype_t d, void *buf, size_t n, uint64_t seed)
-{
-    uint64_t s = seed * 7919u + (uint64_t)g_rank * 104729u + 1u;
-    double *x = xmalloc(n * sizeof *x);
-    for (size_t i = 0; i < n; ++i) x[i] = rng_uniform(&s) * 4.0 - 2.0;
-    pack(d, x, n, buf);
-    free(x);
-}
 
 static void chunked_case(cc_coll_comm_h piped, cc_coll_comm_h plain, cc_coll_dtype_t d, cc_coll_op_t op,
                          int in_place, int nonblocking)
@@ -89,7 +73,7 @@ static void chunked_case(cc_coll_comm_h piped, cc_coll_comm_h plain, cc_coll_dty
     const cc_coll_params_t whole = params_with(0.01, 1);
     unsigned char *send = xmalloc(n * es), *a = xmalloc(n * es), *b = xmalloc(n * es);
     for (int step = 0; step < 3; ++step) {
-        fill(d, send, n, (uint64_t)step + 3u);
+        fill_uniform(d, send, n, (uint64_t)step + 3u);
         if (in_place) memcpy(a, send, n * es);
         else memset(a, 0xa5, n * es);
         const void *src = in_place ? (const void *)a : (const void *)send;
@@ -140,7 +124,7 @@ static void unchunked_cases(cc_coll_comm_h piped, cc_coll_comm_h plain)
     g_test = "unchunked";
     const size_t n = 3 * CHUNK_BYTES / 4;
     float *send = xmalloc(n * sizeof *send), *a = xmalloc(n * sizeof *a), *b = xmalloc(n * sizeof *b);
-    fill(CC_COLL_F32, send, n, 9);
+    fill_uniform(CC_COLL_F32, send, n, 9);
     cc_coll_params_t p;
     if (g_method == CC_COLL_METHOD_TOPK) {
         /* density 0.6: every chunk's payloads would outweigh it on 2+ ranks */
@@ -170,10 +154,10 @@ static void disagreement(void)
     CHECK(strstr(cc_coll_last_error(), "CC_COLL_PIPELINE_BYTES") != NULL, "the message does not name the variable");
     if (g_ranks < 2) return;
     g_test = "ranks disagree";
-    cc_coll_comm_h h = comm_with(g_rank == 0 ? "64K" : NULL);
+    cc_coll_comm_h h = comm_with_pipeline(g_rank == 0 ? "64K" : NULL);
     const size_t n = 3 * CHUNK_BYTES / 4;
     float *x = xmalloc(n * sizeof *x), *keep = xmalloc(n * sizeof *keep);
-    fill(CC_COLL_F32, x, n, 11);
+    fill_uniform(CC_COLL_F32, x, n, 11);
     memcpy(keep, x, n * sizeof *x);
     const cc_coll_params_t p = params_with(0.01, 7);
     const cc_coll_status_t got = cc_coll_allreduce(x, x, n, CC_COLL_F32, CC_COLL_SUM, &p, h, NULL);
@@ -200,7 +184,7 @@ int main(int argc, char **argv)
         g_method = known[i].m;
         g_method_name = known[i].name;
     }
-    cc_coll_comm_h piped = comm_with("64K"), plain = comm_with(NULL);
+    cc_coll_comm_h piped = comm_with_pipeline("64K"), plain = comm_with_pipeline(NULL);
     const cc_coll_dtype_t dtypes[] = {CC_COLL_F32, CC_COLL_F64, CC_COLL_F16, CC_COLL_BF16};
     for (size_t i = 0; i < 4; ++i)
         for (int op = 0; op < 2; ++op)

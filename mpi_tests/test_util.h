@@ -301,6 +301,27 @@ static inline void expect_nonfinite_pattern(cc_coll_dtype_t d, const void *got, 
     }
 }
 
+/* Uniform values in [-2, 2) as a d buffer, from seed and this rank. */
+static inline void fill_uniform(cc_coll_dtype_t d, void *buf, size_t n, uint64_t seed)
+{
+    uint64_t s = seed * 7919u + (uint64_t)g_rank * 104729u + 1u;
+    double *x = (double *)xmalloc(n * sizeof *x);
+    for (size_t i = 0; i < n; ++i) x[i] = rng_uniform(&s) * 4.0 - 2.0;
+    pack(d, x, n, buf);
+    free(x);
+}
+
+/* A communicator of MPI_COMM_WORLD created with CC_COLL_PIPELINE_BYTES =
+ * bytes (NULL: unset). */
+static inline cc_coll_comm_h comm_with_pipeline(const char *bytes)
+{
+    if (bytes) setenv("CC_COLL_PIPELINE_BYTES", bytes, 1);
+    cc_coll_comm_h h = NULL;
+    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
+    unsetenv("CC_COLL_PIPELINE_BYTES");
+    return h;
+}
+
 /* ---- params and stats ------------------------------------------------------ */
 
 static inline cc_coll_params_t method_params(cc_coll_method_t m)
