@@ -99,6 +99,15 @@ cc_coll_status_t codec_encode_stage(X &x, const CallParams &p, W *g, std::size_t
     }
 }
 
+// How many of rank r's block's m elements lie within n (the last blocks
+// may be padding), and where the block starts (*start, when given).
+inline std::size_t owned_elements(int r, std::size_t n, std::size_t m, std::size_t *start)
+{
+    const std::size_t lo = std::min(n, static_cast<std::size_t>(r) * m);
+    if (start != nullptr) *start = lo;
+    return std::min(n - lo, m);
+}
+
 // Step 3 for this rank's block: the P received blocks decoded and summed
 // into sum (m elements), coded into mine. With own_error (m elements of
 // scratch, may be null) the sum's coding error on this rank's elements of
@@ -111,8 +120,7 @@ cc_coll_status_t codec_owner_stage(X &x, const CallParams &p, const unsigned cha
 {
     CC_COLL_TRY((C::template decode_sum<W>(x, p, received, P, m, sum)));
     // Its elements past n (the last block's padding) keep no error.
-    const std::size_t start = std::min(n, static_cast<std::size_t>(x.comm().rank()) * m);
-    const std::size_t len = std::min(n - start, m);
+    const std::size_t len = owned_elements(x.comm().rank(), n, m, nullptr);
     if (own_error != nullptr) CC_COLL_TRY(x.zero(own_error, m * sizeof(W)));
     if constexpr (C::kElementwise) {
         const std::size_t coded = C::coded_size(p, len);
@@ -132,8 +140,8 @@ cc_coll_status_t codec_owner_stage(X &x, const CallParams &p, const unsigned cha
 template <typename X, typename W>
 cc_coll_status_t codec_owner_error(X &x, W *g, std::size_t n, std::size_t m, const W *own_error)
 {
-    const std::size_t start = std::min(n, static_cast<std::size_t>(x.comm().rank()) * m);
-    const std::size_t len = std::min(n - start, m);
+    std::size_t start = 0;
+    const std::size_t len = owned_elements(x.comm().rank(), n, m, &start);
     if (len == 0) return CC_COLL_OK;
     return x.template load_input<W>(own_error, dtype_of_work<W>(), len, g + start, true);
 }
