@@ -18,6 +18,13 @@
  *                     rank 1's first index = count
  *   topk_coded_stream the same, rank 1's index stream length one byte more
  *   topk_coded_format the same, rank 1's value bits say 8 instead of 4
+ *   split_index       allreduce TOPK, split algorithm (CC_COLL_TOPK_ALGORITHM=
+ *                     split): rank 1's region's first index = 0, outside it
+ *   split_coded_region the same with coded payloads (4-bit values): rank 1's
+ *                     region's first index = the region's size
+ *   split_coded_owner the same, rank 0 alone finds the index stream of the
+ *                     pairs rank 1 sent to its region one byte longer: every
+ *                     rank learns of it from the kept counts' allgather
  *   sketch_flag       allreduce SKETCH, the OR-ed flag byte = 2
  *   sketch_padding    allreduce SKETCH, a bit past count in the OR-ed bitmap
  *   sketch_rs_tail    reduce-scatter SKETCH, only rank 0's OR-ed shard
@@ -58,6 +65,9 @@ enum Forge {
     kTopkCodedFirst,
     kTopkCodedStream,
     kTopkCodedFormat,
+    kSplitIndex,
+    kSplitCodedRegion,
+    kSplitCodedOwner,
     kSketchFlag,
     kSketchPadding,
     kSketchRsTail,
@@ -129,6 +139,45 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
     unsigned char *p = (unsigned char *)recvbuf + (size_t)recvcount; /* from rank 1 */
     if (get_k(p) >= 1) {
         set_u32(p + 16, 0xffffffffu);
+        ++g_edits;
+    }
+    return rc;
+}
+
+/* The split algorithm's regions, in place: rank 1's block at displs[1]
+ * (uncoded: its indices first; coded: a coded payload of n = the region's
+ * size). */
+int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int *recvcounts,
+                   const int *displs, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    const int rc = PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+    if (rc != MPI_SUCCESS || recvtype != MPI_BYTE) return rc;
+    unsigned char *p = (unsigned char *)recvbuf + displs[1];
+    if (g_forge == kSplitIndex && recvcounts[1] >= 8) {
+        set_u32(p, 0);
+        ++g_edits;
+    } else if (g_forge == kSplitCodedRegion && recvcounts[1] >= 32) {
+        uint64_t n;
+        memcpy(&n, p, 8);
+        set_u32(p + 20, (uint32_t)n);
+        ++g_edits;
+    }
+    return rc;
+}
+
+/* The split algorithm's pairs to their owners: on rank 0 only, the coded
+ * payload from rank 1 gets an index stream one byte longer. */
+int MPI_Alltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls, MPI_Datatype sendtype, void *recvbuf,
+                  const int *recvcounts, const int *rdispls, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    const int rc =
+        PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+    if (rc != MPI_SUCCESS || recvtype != MPI_BYTE || g_forge != kSplitCodedOwner || g_rank != 0) return rc;
+    if (recvcounts[1] >= 32) {
+        unsigned char *p = (unsigned char *)recvbuf + rdispls[1];
+        uint32_t v;
+        memcpy(&v, p + 16, 4);
+        set_u32(p + 16, v + 1);
         ++g_edits;
     }
     return rc;
@@ -273,6 +322,45 @@ static void test_topk_coded_format(cc_coll_comm_h h)
     coded_case(kTopkCodedFormat, "CC_COLL_TOPK_VALUE_BITS");
 }
 
+/* A communicator whose TOPK runs the split algorithm, with 4-bit values
+ * where `coded`. */
+static cc_coll_comm_h split_comm(int coded)
+{
+    CHECK(setenv("CC_COLL_TOPK_ALGORITHM", "split", 1) == 0, "setenv");
+    if (coded) CHECK(setenv("CC_COLL_TOPK_VALUE_BITS", "4", 1) == 0, "setenv");
+    cc_coll_comm_h c = NULL;
+    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &c));
+    unsetenv("CC_COLL_TOPK_ALGORITHM");
+    unsetenv("CC_COLL_TOPK_VALUE_BITS");
+    return c;
+}
+
+static void split_case(int coded, enum Forge forge, const char *words)
+{
+    cc_coll_comm_h c = split_comm(coded);
+    const cc_coll_params_t p = topk_params(0.01, 1);
+    forged_case(c, forge, 0, &p, words, NULL);
+    CHECK_CC(cc_coll_comm_destroy(c));
+}
+
+static void test_split_index(cc_coll_comm_h h)
+{
+    (void)h;
+    split_case(0, kSplitIndex, "rank 1 sent index 0 outside its region");
+}
+
+static void test_split_coded_region(cc_coll_comm_h h)
+{
+    (void)h;
+    split_case(1, kSplitCodedRegion, "in its region's block, rank 1 sent index");
+}
+
+static void test_split_coded_owner(cc_coll_comm_h h)
+{
+    (void)h;
+    split_case(1, kSplitCodedOwner, "rank 0 received malformed pairs from rank 1");
+}
+
 static void test_sketch_flag(cc_coll_comm_h h)
 {
     const cc_coll_params_t p = sketch_params(0.01, 1, 0.75);
@@ -303,6 +391,8 @@ static const NamedTest kTests[] = {
     {"topk_flags", test_topk_flags},         {"topk_rs_index", test_topk_rs_index},
     {"topk_coded_first", test_topk_coded_first}, {"topk_coded_stream", test_topk_coded_stream},
     {"topk_coded_format", test_topk_coded_format},
+    {"split_index", test_split_index},       {"split_coded_region", test_split_coded_region},
+    {"split_coded_owner", test_split_coded_owner},
     {"sketch_flag", test_sketch_flag},       {"sketch_padding", test_sketch_padding},
     {"sketch_rs_tail", test_sketch_rs_tail}, {"sketch_rs_rows", test_sketch_rs_rows},
 };

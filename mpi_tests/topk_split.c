@@ -16,6 +16,11 @@
  *   - cc_coll_iallreduce equal bit for bit to the blocking call;
  *   - ranks that disagree on CC_COLL_TOPK_ALGORITHM get CC_COLL_ERR_MISMATCH
  *     on every rank, recvbuf untouched.
+ * All of it three times: with the uncoded payload, with delta-coded indices
+ * (CC_COLL_TOPK_INDEX_CODING=delta) and with 4-bit values
+ * (CC_COLL_TOPK_VALUE_BITS=4; the lossless data is then the same on every
+ * rank, so that the senders' and the owners' sums lie on their grids); the
+ * coded runs send fewer wire bytes than the uncoded one on the same data.
  * Any failure prints the case and calls MPI_Abort (exit status non-zero).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -32,12 +37,20 @@
 #include "check.h"
 #include "test_util.h"
 
+/* The payload format of this pass: CC_COLL_TOPK_VALUE_BITS and
+ * CC_COLL_TOPK_INDEX_CODING. */
+static const char *g_value_bits = "full", *g_index_coding = "auto";
+
 static cc_coll_comm_h comm_with(const char *algorithm)
 {
     setenv("CC_COLL_TOPK_ALGORITHM", algorithm, 1);
+    setenv("CC_COLL_TOPK_VALUE_BITS", g_value_bits, 1);
+    setenv("CC_COLL_TOPK_INDEX_CODING", g_index_coding, 1);
     cc_coll_comm_h h = NULL;
     CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &h));
     setenv("CC_COLL_TOPK_ALGORITHM", "auto", 1);
+    unsetenv("CC_COLL_TOPK_VALUE_BITS");
+    unsetenv("CC_COLL_TOPK_INDEX_CODING");
     return h;
 }
 
@@ -52,8 +65,11 @@ static void lossless_case(cc_coll_comm_h split, cc_coll_comm_h gather, cc_coll_d
                           cc_coll_op_t op, int ef, int in_place)
 {
     char desc[160];
-    snprintf(desc, sizeof desc, "lossless %s n=%zu %s ef=%d %s", dtype_name(d), n, op == CC_COLL_SUM ? "sum" : "avg",
-             ef, in_place ? "in place" : "out of place");
+    snprintf(desc, sizeof desc, "values %s: lossless %s n=%zu %s ef=%d %s", g_value_bits, dtype_name(d), n,
+             op == CC_COLL_SUM ? "sum" : "avg", ef, in_place ? "in place" : "out of place");
+    /* 4-bit levels (7 a side): values 1..7 on every rank alike, so that each
+     * payload's step is 1 and each region sum's is P */
+    const int same = strcmp(g_value_bits, "4") == 0;
     g_test = desc;
     const double density = 0.01;
     const size_t es = cc_coll_dtype_size(d), k = k_for(density, n), P = (size_t)g_size;
@@ -62,7 +78,7 @@ static void lossless_case(cc_coll_comm_h split, cc_coll_comm_h gather, cc_coll_d
     double *x = xcalloc(n, sizeof *x);
     for (size_t r = 0; r < P; ++r) {
         const size_t lo = r * (n / P) + (r < n % P ? r : n % P);
-        for (size_t j = 0; j < k / P; ++j) x[lo + 3 * j] = (double)((int)((j + r + (size_t)g_rank) % 7) + 1);
+        for (size_t j = 0; j < k / P; ++j) x[lo + 3 * j] = (double)((int)((j + r + (same ? 0 : (size_t)g_rank)) % 7) + 1);
     }
     unsigned char *send = xmalloc(n * es), *a = xmalloc(n * es), *b = xmalloc(n * es);
     pack(d, x, n, send);
@@ -221,22 +237,57 @@ static void test_disagreement(void)
     free(y);
 }
 
+/* ---- the coded formats send fewer bytes ------------------------------------------- */
+
+/* This pass's wire bytes for one split call on Gaussian data, summed over
+ * the ranks. */
+static unsigned long long split_wire_bytes(cc_coll_comm_h split)
+{
+    const size_t n = 60000;
+    float *x = xmalloc(n * sizeof *x);
+    uint64_t s = 0x3a11ull + (uint64_t)g_rank;
+    for (size_t i = 0; i < n; ++i) x[i] = (float)(rng_uniform(&s) - 0.5);
+    cc_coll_params_t p = topk(0.05, 1, 80);
+    CHECK_CC(cc_coll_comm_reset_stats(split));
+    CHECK_CC(cc_coll_allreduce(x, x, n, CC_COLL_F32, CC_COLL_SUM, &p, split, NULL));
+    unsigned long long mine = get_stats_masked(split, CC_COLL_STATS_FIELD_BYTES_WIRE).bytes_wire, total = 0;
+    MPI_Allreduce(&mine, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    CHECK_CC(cc_coll_ef_reset_all(split));
+    free(x);
+    return total;
+}
+
 int main(int argc, char **argv)
 {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-    cc_coll_comm_h split = comm_with("split"), twin = comm_with("split"), gather = comm_with("allgather");
-    test_lossless(split, gather);
-    test_gaussian(split, gather);
-    test_dense_fallbacks(split, gather);
-    test_nonblocking(split, twin);
-    test_disagreement();
-    CHECK_CC(cc_coll_comm_destroy(split));
-    CHECK_CC(cc_coll_comm_destroy(twin));
-    CHECK_CC(cc_coll_comm_destroy(gather));
-    if (g_rank == 0) printf("topk split: all tests passed on %d ranks\n", g_size);
+    static const char *const formats[][2] = {{"full", "auto"}, {"full", "delta"}, {"4", "auto"}};
+    unsigned long long wire[3] = {0, 0, 0};
+    for (int f = 0; f < 3; ++f) {
+        g_value_bits = formats[f][0];
+        g_index_coding = formats[f][1];
+        cc_coll_comm_h split = comm_with("split"), twin = comm_with("split"), gather = comm_with("allgather");
+        test_lossless(split, gather);
+        test_gaussian(split, gather);
+        test_dense_fallbacks(split, gather);
+        test_nonblocking(split, twin);
+        test_disagreement();
+        wire[f] = split_wire_bytes(split);
+        CHECK_CC(cc_coll_comm_destroy(split));
+        CHECK_CC(cc_coll_comm_destroy(twin));
+        CHECK_CC(cc_coll_comm_destroy(gather));
+    }
+    g_test = "wire bytes";
+    if (g_size > 1) {
+        /* density 0.05: an index costs about 6 bits coded, a value 4 */
+        CHECK(wire[1] < wire[0] * 3 / 4, "delta-coded indices do not save a quarter of the pairs' bytes");
+        CHECK(wire[2] < wire[0] / 4, "4-bit values with coded indices do not save three quarters");
+    }
+    if (g_rank == 0)
+        printf("topk split: all tests passed on %d ranks (wire bytes: uncoded %llu, delta %llu, 4-bit %llu)\n", g_size,
+               wire[0], wire[1], wire[2]);
     MPI_Finalize();
     return 0;
 }

@@ -492,6 +492,19 @@ TEST(WireTopkCoded, RoundTripEveryWidthAndDtype)
             topk::Fault f;
             ASSERT_EQ(topk::check_payloads(payload.data(), 1, bytes, n, k, &f, fmt, dtype), topk::Verdict::Decode)
                 << topk::describe(f, "count");
+            // decode_pairs gives back the indices and what the receivers add;
+            // so does it for the uncoded payload of the same pairs.
+            std::vector<std::uint32_t> di(k);
+            std::vector<double> dv(k);
+            topk::decode_pairs<double>(payload.data(), dtype, di.data(), dv.data());
+            EXPECT_EQ(di, idx);
+            EXPECT_EQ(dv, sent);
+            std::vector<unsigned char> plain(topk::payload_bytes(k, dtype), 0);
+            std::vector<double> plain_sent(k);
+            topk::encode<double>(x.data(), n, idx.data(), k, 0, dtype, plain.data(), plain_sent.data());
+            topk::decode_pairs<double>(plain.data(), dtype, di.data(), dv.data());
+            EXPECT_EQ(di, idx);
+            EXPECT_EQ(dv, plain_sent);
             const auto h = topk::header_of(payload.data());
             // Gaps of mean 19: 3 to 9 bits per index, whichever code won.
             const std::size_t value_bytes = bits == 0 ? k * (dtype == CC_COLL_F64 ? 8 : dtype == CC_COLL_F32 ? 4 : 2)

@@ -31,13 +31,11 @@ std::uint64_t agreement_params(const CallParams &p)
     return h;
 }
 
-// The allreduce: split or allgather (docs/algorithms.md 2.3 and 2.6). A
-// coded format (CC_COLL_TOPK_VALUE_BITS, CC_COLL_TOPK_INDEX_CODING) takes
-// the allgather unless the split is asked for by name.
+// The allreduce: split or allgather (docs/algorithms.md 2.3 and 2.6), each
+// with the coded format (CC_COLL_TOPK_VALUE_BITS, CC_COLL_TOPK_INDEX_CODING)
+// where it is set.
 cc_coll_status_t allreduce_topk(Comm &comm, const AllreduceArgs &args, const CallParams &params, StatsSnapshot *stats)
 {
-    if (topk_format(params).coded && params.topk_algorithm == TopkAlgorithm::Auto)
-        return allreduce_sparse_allgather(comm, args, params, stats);
     if (topk_split_applies(comm, args, params)) return allreduce_sparse_split(comm, args, params, stats);
     return allreduce_sparse_allgather(comm, args, params, stats);
 }
@@ -51,10 +49,10 @@ bool creates_residual(bool reduce_scatter, std::size_t count, cc_coll_dtype_t dt
     return !(dense && (dtype == CC_COLL_F32 || dtype == CC_COLL_F64));
 }
 
-// The cost model: an allgather of the payloads (coded: their estimated size
-// and the exchange of sizes), or the split algorithm's pairs to their owners
-// and regions to everyone (about 2 payloads received per rank, two count
-// exchanges).
+// The cost model: an allgather of the payloads, or the split algorithm's
+// pairs to their owners and regions to everyone (about 2 payloads received
+// per rank, two count exchanges); coded: the payloads' estimated size, and
+// the allgather's exchange of sizes (the split's travel with its counts).
 bool exchange_cost(const CostTensor &t, const CallParams &p, int ranks, ExchangeCost *cost)
 {
     if (topk_allreduce_dense(t.count, t.dtype, p.density, ranks)) return false;
@@ -62,9 +60,9 @@ bool exchange_cost(const CostTensor &t, const CallParams &p, int ranks, Exchange
     const std::size_t k = topk::k_for(p.density, t.count);
     const topk::Format fmt = topk_format(p);
     const bool split = p.topk_algorithm == TopkAlgorithm::Split ||
-                       (p.topk_algorithm == TopkAlgorithm::Auto && !fmt.coded && ranks >= kTopkSplitAutoRanks);
+                       (p.topk_algorithm == TopkAlgorithm::Auto && ranks >= kTopkSplitAutoRanks);
     double payload = static_cast<double>(topk::payload_bytes(k, t.dtype));
-    if (fmt.coded && !split) {
+    if (fmt.coded) {
         // The coded payload (docs/wire.md): 32 bytes of header and section,
         // about log2(1/density) + 2 bits per index (Rice-coded gaps of mean
         // 1/density), the values' bits, 4 bytes of padding on average; the

@@ -618,6 +618,37 @@ void scatter_add_coded(const unsigned char *payload, cc_coll_dtype_t dtype, void
 
 }  // namespace
 
+template <typename W>
+void decode_pairs(const unsigned char *payload, cc_coll_dtype_t dtype, std::uint32_t *idx, W *val)
+{
+    const PayloadHeader h = header_of(payload);
+    const std::size_t k = h.k;
+    if (!is_coded(h.flags)) {
+        const unsigned char *values = payload + sizeof h + k * sizeof(std::uint32_t);
+        std::memcpy(idx, payload + sizeof h, k * sizeof(std::uint32_t));
+        for (std::size_t j = 0; j < k; ++j) val[j] = load_element_unaligned<W>(values, j, dtype);
+        return;
+    }
+    CodedSection cs;
+    std::memcpy(&cs, payload + sizeof h, sizeof cs);
+    Fault unused;
+    decode_indices(payload, std::numeric_limits<std::size_t>::max(), h.n, k, &unused,
+                   [&](std::size_t j, std::uint64_t i) { idx[j] = static_cast<std::uint32_t>(i); });
+    const unsigned bits = value_bits_of(h.flags);
+    const unsigned char *values = payload + kCodedPrefix + cs.index_bytes;
+    if (bits == 0) {
+        for (std::size_t j = 0; j < k; ++j) val[j] = load_element_unaligned<W>(values, j, dtype);
+        return;
+    }
+    BitReader vr{values, std::uint64_t{k} * bits};
+    const std::int32_t sign = std::int32_t{1} << (bits - 1);
+    for (std::size_t j = 0; j < k; ++j) {
+        std::uint64_t u = 0;
+        vr.get(bits, &u);
+        val[j] = level_value<W>((static_cast<std::int32_t>(u) ^ sign) - sign, cs.step);
+    }
+}
+
 void scatter_add_range(const unsigned char *payload, cc_coll_dtype_t dtype, void *out, std::uint64_t lo,
                        std::uint64_t hi)
 {
@@ -657,6 +688,8 @@ template void encode<float>(const float *, std::size_t, const std::uint32_t *, s
                             cc_coll_dtype_t, unsigned char *, float *, int);
 template void encode<double>(const double *, std::size_t, const std::uint32_t *, std::size_t, std::uint32_t,
                              cc_coll_dtype_t, unsigned char *, double *, int);
+template void decode_pairs<float>(const unsigned char *, cc_coll_dtype_t, std::uint32_t *, float *);
+template void decode_pairs<double>(const unsigned char *, cc_coll_dtype_t, std::uint32_t *, double *);
 template std::size_t encode_coded<float>(const float *, std::size_t, const std::uint32_t *, std::size_t,
                                          std::uint32_t, cc_coll_dtype_t, const Format &, unsigned char *, float *);
 template std::size_t encode_coded<double>(const double *, std::size_t, const std::uint32_t *, std::size_t,

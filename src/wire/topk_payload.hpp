@@ -181,6 +181,13 @@ Verdict check_payloads(const unsigned char *records, std::size_t count, std::siz
 bool check_coded(const unsigned char *payload, std::size_t record, std::uint64_t n, std::size_t k,
                  cc_coll_dtype_t dtype, Fault *fault);
 
+// The k pairs of a payload that passed the receiver's checks (coded or
+// not): idx[j] its indices, val[j] its values as receivers add them, in W
+// (the dtype's element, or the level times the step). Trusts the payload
+// as scatter_add does.
+template <typename W>
+void decode_pairs(const unsigned char *payload, cc_coll_dtype_t dtype, std::uint32_t *idx, W *val);
+
 // The fault as text naming the sender's rank, the field and both values;
 // `count_name` is the receiver's argument that n stands for ("count",
 // "recvcount"). Empty for Field::None.
