@@ -25,8 +25,12 @@
  *   split_coded_owner the same, rank 0 alone finds the index stream of the
  *                     pairs rank 1 sent to its region one byte longer: every
  *                     rank learns of it from the kept counts' allgather
- *   sketch_flag       allreduce SKETCH, the OR-ed flag byte = 2
- *   sketch_padding    allreduce SKETCH, a bit past count in the OR-ed bitmap
+ *   sketch_flag       allreduce SKETCH with the bitmap support
+ *                     (CC_COLL_SKETCH_SUPPORT=bitmap), the OR-ed flag byte = 2
+ *   sketch_padding    the same, a bit past count in the OR-ed bitmap
+ *   sketch_coded_first allreduce SKETCH with the coded support
+ *                     (CC_COLL_SKETCH_SUPPORT=coded): rank 1's message's
+ *                     first index = count
  *   sketch_rs_tail    reduce-scatter SKETCH, only rank 0's OR-ed shard
  *                     support gets flag byte 2: rank 0 rejects it, and every
  *                     other rank learns of it through the outcome exchange
@@ -69,6 +73,7 @@ enum Forge {
     kSplitCodedRegion,
     kSplitCodedOwner,
     kSketchFlag,
+    kSketchCodedFirst,
     kSketchPadding,
     kSketchRsTail,
     kSketchRsRows,
@@ -109,6 +114,12 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
         ++g_edits;
     } else if (g_forge == kTopkFlags) {
         set_u32(p + 12, 0x4u);
+        ++g_edits;
+    } else if (g_forge == kSketchCodedFirst && recvcount >= 24) {
+        /* The coded SKETCH support (docs/wire.md): n at 0, the first index at 20. */
+        uint64_t n;
+        memcpy(&n, p, 8);
+        set_u32(p + 20, (uint32_t)n);
         ++g_edits;
     } else if (recvcount > 8 && g_forge >= kTopkCodedFirst && g_forge <= kTopkCodedFormat) {
         /* Coded payloads (docs/wire.md, "The coded TOPK payload"): flags at
@@ -361,16 +372,34 @@ static void test_split_coded_owner(cc_coll_comm_h h)
     split_case(1, kSplitCodedOwner, "rank 0 received malformed pairs from rank 1");
 }
 
+/* A SKETCH case on a communicator whose CC_COLL_SKETCH_SUPPORT is `support`. */
+static void support_case(const char *support, enum Forge forge, int ef, const char *words)
+{
+    CHECK(setenv("CC_COLL_SKETCH_SUPPORT", support, 1) == 0, "setenv");
+    cc_coll_comm_h c = NULL;
+    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &c));
+    unsetenv("CC_COLL_SKETCH_SUPPORT");
+    const cc_coll_params_t p = sketch_params(0.01, ef, 0.75);
+    forged_case(c, forge, 0, &p, words, NULL);
+    CHECK_CC(cc_coll_comm_destroy(c));
+}
+
 static void test_sketch_flag(cc_coll_comm_h h)
 {
-    const cc_coll_params_t p = sketch_params(0.01, 1, 0.75);
-    forged_case(h, kSketchFlag, 0, &p, "flag byte 0x02, not 0 or 1", NULL);
+    (void)h;
+    support_case("bitmap", kSketchFlag, 1, "flag byte 0x02, not 0 or 1");
 }
 
 static void test_sketch_padding(cc_coll_comm_h h)
 {
-    const cc_coll_params_t p = sketch_params(0.01, 0, 0.75);
-    forged_case(h, kSketchPadding, 0, &p, "bits set at or beyond element 20003", NULL);
+    (void)h;
+    support_case("bitmap", kSketchPadding, 0, "bits set at or beyond element 20003");
+}
+
+static void test_sketch_coded_first(cc_coll_comm_h h)
+{
+    (void)h;
+    support_case("coded", kSketchCodedFirst, 1, "rank 1 sent support index 20003 at position 0, not below count 20003");
 }
 
 static void test_sketch_rs_tail(cc_coll_comm_h h)
@@ -394,6 +423,7 @@ static const NamedTest kTests[] = {
     {"split_index", test_split_index},       {"split_coded_region", test_split_coded_region},
     {"split_coded_owner", test_split_coded_owner},
     {"sketch_flag", test_sketch_flag},       {"sketch_padding", test_sketch_padding},
+    {"sketch_coded_first", test_sketch_coded_first},
     {"sketch_rs_tail", test_sketch_rs_tail}, {"sketch_rs_rows", test_sketch_rs_rows},
 };
 

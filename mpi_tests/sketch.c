@@ -19,7 +19,8 @@
  * Cases: lossless top-k (f32/f64, counts 1 .. 1 Mi); small-integer data bit
  * for bit; hash seeds; the threshold sparsifier (with its EF invariant); an
  * overloaded sketch; zeros; density 1 (dense); NaN/Inf; convergence with and
- * without EF; F16/BF16; parameter errors. What every method owes (the
+ * without EF; F16/BF16; parameter errors; the coded support
+ * (CC_COLL_SKETCH_SUPPORT=coded) against the bitmap, bit for bit. What every method owes (the
  * error-feedback invariant of the top-k sparsifier in every dtype, count 0,
  * cross-rank identity, groups, non-blocking forms, agreement) is checked
  * for SKETCH by the conformance suite (conformance.c).
@@ -708,6 +709,97 @@ static void test_bad_params(cc_coll_comm_h h)
     if (st != CC_COLL_ERR_INVALID_ARG) die("%s", "reduce_scatter with load_factor 20", (int)st);
 }
 
+/* ---- the support's two forms ------------------------------------------------------ */
+
+static cc_coll_comm_h support_comm(const char *support)
+{
+    CHECK(setenv("CC_COLL_SKETCH_SUPPORT", support, 1) == 0, "setenv");
+    cc_coll_comm_h c = NULL;
+    CHECK_CC(cc_coll_comm_create(MPI_COMM_WORLD, &c));
+    unsetenv("CC_COLL_SKETCH_SUPPORT");
+    return c;
+}
+
+/* CC_COLL_SKETCH_SUPPORT=coded gives every rank the support the bitmap's OR
+ * gives: the same result bits and the same residuals, for the top-k and the
+ * threshold sparsifier, every dtype, with and without EF, over 3 steps; at
+ * density 0.01 it sends fewer bytes (summed over the ranks). Ranks that set
+ * different forms get CC_COLL_ERR_MISMATCH on every rank. */
+static void test_support(cc_coll_comm_h h)
+{
+    (void)h;
+    cc_coll_comm_h bitmap = support_comm("bitmap"), coded = support_comm("coded");
+    const size_t n = 40009;
+    const cc_coll_dtype_t dts[] = {CC_COLL_F32, CC_COLL_F64, CC_COLL_F16, CC_COLL_BF16};
+    double *x = xmalloc(n * sizeof *x);
+    unsigned char *send = xmalloc(n * 8), *a = xmalloc(n * 8), *b = xmalloc(n * 8);
+    double *ea = xmalloc(n * sizeof *ea), *eb = xmalloc(n * sizeof *eb);
+    unsigned long long wire[2] = {0, 0};
+    for (int sparsifier = 0; sparsifier < 2; ++sparsifier)
+        for (size_t di = 0; di < 4; ++di)
+            for (int ef = 0; ef < 2; ++ef) {
+                char desc[128];
+                snprintf(desc, sizeof desc, "support: %s %s ef=%d", sparsifier ? "threshold" : "topk",
+                         dtype_name(dts[di]), ef);
+                g_test = desc;
+                cc_coll_params_t p = keyed(sketch_params(0.01, ef, 0.75), 0x5a9 + (uint64_t)(di * 4 + ef));
+                if (sparsifier) {
+                    p.mask |= CC_COLL_PARAMS_FIELD_ZERO_FRACTION;
+                    p.sparsifier = CC_COLL_SPARSIFY_THRESHOLD;
+                    p.zero_fraction = 0.995;
+                }
+                uint64_t s = seed_for(g_rank, 90 + (int)di);
+                const cc_coll_stats_t b0 = get_stats(bitmap), c0 = get_stats(coded);
+                for (int t = 0; t < 3; ++t) {
+                    /* threshold: about 1% of the elements above the ladder's top rung 0.5 */
+                    for (size_t i = 0; i < n; ++i)
+                        x[i] = (rng_uniform(&s) - 0.5) * (sparsifier ? (i % 97 == 0 ? 10.0 : 0.01) : 1.0 + (double)(i % 7));
+                    pack(dts[di], x, n, send);
+                    expect_same_on_two_comms(send, a, b, n, dts[di], t == 1 ? CC_COLL_AVG : CC_COLL_SUM, &p, bitmap,
+                                             coded, t == 2, "the coded support gives other bits than the bitmap");
+                }
+                const cc_coll_stats_t b1 = get_stats(bitmap), c1 = get_stats(coded);
+                CHECK(c1.sketch_elements - c0.sketch_elements == b1.sketch_elements - b0.sketch_elements &&
+                          c1.sketch_elements > c0.sketch_elements,
+                      "both forms take the sketch path with the same support");
+                if (sparsifier == 0 && dts[di] == CC_COLL_F32 && ef == 1) {
+                    wire[0] = b1.bytes_wire - b0.bytes_wire;
+                    wire[1] = c1.bytes_wire - c0.bytes_wire;
+                }
+                if (ef) {
+                    CHECK_CC(cc_coll_ef_get_residual(bitmap, &p, a, n, dts[di], ea));
+                    CHECK_CC(cc_coll_ef_get_residual(coded, &p, b, n, dts[di], eb));
+                    CHECK(memcmp(ea, eb, n * cc_coll_dtype_size(dts[di])) == 0, "the residuals differ");
+                    CHECK_CC(cc_coll_ef_reset_all(bitmap));
+                    CHECK_CC(cc_coll_ef_reset_all(coded));
+                }
+            }
+    g_test = "support: wire bytes";
+    unsigned long long total[2] = {0, 0};
+    MPI_Allreduce(wire, total, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (g_size > 1) CHECK(total[1] < total[0], "the coded support sends fewer bytes at density 0.01");
+    g_test = "support: disagreement";
+    if (g_size > 1) {
+        cc_coll_comm_h mixed = support_comm(g_rank == 0 ? "coded" : "bitmap");
+        cc_coll_params_t p = sketch_params(0.01, 0, 0.75);
+        for (size_t i = 0; i < n; ++i) x[i] = (double)(i % 13);
+        pack(CC_COLL_F32, x, n, send);
+        memset(a, 0x3c, n * 4);
+        const cc_coll_status_t st = cc_coll_allreduce(send, a, n, CC_COLL_F32, CC_COLL_SUM, &p, mixed, NULL);
+        CHECK(st == CC_COLL_ERR_MISMATCH, "ranks that set different CC_COLL_SKETCH_SUPPORT get CC_COLL_ERR_MISMATCH");
+        for (size_t i = 0; i < n * 4; ++i) CHECK(a[i] == 0x3c, "recvbuf was written");
+        CHECK_CC(cc_coll_comm_destroy(mixed));
+    }
+    CHECK_CC(cc_coll_comm_destroy(bitmap));
+    CHECK_CC(cc_coll_comm_destroy(coded));
+    free(x);
+    free(send);
+    free(a);
+    free(b);
+    free(ea);
+    free(eb);
+}
+
 /* ---- main ------------------------------------------------------------------------ */
 
 
@@ -730,6 +822,7 @@ static const NamedTest kTests[] = {
     {"half", test_half},
     {"threshold", test_threshold},
     {"convergence", test_convergence},
+    {"support", test_support},
 };
 
 int main(int argc, char **argv)

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "compressors/sketch/sketch_backend.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "core/config.hpp"
 #include "core/params.hpp"
@@ -117,8 +118,19 @@ TEST(CostModel, LowrankAndSketchExchanges)
     c = predict(model(CC_COLL_METHOD_LOWRANK, 4), {CostTensor{n, CC_COLL_F64, true, 1024, 4096}}, p);
     expect_near_rel(c.predicted_lossy, work(8.0 * n) + link(1024.0 * 4 * 8) + link(4096.0 * 4 * 8));
 
-    c = predict(model(CC_COLL_METHOD_SKETCH, 4), {CostTensor{n, CC_COLL_F32}}, p);
-    const double support = std::fmin(static_cast<double>(n), 4.0 * static_cast<double>(topk::k_for(0.01, n)));
+    // SKETCH: at density 0.01 on 4 ranks the coded support (auto): 4 messages
+    // of the expected size gathered, and the exchange of sizes; with the
+    // bitmap, the bitmap's allreduce.
+    const CostModel sm = model(CC_COLL_METHOD_SKETCH, 4);
+    c = predict(sm, {CostTensor{n, CC_COLL_F32}}, p);
+    const double k = static_cast<double>(topk::k_for(0.01, n));
+    const double support = std::fmin(static_cast<double>(n), 4.0 * k);
+    const double coded = 24.0 + 4.0 + k * (std::log2(static_cast<double>(n) / k) + 2.0) / 8.0;
+    expect_near_rel(c.predicted_lossy, work(4.0 * n) + link(4.0 * coded / 2.0) + link(1.15 * support / 0.77 * 4) +
+                                           link_seconds(sm, sizeof(float)));
+    CallParams bitmap = p;
+    bitmap.method_options[CC_COLL_METHOD_SKETCH] = kSketchSupportBitmap;
+    c = predict(sm, {CostTensor{n, CC_COLL_F32}}, bitmap);
     expect_near_rel(c.predicted_lossy,
                     work(4.0 * n) + link(static_cast<double>(n) / 8 + 1) + link(1.15 * support / 0.77 * 4));
 }

@@ -9,6 +9,7 @@
 #include "core/dtype.hpp"
 #include "core/config.hpp"
 #include "core/method.hpp"
+#include "compressors/sketch/sketch_backend.hpp"
 #include "compressors/topk/topk_select.hpp"
 #include "wire/topk_payload.hpp"
 
@@ -23,17 +24,28 @@ std::uint64_t agreement_params(const CallParams &p)
     h = signature_mix(h, static_cast<std::uint64_t>(enum_value(p.sparsifier)));
     h = signature_mix(h, double_bits(p.zero_fraction));
     h = signature_mix(h, double_bits(p.load_factor));
-    return signature_mix(h, p.seed);
+    h = signature_mix(h, p.seed);
+    // The support's form (CC_COLL_SKETCH_SUPPORT), folded in unless it is
+    // the bitmap that earlier releases always sent.
+    if (p.method_options[CC_COLL_METHOD_SKETCH] != kSketchSupportBitmap)
+        h = signature_mix(h, 0x737570706f7274ull ^ p.method_options[CC_COLL_METHOD_SKETCH]);
+    return h;
 }
 
 bool creates_residual(bool, std::size_t, cc_coll_dtype_t, const CallParams &, int) { return true; }
 
-// The cost model: the support bitmap, then the sketch's cells.
+// The cost model: the support (the bitmap's allreduce, or the coded
+// messages' allgather and its exchange of sizes), then the sketch's cells.
 bool exchange_cost(const CostTensor &t, const CallParams &p, int ranks, ExchangeCost *cost)
 {
     const double k = static_cast<double>(topk::k_for(p.density, t.count));
     const double support = std::min(static_cast<double>(t.count), ranks * k);
-    cost->bytes[0] += static_cast<double>(t.count) / 8.0 + 1.0;
+    if (sketch_support_coded(t.count, ranks, p)) {
+        cost->bytes[0] += ranks * sketch_support::coded_estimate(t.count, k) / 2.0;
+        cost->latencies = std::max(cost->latencies, 1.0);
+    } else {
+        cost->bytes[0] += static_cast<double>(t.count) / 8.0 + 1.0;
+    }
     cost->bytes[1] += 1.15 * support / p.load_factor * static_cast<double>(dtype_size(t.dtype));
     return true;
 }
@@ -69,6 +81,13 @@ bool apply_load_factor(const std::string &text, Config *cfg, std::string *why)
     return false;
 }
 
+bool apply_support(const std::string &text, Config *cfg, std::string *why)
+{
+    static const char *const names[] = {"auto", "bitmap", "coded"};
+    static const std::uint32_t values[] = {kSketchSupportAuto, kSketchSupportBitmap, kSketchSupportCoded};
+    return apply_choice(text, names, values, &cfg->method_options[CC_COLL_METHOD_SKETCH], why);
+}
+
 const SettingDef kSettings[] = {
     {"SPARSIFIER", "CC_COLL_SPARSIFIER", "topk",
      "SKETCH: how each rank picks the elements it sends: topk (the k = ceil(density * count) largest "
@@ -84,6 +103,13 @@ const SettingDef kSettings[] = {
      "(and beyond 1, where the sketch has fewer cells than elements) more elements get count-sketch "
      "estimates.",
      apply_load_factor},
+    {"SKETCH_SUPPORT", "CC_COLL_SKETCH_SUPPORT", "auto",
+     "SKETCH's support in the allreduce of host buffers: bitmap (1 bit per element, OR-ed by "
+     "MPI_Allreduce), coded (each rank's kept indices gap-coded and gathered by MPI_Allgather, about "
+     "log2(1/density) + 2 bits per index), or auto (coded where the ranks' messages are expected to take "
+     "at most half the bitmap). Device buffers and the reduce-scatter send the bitmap. Every rank must "
+     "use the same value.",
+     apply_support},
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
+#include "wire/gap_code.hpp"
 
 namespace cc_coll::detail {
 
@@ -173,131 +174,8 @@ namespace {
 
 constexpr std::size_t kCodedPrefix = sizeof(PayloadHeader) + sizeof(CodedSection);
 
-// Bits written least significant first (w <= 32 per put) through a 64-bit
-// accumulator, 4 bytes at a time; flush() writes the last bytes, the last
-// one partial.
-struct BitWriter {
-    unsigned char *p;
-    std::uint64_t bit = 0;  // bits put so far
-    std::uint64_t acc = 0;
-    unsigned held = 0;      // bits in acc not yet written, < 32 between puts
-    void put(std::uint64_t v, unsigned w)
-    {
-        if (w == 0) return;
-        acc |= (v & ((std::uint64_t{1} << w) - 1)) << held;
-        held += w;
-        bit += w;
-        if (held >= 32) {
-            const auto low = static_cast<std::uint32_t>(acc);
-            const unsigned char bytes[4] = {static_cast<unsigned char>(low), static_cast<unsigned char>(low >> 8),
-                                            static_cast<unsigned char>(low >> 16),
-                                            static_cast<unsigned char>(low >> 24)};
-            std::memcpy(p, bytes, sizeof bytes);
-            p += 4;
-            acc >>= 32;
-            held -= 32;
-        }
-    }
-    void flush()
-    {
-        for (; held > 0; held = held > 8 ? held - 8 : 0) {
-            *p++ = static_cast<unsigned char>(acc & 0xffu);
-            acc >>= 8;
-        }
-        acc = 0;
-    }
-};
-
-// 8 bytes from p as a little-endian word.
-inline std::uint64_t load_le64(const unsigned char *p)
-{
-    std::uint64_t word = 0;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    std::memcpy(&word, p, sizeof word);
-#else
-    for (unsigned b = 0; b < 8; ++b) word |= static_cast<std::uint64_t>(p[b]) << (8 * b);
-#endif
-    return word;
-}
-
-// Reads what BitWriter wrote, never past `limit` bits (nor past the byte
-// holding the last of them).
-struct BitReader {
-    const unsigned char *p;
-    std::uint64_t limit;
-    std::uint64_t bit = 0;
-    // The bits from `bit` on, at least 57 of them valid where the stream
-    // has them (64-bit load where 8 bytes remain, else byte by byte).
-    std::uint64_t peek() const
-    {
-        const std::uint64_t byte = bit >> 3, bytes = (limit + 7) / 8;
-        std::uint64_t word = 0;
-        if (byte + 8 <= bytes) {
-            word = load_le64(p + byte);
-        } else {
-            for (std::uint64_t b = byte; b < bytes; ++b) word |= static_cast<std::uint64_t>(p[b]) << (8 * (b - byte));
-        }
-        return word >> (bit & 7);
-    }
-    bool get(unsigned w, std::uint64_t *v)
-    {
-        if (bit + w > limit) return false;
-        *v = w == 0 ? 0 : peek() & ((std::uint64_t{1} << w) - 1);
-        bit += w;
-        return true;
-    }
-    // Ones up to the next zero (consumed); false at the limit first.
-    bool unary(std::uint64_t *q)
-    {
-        std::uint64_t count = 0;
-        for (;;) {
-            if (bit >= limit) return false;
-            const std::uint64_t avail = std::min<std::uint64_t>(57, limit - bit);
-            const std::uint64_t zeros = ~peek() & ((std::uint64_t{1} << avail) - 1);
-            if (zeros == 0) {
-                count += avail;
-                bit += avail;
-                continue;
-            }
-            const unsigned t = static_cast<unsigned>(__builtin_ctzll(zeros));
-            count += t;
-            bit += t + 1;
-            *q = count;
-            return true;
-        }
-    }
-    // One Rice code of parameter r (r <= 31): the quotient in unary, then r
-    // bits; *q the quotient, *rest the r bits. From one 64-bit load when the
-    // code lies within it, else as unary() then get().
-    bool rice(unsigned r, std::uint64_t *q, std::uint64_t *rest)
-    {
-        if ((bit >> 3) + 8 <= (limit + 7) / 8) {
-            const std::uint64_t word = peek();
-            const std::uint64_t zeros = ~word & ((std::uint64_t{1} << 57) - 1);
-            if (zeros != 0) {
-                const unsigned t = static_cast<unsigned>(__builtin_ctzll(zeros));
-                const std::uint64_t used = std::uint64_t{t} + 1 + r;
-                if (used <= 57 && bit + used <= limit) {
-                    *q = t;
-                    *rest = (word >> (t + 1)) & ((std::uint64_t{1} << r) - 1);
-                    bit += used;
-                    return true;
-                }
-            }
-        }
-        return unary(q) && get(r, rest);
-    }
-};
-
-unsigned bit_width(std::uint64_t v)
-{
-    unsigned w = 0;
-    while (v != 0) {
-        ++w;
-        v >>= 1;
-    }
-    return w;
-}
+using gap_code::BitReader;
+using gap_code::BitWriter;
 
 std::size_t value_section_bytes(std::size_t k, cc_coll_dtype_t dtype, unsigned value_bits)
 {
@@ -313,59 +191,36 @@ bool decode_indices(const unsigned char *payload, std::size_t record, std::uint6
 {
     const PayloadHeader h = header_of(payload);
     CodedSection cs{};
+    fault->own_n = n;
+    fault->own_k = k;
     if (record < kCodedPrefix) {
         fault->field = Field::IndexBytes;
         fault->found = 0;
         fault->expected = record;
-        fault->own_n = n;
-        fault->own_k = k;
         return false;
     }
     std::memcpy(&cs, payload + sizeof h, sizeof cs);
-    const std::uint32_t code = (h.flags & kIndexMask) >> kIndexShift;
-    const unsigned param = (h.flags & kParamMask) >> kParamShift;
-    const auto bytes_fault = [&](std::uint64_t expected) {
+    const gap_code::Choice c{(h.flags & kIndexMask) >> kIndexShift, (h.flags & kParamMask) >> kParamShift};
+    const std::uint64_t room = record - kCodedPrefix;
+    if (cs.index_bytes > room) {
         fault->field = Field::IndexBytes;
         fault->found = cs.index_bytes;
-        fault->expected = expected;
-        fault->own_n = n;
-        fault->own_k = k;
+        fault->expected = room;
         return false;
-    };
-    const std::uint64_t room = record - kCodedPrefix;
-    if (cs.index_bytes > room) return bytes_fault(room);
-    const std::uint64_t gaps = k > 0 ? k - 1 : 0;
-    if (code == kIndexPacked && cs.index_bytes != (gaps * param + 7) / 8) return bytes_fault((gaps * param + 7) / 8);
-    if (k == 0) return cs.index_bytes == 0 ? true : bytes_fault(0);
-    const auto range_fault = [&](std::size_t j, std::uint64_t found) {
-        fault->field = Field::IndexRange;
-        fault->position = j;
-        fault->found = found;
-        fault->expected = n;
-        fault->own_n = n;
-        fault->own_k = k;
-        return false;
-    };
-    std::uint64_t index = cs.first;
-    if (index >= n) return range_fault(0, index);
-    each(std::size_t{0}, index);
-    BitReader in{payload + kCodedPrefix, std::uint64_t{cs.index_bytes} * 8};
-    for (std::size_t j = 1; j < k; ++j) {
-        std::uint64_t gap = 0;
-        if (code == kIndexPacked) {
-            in.get(param, &gap);  // the length was checked above
-        } else {
-            std::uint64_t q = 0, rest = 0;
-            if (!in.rice(param, &q, &rest)) return bytes_fault(cs.index_bytes + std::uint64_t{1});
-            if (q > 0xffffffffull) return range_fault(j, n);
-            gap = (q << param) | rest;
-        }
-        index += gap + 1;
-        if (index >= n) return range_fault(j, index);
-        each(j, index);
     }
-    if (code == kIndexRice && (in.bit + 7) / 8 != cs.index_bytes) return bytes_fault((in.bit + 7) / 8);
-    return true;
+    gap_code::Error err;
+    if (gap_code::read(payload + kCodedPrefix, cs.index_bytes, c, cs.first, k, n, &err, each)) return true;
+    if (err.kind == gap_code::Error::Bytes) {
+        fault->field = Field::IndexBytes;
+        fault->found = cs.index_bytes;
+        fault->expected = err.expected;
+    } else {
+        fault->field = Field::IndexRange;
+        fault->position = err.position;
+        fault->found = err.found;
+        fault->expected = n;
+    }
+    return false;
 }
 
 }  // namespace
@@ -394,51 +249,13 @@ std::size_t encode_coded(const W *x, std::size_t n, const std::uint32_t *idx, st
         }
         if ((flags & kFlagNonFiniteOverflow) == 0) step = top / static_cast<double>(value_levels(fmt.value_bits));
     }
-    // Indices: the gaps' packed width and the best Rice parameter near
-    // log2 of the mean gap; the smaller code wins (packed on a tie).
-    const std::size_t gaps = k > 0 ? k - 1 : 0;
-    std::uint64_t max_gap = 0, sum = 0;
-    for (std::size_t j = 1; j < k; ++j) {
-        const std::uint64_t g = std::uint64_t{idx[j]} - idx[j - 1] - 1;
-        max_gap = std::max(max_gap, g);
-        sum += g;
-    }
-    std::uint32_t code = kIndexPacked;
-    unsigned param = bit_width(max_gap);
-    std::uint64_t best = std::uint64_t{gaps} * param;
-    if (gaps > 0) {
-        const int r0 = static_cast<int>(bit_width(sum / gaps)) - 1;
-        for (int r = std::max(0, r0 - 1); r <= std::min(31, r0 + 1); ++r) {
-            std::uint64_t bits = std::uint64_t{gaps} * (1u + static_cast<unsigned>(r));
-            for (std::size_t j = 1; j < k && bits < best; ++j)
-                bits += (std::uint64_t{idx[j]} - idx[j - 1] - 1) >> r;
-            if (bits < best) {
-                best = bits;
-                code = kIndexRice;
-                param = static_cast<unsigned>(r);
-            }
-        }
-    }
-    flags |= value_code(fmt.value_bits) | (code << kIndexShift) | (param << kParamShift);
+    // Indices: the gaps' code (gap_code::choose: packed or Rice, the smaller).
+    const gap_code::Choice code = gap_code::choose(idx, k);
+    flags |= value_code(fmt.value_bits) | (code.code << kIndexShift) | (code.param << kParamShift);
     const PayloadHeader h{static_cast<std::uint64_t>(n), static_cast<std::uint32_t>(k), flags};
     std::memcpy(payload, &h, sizeof h);
-    BitWriter out{payload + kCodedPrefix};
-    for (std::size_t j = 1; j < k; ++j) {
-        const std::uint64_t g = std::uint64_t{idx[j]} - idx[j - 1] - 1;
-        if (code == kIndexPacked) {
-            out.put(g, param);
-        } else {
-            for (std::uint64_t q = g >> param; q > 0;) {
-                const unsigned ones = static_cast<unsigned>(std::min<std::uint64_t>(q, 32));
-                out.put((std::uint64_t{1} << ones) - 1, ones);
-                q -= ones;
-            }
-            out.put(0, 1);
-            out.put(g & ((std::uint64_t{1} << param) - 1), param);
-        }
-    }
-    out.flush();
-    const CodedSection cs{static_cast<std::uint32_t>((out.bit + 7) / 8), k > 0 ? idx[0] : 0u, step};
+    const std::size_t index_bytes = gap_code::write(idx, k, code, payload + kCodedPrefix);
+    const CodedSection cs{static_cast<std::uint32_t>(index_bytes), k > 0 ? idx[0] : 0u, step};
     std::memcpy(payload + sizeof h, &cs, sizeof cs);
     unsigned char *values = payload + kCodedPrefix + cs.index_bytes;
     if (fmt.value_bits == 0) {

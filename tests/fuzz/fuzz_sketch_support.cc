@@ -1,6 +1,8 @@
 // Seeded mutation fuzzing of the SKETCH collectives' receiver, without MPI
-// and without libFuzzer: the OR-ed support message (bitmap + flag byte)
-// checked by sketch_support::check_tail, the reduce-scatter's rows per
+// and without libFuzzer: the coded support message of each allreduce input
+// (check_coded and or_coded against a reference decoder written here, the
+// message mutated or not: fuzz_coded below); the OR-ed support message
+// (bitmap + flag byte) checked by sketch_support::check_tail, the reduce-scatter's rows per
 // table checked by check_rows, the sizing (rows_per_table) and the peeling
 // decoder (sketch::decode) over whatever support passes.
 //
@@ -188,8 +190,184 @@ const char *field_name(sketch_support::Field f)
     case sketch_support::Field::PaddingBits: return "bits past n";
     case sketch_support::Field::Flag: return "flag byte";
     case sketch_support::Field::Rows: return "rows per table";
+    case sketch_support::Field::CodedN: return "coded: n";
+    case sketch_support::Field::CodedCount: return "coded: count";
+    case sketch_support::Field::CodedFlags: return "coded: flags";
+    case sketch_support::Field::CodedBytes: return "coded: index stream bytes";
+    case sketch_support::Field::CodedIndex: return "coded: index";
     }
     return "?";
+}
+
+// ---- The coded support message (docs/wire.md, "The coded SKETCH support") ----
+
+// A reference check and decoder of one coded message in a record of
+// rec.size() bytes, written from the page, bit by bit: the field of the
+// first fault (or None), and the indices of an accepted message.
+sketch_support::Field reference_coded(const std::vector<unsigned char> &rec, std::size_t n,
+                                      std::vector<std::uint32_t> *out, bool *flag)
+{
+    using F = sketch_support::Field;
+    out->clear();
+    if (rec.size() < 24) return F::CodedBytes;
+    std::uint64_t hn;
+    std::uint32_t count, flags, bytes, first;
+    std::memcpy(&hn, rec.data(), 8);
+    std::memcpy(&count, rec.data() + 8, 4);
+    std::memcpy(&flags, rec.data() + 12, 4);
+    std::memcpy(&bytes, rec.data() + 16, 4);
+    std::memcpy(&first, rec.data() + 20, 4);
+    if (hn != n) return F::CodedN;
+    if (count > n) return F::CodedCount;
+    const unsigned code = (flags >> 3) & 3u, param = (flags >> 8) & 0xffu;
+    if ((flags & ~0xff19u) != 0 || (code != 1 && code != 2) || param > (code == 1 ? 32u : 31u)) return F::CodedFlags;
+    if (bytes > rec.size() - 24) return F::CodedBytes;
+    const std::uint64_t gaps = count > 0 ? count - 1 : 0;
+    if (code == 1 && bytes != (gaps * param + 7) / 8) return F::CodedBytes;
+    *flag = (flags & 1u) != 0;
+    if (count == 0) return bytes == 0 ? F::None : F::CodedBytes;
+    std::uint64_t at = 0;
+    const std::uint64_t limit = std::uint64_t{bytes} * 8;
+    const auto next_bit = [&](unsigned *b) {
+        if (at >= limit) return false;
+        *b = (rec[24 + at / 8] >> (at % 8)) & 1u;
+        ++at;
+        return true;
+    };
+    std::uint64_t index = first;
+    if (index >= n) return F::CodedIndex;
+    out->push_back(static_cast<std::uint32_t>(index));
+    for (std::uint64_t j = 1; j < count; ++j) {
+        std::uint64_t gap = 0;
+        unsigned b = 0;
+        if (code == 1) {
+            for (unsigned t = 0; t < param; ++t) {
+                next_bit(&b);  // the length was checked
+                gap |= std::uint64_t{b} << t;
+            }
+        } else {
+            std::uint64_t q = 0;
+            for (;;) {
+                if (!next_bit(&b)) return F::CodedBytes;
+                if (b == 0) break;
+                ++q;
+            }
+            std::uint64_t rest = 0;
+            for (unsigned t = 0; t < param; ++t) {
+                if (!next_bit(&b)) return F::CodedBytes;
+                rest |= std::uint64_t{b} << t;
+            }
+            gap = (q << param) | rest;
+        }
+        index += gap + 1;
+        if (index >= n) return F::CodedIndex;
+        out->push_back(static_cast<std::uint32_t>(index));
+    }
+    if (code == 2 && (at + 7) / 8 != bytes) return F::CodedBytes;
+    return F::None;
+}
+
+// One coded message of the input's support, mutated or not, through the
+// allreduce's receiver (check_coded, then or_coded): the verdict and field
+// are the reference's; an accepted message ORs exactly the reference's
+// indices into a bitmap with guards; an unmutated one is accepted and gives
+// back the senders' support and flag. The record is a vector of exactly its
+// size, so that a sanitizer build sees any read past it.
+void fuzz_coded(const Input &in, Rng &rng, std::uint64_t *accepted, std::uint64_t *rejected,
+                std::map<std::string, std::uint64_t> *faults)
+{
+    const std::size_t n = in.n;
+    const bool nonfinite = in.msg[sketch_support::flag_offset(n)] != 0;
+    std::vector<unsigned char> rec(sketch_support::coded_capacity(in.support.size()), 0);
+    const std::size_t bytes = sketch_support::encode_coded(in.support.data(), in.support.size(), n, nonfinite, rec.data());
+    rec.resize(bytes);
+    const std::vector<unsigned char> original = rec;
+    const int mutations = rng.chance(20) ? 0 : 1 + static_cast<int>(rng.below(3));
+    for (int i = 0; i < mutations; ++i) {
+        const auto set32 = [&](std::size_t at, std::uint32_t v) {
+            if (at + 4 <= rec.size()) std::memcpy(rec.data() + at, &v, 4);
+        };
+        std::uint32_t word = 0;
+        switch (rng.below(7)) {
+        case 0:  // bit flips anywhere
+            for (std::uint64_t b = 1 + rng.below(4); b > 0; --b) rec[rng.below(rec.size())] ^= 1u << rng.below(8);
+            break;
+        case 1: {  // n
+            const std::uint64_t v = rng.chance(50) ? n + 1 : n - 1;
+            std::memcpy(rec.data(), &v, 8);
+            break;
+        }
+        case 2: {  // count
+            const std::uint32_t values[] = {0, static_cast<std::uint32_t>(in.support.size() + 1),
+                                            static_cast<std::uint32_t>(in.support.size() > 0 ? in.support.size() - 1 : 0),
+                                            static_cast<std::uint32_t>(n + 1), 0xffffffffu};
+            set32(8, values[rng.below(5)]);
+            break;
+        }
+        case 3:  // flags: a random bit, a code of 0 or 3, a parameter out of range
+            std::memcpy(&word, rec.data() + 12, 4);
+            word ^= 1u << rng.below(32);
+            set32(12, word);
+            break;
+        case 4:  // the stream's bytes
+            std::memcpy(&word, rec.data() + 16, 4);
+            set32(16, rng.chance(30) ? 0xffffffffu : word + static_cast<std::uint32_t>(rng.below(3)) - 1u);
+            break;
+        case 5:  // the first index
+            set32(20, rng.chance(50) ? static_cast<std::uint32_t>(n) : static_cast<std::uint32_t>(rng.below(n + 2)));
+            break;
+        case 6:  // the record cut, or longer (zero padding, or garbage)
+            if (rng.chance(50)) {
+                rec.resize(static_cast<std::size_t>(rng.below(rec.size() + 1)));
+            } else {
+                const std::size_t more = 8 * (1 + static_cast<std::size_t>(rng.below(4)));
+                const bool garbage = rng.chance(50);
+                for (std::size_t b = 0; b < more; ++b)
+                    rec.push_back(garbage ? static_cast<unsigned char>(rng.next()) : 0);
+            }
+            break;
+        }
+    }
+    const bool pristine = rec == original;
+    std::vector<std::uint32_t> expect_idx;
+    bool expect_flag = false;
+    const sketch_support::Field expect = reference_coded(rec, n, &expect_idx, &expect_flag);
+    sketch_support::Fault fault;
+    // check_coded needs 24 bytes to read a header: the collective's records
+    // are never shorter (a size below 24 is refused before), so neither is
+    // this one; a shorter record is the reference's CodedBytes.
+    const bool ok = rec.size() >= sketch_support::kCodedHeaderBytes &&
+                    sketch_support::check_coded(rec.data(), rec.size(), n, 1, &fault);
+    if (rec.size() < sketch_support::kCodedHeaderBytes) fault.field = sketch_support::Field::CodedBytes;
+    if (ok != (expect == sketch_support::Field::None) || (!ok && fault.field != expect)) {
+        char what[160];
+        std::snprintf(what, sizeof what, "coded support: fault %s; the reference: %s", field_name(fault.field),
+                      field_name(expect));
+        failed(what, rec, sketch_support::describe(fault));
+    }
+    if (pristine && !ok) failed("an unmutated coded support message was rejected", rec, sketch_support::describe(fault));
+    if (!ok) {
+        if (rec.size() >= sketch_support::kCodedHeaderBytes && sketch_support::describe(fault).empty())
+            failed("a coded support rejection without a message", rec, "");
+        ++*rejected;
+        ++(*faults)[field_name(fault.field)];
+        return;
+    }
+    ++*accepted;
+    const std::size_t bb = sketch_support::bitmap_bytes(n);
+    std::vector<unsigned char> bitmap(bb + 2 * kGuard, kGuardByte);
+    std::memset(bitmap.data() + kGuard, 0, bb);
+    const bool flag = sketch_support::or_coded(rec.data(), bitmap.data() + kGuard);
+    for (std::size_t b = 0; b < kGuard; ++b)
+        if (bitmap[b] != kGuardByte || bitmap[kGuard + bb + b] != kGuardByte)
+            failed("or_coded wrote outside the bitmap", rec, "");
+    std::vector<unsigned char> want(bb, 0);
+    for (std::uint32_t i : expect_idx) want[i / 8] |= static_cast<unsigned char>(1u << (i % 8));
+    if (std::memcmp(bitmap.data() + kGuard, want.data(), bb) != 0 || flag != expect_flag)
+        failed("or_coded differs from the reference decoder", rec, "");
+    if (pristine &&
+        (expect_idx != in.support || flag != nonfinite))
+        failed("an unmutated coded support message did not give back the senders' support", rec, "");
 }
 
 template <typename W>
@@ -282,9 +460,11 @@ int main(int argc, char **argv)
     const bool verbose = args.verbose;
     Rng rng(g_seed);
     std::uint64_t decoded = 0, dense = 0, rejected = 0, unmutated = 0, exact = 0, estimated = 0;
+    std::uint64_t coded_accepted = 0, coded_rejected = 0;
     std::map<std::string, std::uint64_t> faults;
     for (g_input = 0; g_input < inputs; ++g_input) {
         Input in = make_input(rng);
+        if (!in.reduce_scatter) fuzz_coded(in, rng, &coded_accepted, &coded_rejected, &faults);
         const std::vector<unsigned char> original = in.msg;
         const int mutations = rng.chance(15) ? 0 : 1 + static_cast<int>(rng.below(4));
         for (int i = 0; i < mutations; ++i) mutate_message(in, rng);
@@ -352,8 +532,10 @@ int main(int argc, char **argv)
     }
     std::printf("cc_coll_fuzz_sketch_support: seed %" PRIu64 ", %" PRIu64 " inputs: %" PRIu64 " decoded (%" PRIu64
                 " compared value by value, %" PRIu64 " with elements left to the estimate), %" PRIu64 " dense, %" PRIu64
-                " rejected with %zu kinds of fault; %" PRIu64 " unmutated; no failure\n",
-                g_seed, inputs, decoded, exact, estimated, dense, rejected, faults.size(), unmutated);
+                " rejected; %" PRIu64 " unmutated; coded support messages: %" PRIu64 " accepted, %" PRIu64
+                " rejected; %zu kinds of fault in all; no failure\n",
+                g_seed, inputs, decoded, exact, estimated, dense, rejected, unmutated, coded_accepted, coded_rejected,
+                faults.size());
     if (verbose)
         for (const auto &f : faults) std::printf("  %8" PRIu64 "  %s\n", f.second, f.first.c_str());
     return 0;

@@ -8,7 +8,10 @@
 //     (sketch_support::check_tail: no bit past n, a flag of 0 or 1), and the
 //     ranks compare what they found, a digest of the message, the rows and
 //     the flag in the outcome exchange (collectives/common/outcome.hpp): a
-//     fault on any rank is CC_COLL_ERR_MISMATCH on every rank.
+//     fault on any rank is CC_COLL_ERR_MISMATCH on every rank. Or, with
+//     the coded support (CC_COLL_SKETCH_SUPPORT, host buffers): the kept
+//     indices gap-coded, gathered with MPI_Allgather, checked and ORed into
+//     the same message on every rank.
 //  3. Sketch rows sized from the global support so that its fullest column
 //     stays under the load factor; every rank computes the same layout.
 //  4. Each rank sketches its kept values; one MPI_Allreduce(MPI_SUM) of the
@@ -21,6 +24,11 @@
 // Dense fallback, from values every rank shares after step 2: when a rank
 // has NaN/Inf (a sketch cell cannot carry them without poisoning its
 // neighbours), or when the sketch plus bitmap would outweigh the buffer.
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
 #include "collectives/allreduce/allreduce.hpp"
 #include "compressors/sketch/sketch_backend.hpp"
 #include "collectives/common/outcome.hpp"
@@ -29,11 +37,74 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "exec/exec.hpp"
+#include "transport/mpi_transport.hpp"
 #include "wire/sketch_support.hpp"
 
 namespace cc_coll::detail {
 
 namespace {
+
+// Step 2 with the coded support (host buffers, CC_COLL_SKETCH_SUPPORT; the
+// message in wire/sketch_support.hpp): this rank's kept indices gap-coded,
+// every rank's size by MPI_Allgather (all see the same sizes, so a bad one
+// is an error on every rank at once), the messages by MPI_Allgather at the
+// largest size, zero-padded. Every message is checked, a fault traced to its
+// sender into the outcome; then the messages are ORed into `support`, which
+// then holds what the bitmap's MPI_Allreduce(MPI_BOR) would have left.
+template <typename W>
+cc_coll_status_t coded_support(HostExec &x, const W *g, std::size_t n, const std::uint32_t *idx, std::size_t kept,
+                               unsigned char *support, Outcome *outcome, StatsSnapshot *stats)
+{
+    Comm &comm = x.comm();
+    const std::size_t P = static_cast<std::size_t>(comm.size());
+    const double t0 = now_seconds();
+    unsigned char *own = nullptr;
+    CC_COLL_TRY(x.buffer<unsigned char>(Buf::Extra0, sketch_support::coded_capacity(kept), &own));
+    std::memset(own, 0, sketch_support::coded_capacity(kept));
+    const std::uint64_t bytes = sketch_support::encode_coded(idx, kept, n, host::any_nonfinite(g, n), own);
+    const double t1 = now_seconds();
+    stats->time_compress += t1 - t0;
+    std::vector<std::uint64_t> sizes(P);
+    CC_COLL_TRY(allgather_bytes(&bytes, sizeof bytes, sizes.data(), comm.mpi()));
+    std::uint64_t record = 0;
+    const std::uint64_t largest = sketch_support::coded_capacity(n);
+    for (std::size_t r = 0; r < P; ++r) {
+        if (sizes[r] < sketch_support::kCodedHeaderBytes || sizes[r] % 8 != 0 || sizes[r] > largest)
+            return fail(CC_COLL_ERR_MISMATCH,
+                        "cc_coll_allreduce (sketch): rank %zu announced a coded support message of %llu bytes; it "
+                        "takes a multiple of 8 from %zu to %llu for count %zu",
+                        r, static_cast<unsigned long long>(sizes[r]), sketch_support::kCodedHeaderBytes,
+                        static_cast<unsigned long long>(largest), n);
+        record = std::max(record, sizes[r]);
+    }
+    if (record > static_cast<std::uint64_t>(INT_MAX) / P)
+        return fail(CC_COLL_ERR_COUNT_OVERFLOW,
+                    "cc_coll_allreduce (sketch): %zu coded support messages of %llu bytes exceed INT_MAX; set "
+                    "CC_COLL_SKETCH_SUPPORT=bitmap",
+                    P, static_cast<unsigned long long>(record));
+    CC_COLL_TRY(x.buffer<unsigned char>(Buf::Extra0, record, &own));  // keeps the message, pads it
+    std::memset(own + bytes, 0, record - bytes);
+    unsigned char *gathered = nullptr;
+    CC_COLL_TRY(x.buffer<unsigned char>(Buf::RecvBytes, P * record, &gathered));
+    CC_COLL_TRY(allgather_bytes(own, record, gathered, comm.mpi()));
+    const double t2 = now_seconds();
+    stats->time_communicate += t2 - t1;
+    stats->bytes_wire += record + sizeof bytes;
+    for (std::size_t r = 0; r < P; ++r) {
+        sketch_support::Fault f;
+        if (!sketch_support::check_coded(gathered + r * record, record, n, r, &f)) {
+            outcome->fault(fail(CC_COLL_ERR_MISMATCH, "%s: %s", outcome->name(), sketch_support::describe(f).c_str()),
+                           FaultKind::Payload, static_cast<std::uint32_t>(1 + r));
+            return CC_COLL_OK;
+        }
+    }
+    std::memset(support, 0, sketch_support::buffer_bytes(n));
+    bool nonfinite = false;
+    for (std::size_t r = 0; r < P; ++r) nonfinite = sketch_support::or_coded(gathered + r * record, support) || nonfinite;
+    support[sketch_support::flag_offset(n)] = nonfinite ? 1 : 0;
+    stats->time_decompress += now_seconds() - t2;
+    return CC_COLL_OK;
+}
 
 template <typename X, typename W>
 cc_coll_status_t sketch_allreduce(X &x, const AllreduceArgs &a, const CallParams &p, StatsSnapshot *stats)
@@ -56,22 +127,31 @@ cc_coll_status_t sketch_allreduce(X &x, const AllreduceArgs &a, const CallParams
     const std::size_t msg_bytes = sketch_support::message_bytes(n);
     unsigned char *support = nullptr;
     CC_COLL_TRY(x.template buffer<unsigned char>(Buf::SendBytes, sketch_support::buffer_bytes(n), &support));
-    CC_COLL_TRY(sketch_support_message<W>(x, g, n, idx, kept, support));
-    CC_COLL_TRY(x.sync());
-    const double t1 = now_seconds();
-    stats->time_compress += t1 - t0;
-    const cc_coll_status_t st = x.transport().allreduce_bor(support, msg_bytes, comm.mpi());
-    stats->time_communicate += now_seconds() - t1;
-    stats->bytes_wire += msg_bytes;
-    if (st != CC_COLL_OK) return st;
-
     // The OR-ed message is the same on every rank, so every rank reaches the
     // same verdict on its tail (bits past n, the flag byte) and the same
     // layout; the outcome exchange checks that (a digest of the message) and
     // carries what each rank found, so that a corrupted copy on one rank is
     // an error on every rank and no rank sums a sketch of another size. A
-    // device receiver checks a host copy.
+    // device receiver checks a host copy. The coded support (host buffers)
+    // builds the same message from the gathered indices, its checks' faults
+    // in the same outcome.
     Outcome outcome(comm, "cc_coll_allreduce (sketch)");
+    bool coded = false;
+    if constexpr (!X::kDevice) coded = sketch_support_coded(n, comm.size(), p);
+    if (coded) {
+        stats->time_compress += now_seconds() - t0;
+        if constexpr (!X::kDevice) CC_COLL_TRY(coded_support<W>(x, g, n, idx, kept, support, &outcome, stats));
+    } else {
+        CC_COLL_TRY(sketch_support_message<W>(x, g, n, idx, kept, support));
+        CC_COLL_TRY(x.sync());
+        const double t1 = now_seconds();
+        stats->time_compress += t1 - t0;
+        const cc_coll_status_t st = x.transport().allreduce_bor(support, msg_bytes, comm.mpi());
+        stats->time_communicate += now_seconds() - t1;
+        stats->bytes_wire += msg_bytes;
+        if (st != CC_COLL_OK) return st;
+    }
+
     sketch::Layout layout;
     layout.n = n;
     layout.seed = p.seed;
@@ -79,8 +159,9 @@ cc_coll_status_t sketch_allreduce(X &x, const AllreduceArgs &a, const CallParams
     std::uint64_t digest = 0;
     const unsigned char *tail = nullptr;
     std::size_t tail_stride = 0;
-    if (outcome.check(x.read_records(support + sketch_support::tail_offset(n), 1, sketch_support::kTailBytes,
-                                 sketch_support::kTailBytes, &tail, &tail_stride))) {
+    if (outcome.ok() && outcome.check(x.read_records(support + sketch_support::tail_offset(n), 1,
+                                                     sketch_support::kTailBytes, sketch_support::kTailBytes, &tail,
+                                                     &tail_stride))) {
         sketch_support::Fault fault;
         if (!sketch_support::check_tail(tail, n, &fault))
             outcome.fault(fail(CC_COLL_ERR_MISMATCH, "%s: %s", outcome.name(), sketch_support::describe(fault).c_str()),
@@ -96,7 +177,8 @@ cc_coll_status_t sketch_allreduce(X &x, const AllreduceArgs &a, const CallParams
     layout.m = static_cast<std::uint32_t>(outcome.max_of(rows));
     nonfinite = outcome.max_of(flagged) != 0;
 
-    // 3. Dense when the sketch does not pay.
+    // 3. Dense when the sketch does not pay (the bitmap's bytes, whichever
+    //    support went, so that the choice does not depend on the data).
     if (nonfinite || layout.cells() * sizeof(W) + msg_bytes > n * es) {
         guard.release();
         return dense_allreduce<X, W>(x, a, g, res != nullptr, stats);

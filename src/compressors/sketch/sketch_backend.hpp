@@ -24,6 +24,26 @@
 
 namespace cc_coll::detail {
 
+// How SKETCH's allreduce of host buffers sends the support
+// (CC_COLL_SKETCH_SUPPORT; methods/sketch.cc writes the word): auto (the
+// default word 0), the OR-ed bitmap, or the gap-coded indices gathered.
+constexpr std::uint32_t kSketchSupportAuto = 0, kSketchSupportBitmap = 1, kSketchSupportCoded = 2;
+// Whether an allreduce of n elements on `ranks` ranks sends the coded
+// support (docs/algorithms.md 3.2): as set, or under auto when the ranks'
+// messages of the expected size (k = ceil(density n), or the threshold
+// ladder's 1 - zero_fraction of n) take at most half the bitmap. Agreed
+// values only, so every rank decides alike.
+inline bool sketch_support_coded(std::size_t n, int ranks, const CallParams &p)
+{
+    const std::uint32_t w = p.method_options[CC_COLL_METHOD_SKETCH];
+    if (w != kSketchSupportAuto) return w == kSketchSupportCoded;
+    if (ranks < 2 || n == 0) return false;
+    const double kept = p.sparsifier == CC_COLL_SPARSIFY_THRESHOLD
+                            ? (1.0 - p.zero_fraction) * static_cast<double>(n)
+                            : static_cast<double>(topk::k_for(p.density, n));
+    return ranks * sketch_support::coded_estimate(n, kept) <= 0.5 * static_cast<double>(sketch_support::message_bytes(n));
+}
+
 namespace host {
 // The elements a rank sends, ascending: the top k = ceil(density n), or the
 // elements at or above the threshold ladder's pick.
