@@ -123,6 +123,11 @@ struct Method {
     // a group of one (through group_batch).
     cc_coll_status_t (*allreduce)(Comm &comm, const AllreduceArgs &args, const CallParams &params,
                                   StatsSnapshot *stats) = nullptr;
+    // Whether an allreduce of device buffers with these params runs through
+    // host copies (collectives/allreduce/allreduce.hpp, allreduce_single:
+    // the host algorithm, a host residual), as every reduce-scatter does;
+    // null: never (the algorithm takes device buffers itself).
+    bool (*stages_device)(const CallParams &p) = nullptr;
 
     // Groups. group_plan routes one tensor this step (Route in
     // collectives/allreduce/allreduce.hpp); null: Single when `allreduce`

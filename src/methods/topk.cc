@@ -40,6 +40,10 @@ cc_coll_status_t allreduce_topk(Comm &comm, const AllreduceArgs &args, const Cal
     return allreduce_sparse_allgather(comm, args, params, stats);
 }
 
+// The coded payload's allreduce of device buffers runs through host copies
+// (docs/algorithms.md 2.8): the host algorithm, with a host residual.
+bool codes_payloads(const CallParams &p) { return topk_format(p).coded; }
+
 // A dense F32/F64 call transmits g' exactly and keeps no residual.
 bool creates_residual(bool reduce_scatter, std::size_t count, cc_coll_dtype_t dtype, const CallParams &p, int ranks)
 {
@@ -124,8 +128,8 @@ const SettingDef kSettings[] = {
     {"TOPK_VALUE_BITS", "CC_COLL_TOPK_VALUE_BITS", "full",
      "TOPK's values on the wire: full (the call's dtype; the uncoded payload) or 16, 8, 4 (signed levels of "
      "one step per payload, rounded to nearest; the rounding error stays in the residual with error feedback), "
-     "with delta-coded indices: the coded payload of docs/wire.md, which says which paths send it (the "
-     "allreduce of device buffers refuses it). Every rank must use the same value.",
+     "with delta-coded indices: the coded payload of docs/wire.md (the allreduce of device buffers runs "
+     "through host copies). Every rank must use the same value.",
      apply_value_bits},
     {"TOPK_INDEX_CODING", "CC_COLL_TOPK_INDEX_CODING", "auto",
      "TOPK's indices on the wire: auto (delta-coded when CC_COLL_TOPK_VALUE_BITS is not full, else uint32) or "
@@ -149,6 +153,7 @@ const Method &topk_method()
         .settings = kSettings,
         .settings_count = sizeof kSettings / sizeof kSettings[0],
         .allreduce = allreduce_topk,
+        .stages_device = codes_payloads,
         .reduce_scatter = reduce_scatter_sparse_alltoall,
         .p2p = P2pCompression::Topk,
         .agreement_params = agreement_params,

@@ -450,6 +450,19 @@ static void test_agree_topk(cc_coll_comm_h h) { agree_method(h, CC_COLL_METHOD_T
 
 static void test_agree_sketch(cc_coll_comm_h h) { agree_method(h, CC_COLL_METHOD_SKETCH, 65659, 1); }
 
+/* TOPK's coded payload (CC_COLL_TOPK_VALUE_BITS=4): the allreduce of device
+ * buffers runs through host copies (docs/algorithms.md 2.8), so it equals
+ * the host call bit for bit, results and residuals, over 3 steps. */
+static void test_agree_topk_coded(cc_coll_comm_h h)
+{
+    (void)h;
+    CHECK(setenv("CC_COLL_TOPK_VALUE_BITS", "4", 1) == 0, "setenv");
+    cc_coll_comm_h hd = host_comm();
+    agree_method(hd, CC_COLL_METHOD_TOPK, 20011, 3); /* its host twin is created with the same setting */
+    unsetenv("CC_COLL_TOPK_VALUE_BITS");
+    CHECK_CC(cc_coll_comm_destroy(hd));
+}
+
 /* The element codecs (HALF, QUANT, ONEBIT at their defaults) bit for bit,
  * results and both stages' residuals, over 3 steps of error feedback; an
  * odd count, so that the ranks' blocks and the last chunk are short. */
@@ -1259,6 +1272,7 @@ static const NamedTest kTests[] = {
     {"agree_none", test_agree_none},
     {"agree_topk", test_agree_topk},
     {"agree_sketch", test_agree_sketch},
+    {"agree_topk_coded", test_agree_topk_coded},
     {"agree_lowrank", test_agree_lowrank},
     {"agree_codecs", test_agree_codecs},
     {"ef_invariant", test_ef_invariant},

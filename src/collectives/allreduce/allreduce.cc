@@ -6,8 +6,41 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/method.hpp"
+#include "gpu/gpu.hpp"
+
+#include <vector>
 
 namespace cc_coll::detail {
+
+bool residual_on_device(const Method &m, const AllreduceArgs &args, const CallParams &params)
+{
+    return args.on_device && !(m.stages_device != nullptr && m.stages_device(params));
+}
+
+cc_coll_status_t allreduce_single(Comm &comm, const Method &m, const AllreduceArgs &args, const CallParams &params,
+                                  StatsSnapshot *stats)
+{
+    if (!args.on_device || residual_on_device(m, args, params)) return m.allreduce(comm, args, params, stats);
+    const char *fn = "cc_coll_allreduce";
+    const std::size_t bytes = args.count * dtype_size(args.dtype);
+    CC_COLL_TRY(gpu::synchronize(args.stream, fn));
+    std::vector<unsigned char> send(bytes > 0 ? bytes : 1), recv;
+    CC_COLL_TRY(gpu::copy_to_host(send.data(), args.send, bytes, fn));
+    AllreduceArgs host = args;
+    host.on_device = false;
+    host.stream = nullptr;
+    host.send = send.data();
+    host.key_buf = args.recv;
+    if (args.send == args.recv) {
+        host.recv = send.data();
+    } else {
+        recv.resize(bytes > 0 ? bytes : 1);
+        host.recv = recv.data();
+    }
+    // recvbuf is written only once the call has succeeded.
+    CC_COLL_TRY(m.allreduce(comm, host, params, stats));
+    return gpu::copy_to_device(args.recv, host.recv, bytes, fn);
+}
 
 cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallParams &params)
 {
@@ -39,13 +72,14 @@ cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallPara
     const cc_coll_status_t ready =
         m->creates_residual == nullptr
             ? CC_COLL_OK
-            : residual_preflight(comm, params, args.recv, args.count, args.dtype, args.on_device, create);
+            : residual_preflight(comm, params, args.recv, args.count, args.dtype,
+                                 residual_on_device(*m, args, params), create);
     CC_COLL_TRY(agree(comm, "cc_coll_allreduce",
                       CallSignature::single(Collective::Allreduce, *m, args.count, args.dtype, args.op,
                                             args.on_device, params),
                       ready));
     StatsSnapshot call;
-    const cc_coll_status_t st = m->allreduce(comm, args, params, &call);
+    const cc_coll_status_t st = allreduce_single(comm, *m, args, params, &call);
     if (st != CC_COLL_OK) return st;
     call.calls = 1;
     call.bytes_uncompressed = args.count * dtype_size(args.dtype);

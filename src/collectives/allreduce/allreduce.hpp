@@ -27,10 +27,25 @@ struct AllreduceArgs {
     cc_coll_op_t op;
     bool on_device = false;  // send and recv are device memory
     void *stream = nullptr;  // the caller's cudaStream_t (device buffers)
+    // The buffer whose address names the residual when not recv (a call
+    // through host copies: the caller's device recvbuf).
+    const void *key_buf = nullptr;
+    const void *key() const { return key_buf != nullptr ? key_buf : recv; }
 };
 
 // Runs the algorithm for `params.method` and adds the call to comm's stats.
 cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallParams &params);
+
+// Whether the call's buffers (and so its residual) are device memory to
+// the algorithm: device buffers unless the method stages them
+// (Method::stages_device).
+bool residual_on_device(const Method &m, const AllreduceArgs &args, const CallParams &params);
+// The method's algorithm for one tensor, through host copies of sendbuf and
+// recvbuf where the method stages device buffers (recvbuf's device address
+// still names the residual, a host one); the single call and a group's
+// single tensors.
+cc_coll_status_t allreduce_single(Comm &comm, const Method &m, const AllreduceArgs &args, const CallParams &params,
+                                  StatsSnapshot *stats);
 
 // The hierarchical allreduce (hierarchical.cc): on communicators with a
 // node topology (core/topology.hpp), single host tensors go node by node.

@@ -59,7 +59,8 @@ cc_coll_status_t make_plan(Comm &comm, const std::vector<GroupTensor> &tensors, 
         const bool create = plan.route != Route::Dense &&
                             m->creates_residual(false, t.args.count, t.args.dtype, t.params, comm.size());
         const cc_coll_status_t st =
-            residual_preflight(comm, t.params, t.args.recv, t.args.count, t.args.dtype, t.args.on_device, create);
+            residual_preflight(comm, t.params, t.args.recv, t.args.count, t.args.dtype,
+                               residual_on_device(*m, t.args, t.params), create);
         if (st != CC_COLL_OK) {
             const std::string why = last_error();
             return fail(st, "cc_coll_allreduce_group: tensor %zu: %s", i, why.c_str());
@@ -130,7 +131,8 @@ cc_coll_status_t allreduce_group(Comm &comm, const std::vector<GroupTensor> &ten
     for (std::size_t i = 0; i < tensors.size(); ++i) {
         if (plans[i].route != Route::Single) continue;
         const GroupTensor &t = tensors[i];
-        if ((st = find_method(t.params.method)->allreduce(comm, t.args, t.params, &call)) != CC_COLL_OK) return st;
+        if ((st = allreduce_single(comm, *find_method(t.params.method), t.args, t.params, &call)) != CC_COLL_OK)
+            return st;
     }
     for (const GroupTensor &t : tensors) {
         call.calls += 1;

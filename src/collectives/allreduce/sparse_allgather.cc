@@ -126,7 +126,7 @@ cc_coll_status_t sparse_allgather_pipelined(HostExec &x, const AllreduceArgs &a,
     // each chunk loads its part below.
     Residual *res = nullptr;
     W *g = nullptr;
-    CC_COLL_TRY((acquire_input<HostExec, W>(x, p, a.recv, n, a.dtype, true, &g, &res)));
+    CC_COLL_TRY((acquire_input<HostExec, W>(x, p, a.key(), n, a.dtype, true, &g, &res)));
     std::uint32_t *idx = nullptr;
     W *sent = nullptr;
     unsigned char *payload = nullptr, *gathered = nullptr;
@@ -257,10 +257,10 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     const topk::Format fmt = topk_format(p);
     if constexpr (X::kDevice) {
         if (fmt.coded)
-            return fail(CC_COLL_ERR_NOT_SUPPORTED,
-                        "cc_coll_allreduce (topk): CC_COLL_TOPK_VALUE_BITS / CC_COLL_TOPK_INDEX_CODING (the coded "
-                        "payload) are not supported on device buffers; set CC_COLL_TOPK_VALUE_BITS=full and "
-                        "CC_COLL_TOPK_INDEX_CODING=auto");
+            return fail(CC_COLL_ERR_INTERNAL,
+                        "cc_coll_allreduce (topk): the coded payload (CC_COLL_TOPK_VALUE_BITS / "
+                        "CC_COLL_TOPK_INDEX_CODING) reached the device algorithm; its allreduce of device buffers "
+                        "runs through host copies (Method::stages_device)");
     }
     if constexpr (!X::kDevice) {
         const std::size_t chunks = dense_only ? 0 : pipeline_chunks(n, a.dtype, p, comm.size());
@@ -276,7 +276,7 @@ cc_coll_status_t sparse_allgather(X &x, const AllreduceArgs &a, const CallParams
     std::uint32_t *idx = nullptr;
     if (!dense_only) CC_COLL_TRY(x.template buffer<std::uint32_t>(Buf::Indices, k, &idx));
     // Selected in the same pass unless the call is dense.
-    CC_COLL_TRY((load_input<X, W>(x, p, a.send, a.recv, n, a.dtype, !lossless_dense, &g, &res, dense_only ? 0 : k,
+    CC_COLL_TRY((load_input<X, W>(x, p, a.send, a.key(), n, a.dtype, !lossless_dense, &g, &res, dense_only ? 0 : k,
                                   idx)));
     if (dense_only) {
         stats->time_compress += now_seconds() - t0;

@@ -103,7 +103,7 @@ cc_coll_status_t sparse_split(HostExec &x, const AllreduceArgs &a, const CallPar
     //    region (n = its size, region-local indices).
     W *g = nullptr;
     Residual *res = nullptr;
-    CC_COLL_TRY((load_input<HostExec, W>(x, p, a.send, a.recv, n, a.dtype, true, &g, &res)));
+    CC_COLL_TRY((load_input<HostExec, W>(x, p, a.send, a.key(), n, a.dtype, true, &g, &res)));
     InputGuard<HostExec, W> guard(x);
     guard.add(g, res, a.send, n, a.dtype);
     std::uint32_t *idx = nullptr;
