@@ -123,7 +123,8 @@ const SettingDef kSettings[] = {
      "the index space: sparse reduce-scatter, the owner keeps the largest sums of its region and "
      "feeds the rest back into its residual, allgather of the regions: bytes received stay about "
      "constant as ranks grow), or auto (split from 8 ranks on, else allgather). Device buffers "
-     "always use allgather. Every rank must use the same value.",
+     "use allgather, except with TOPK_VALUE_BITS or TOPK_INDEX_CODING set, when they run through host copies "
+     "and this setting applies. Every rank must use the same value.",
      apply_topk_algorithm},
     {"TOPK_VALUE_BITS", "CC_COLL_TOPK_VALUE_BITS", "full",
      "TOPK's values on the wire: full (the call's dtype; the uncoded payload) or 16, 8, 4 (signed levels of "
