@@ -5,10 +5,8 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "collectives/common/host_staging.hpp"
 #include "core/method.hpp"
-#include "gpu/gpu.hpp"
-
-#include <vector>
 
 namespace cc_coll::detail {
 
@@ -23,23 +21,16 @@ cc_coll_status_t allreduce_single(Comm &comm, const Method &m, const AllreduceAr
     if (!args.on_device || residual_on_device(m, args, params)) return m.allreduce(comm, args, params, stats);
     const char *fn = "cc_coll_allreduce";
     const std::size_t bytes = args.count * dtype_size(args.dtype);
-    CC_COLL_TRY(gpu::synchronize(args.stream, fn));
-    std::vector<unsigned char> send(bytes > 0 ? bytes : 1), recv;
-    CC_COLL_TRY(gpu::copy_to_host(send.data(), args.send, bytes, fn));
+    HostStaging staged;
+    CC_COLL_TRY(staged.stage(args.send, bytes, args.recv, bytes, args.stream, fn));
     AllreduceArgs host = args;
     host.on_device = false;
     host.stream = nullptr;
-    host.send = send.data();
+    host.send = staged.send();
+    host.recv = staged.recv();
     host.key_buf = args.recv;
-    if (args.send == args.recv) {
-        host.recv = send.data();
-    } else {
-        recv.resize(bytes > 0 ? bytes : 1);
-        host.recv = recv.data();
-    }
-    // recvbuf is written only once the call has succeeded.
     CC_COLL_TRY(m.allreduce(comm, host, params, stats));
-    return gpu::copy_to_device(args.recv, host.recv, bytes, fn);
+    return staged.write_back(args.recv, bytes, fn);
 }
 
 cc_coll_status_t allreduce(Comm &comm, const AllreduceArgs &args, const CallParams &params)

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "collectives/common/agreement.hpp"
+#include "collectives/common/host_staging.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -22,24 +23,16 @@ cc_coll_status_t run(Comm &comm, const Method &m, const ReduceScatterArgs &args,
     const char *fn = "cc_coll_reduce_scatter";
     const std::size_t es = dtype_size(args.dtype);
     const std::size_t total = args.recvcount * static_cast<std::size_t>(comm.size()) * es;
-    cc_coll_status_t st = gpu::synchronize(args.stream, fn);
-    if (st != CC_COLL_OK) return st;
-    std::vector<unsigned char> send(total > 0 ? total : 1), recv;
-    if ((st = gpu::copy_to_host(send.data(), args.send, total, fn)) != CC_COLL_OK) return st;
+    HostStaging staged;
+    CC_COLL_TRY(staged.stage(args.send, total, args.recv, args.recvcount * es, args.stream, fn));
     ReduceScatterArgs host = args;
     host.on_device = false;
     host.stream = nullptr;
-    host.send = send.data();
+    host.send = staged.send();
+    host.recv = staged.recv();
     host.key_buf = args.recv;
-    if (args.send == args.recv) {
-        host.recv = send.data();
-    } else {
-        recv.resize(args.recvcount * es > 0 ? args.recvcount * es : 1);
-        if ((st = gpu::copy_to_host(recv.data(), args.recv, args.recvcount * es, fn)) != CC_COLL_OK) return st;
-        host.recv = recv.data();
-    }
-    if ((st = m.reduce_scatter(comm, host, params, stats)) != CC_COLL_OK) return st;
-    return gpu::copy_to_device(args.recv, host.recv, args.recvcount * es, fn);
+    CC_COLL_TRY(m.reduce_scatter(comm, host, params, stats));
+    return staged.write_back(args.recv, args.recvcount * es, fn);
 }
 
 }  // namespace
