@@ -40,6 +40,8 @@ typedef struct bench {
     MPI_Op mpi_op;
     unsigned char *input, *send, *recv, *ref; /* max size each */
     unsigned char *first;                     /* -N: the method's first timed blocking result */
+    int first_lossy;                          /* -N, auto: whether that call ran the lossy method
+                                                 (1), NONE (0); -1 for other methods */
     double *times;                            /* one per timed iteration */
     unsigned char expected[7][8];             /* exact result of element i: expected[i % 7] */
     int expected_exact;                       /* the partial sums are integers the dtype holds */
@@ -63,6 +65,9 @@ void report_failure(const bench_t *b, const char *call, int method, size_t count
 /* Warm-up, then -n timed calls of one method (METHOD_MPI or a library
  * method) on `count` elements; t_mpi_us is mpi's time for the speedup.
  * Collective. Returns 0, or 1 on every rank when a call failed on any. */
+/* auto: the lossy calls since the communicator's statistics were reset;
+ * -1 for other methods. */
+int auto_lossy_calls(cc_coll_comm_h comm, int method);
 int measure(bench_t *b, size_t count, int in_place, int method, double t_mpi_us, result_t *res);
 /* -I: n methods (methods[0] METHOD_MPI), library method j on comms[j]:
  * every method's warm-up calls, then -n rounds of one timed call of each,

@@ -122,6 +122,7 @@ int main(int argc, char **argv)
     b.recv = malloc(max_bytes);
     b.ref = malloc(max_bytes);
     if (opt.nonblocking) b.first = malloc(max_bytes);
+    b.first_lossy = -1;
     b.times = malloc((size_t)opt.iters * sizeof *b.times);
     const int n_modes = opt.inplace_mode == MODE_BOTH ? 2 : 1;
     int n_wanted = 1;

@@ -118,6 +118,19 @@ static void timing_warm_up(bench_t *b, timing_t *t, size_t count, int in_place)
     }
 }
 
+/* For a method that selects (auto): how many of the communicator's calls
+ * since its statistics were reset ran the lossy method; -1 for other
+ * methods or when the statistics cannot be read. */
+int auto_lossy_calls(cc_coll_comm_h comm, int method)
+{
+    if (!method_selects(method)) return -1;
+    cc_coll_stats_t stats;
+    memset(&stats, 0, sizeof stats);
+    stats.mask = CC_COLL_STATS_FIELD_AUTO_LOSSY_CALLS;
+    if (cc_coll_comm_get_stats(comm, &stats) != CC_COLL_OK) return -1;
+    return (int)stats.auto_lossy_calls;
+}
+
 /* Timed call `it`. A rank whose earlier call failed skips it (and every
  * rank learns of the failure in timing_finish). */
 static void timed_call(bench_t *b, timing_t *t, size_t count, int in_place, int it)
@@ -133,7 +146,10 @@ static void timed_call(bench_t *b, timing_t *t, size_t count, int in_place, int 
         t->failed_call = "cc_coll_allreduce";
     } else if (it == 0) {
         check_first_result(b, t->method, count, t->acc);
-        if (b->first) memcpy(b->first, b->recv, bytes); /* -N compares its first result with it */
+        if (b->first) { /* -N compares its first result with it */
+            memcpy(b->first, b->recv, bytes);
+            b->first_lossy = auto_lossy_calls(t->comm, t->method); /* stats were reset after the warm-up */
+        }
         MPI_Barrier(MPI_COMM_WORLD); /* the check is not timed: line the ranks up again */
     }
 }
