@@ -116,9 +116,9 @@ static double dummy_compute(double seconds, int tests, nb_request_t *req, long l
     return test_time;
 }
 
-/* Elements of the first timed non-blocking result that differ from the
- * reference: the method's first timed blocking result (both calls start
- * from a reset error feedback), or for mpi the exact sum. -1: not checked. */
+/* Elements of the non-blocking check call's result that differ from the
+ * reference: the blocking check call's result (both calls start from a
+ * reset error feedback), or for mpi the exact sum. -1: not checked. */
 static long long nb_check(const bench_t *b, int method, size_t count)
 {
     if (!b->opt->check) return -1;
@@ -142,19 +142,21 @@ int measure_nb(bench_t *b, size_t count, int in_place, int method, result_t *res
     long long wrong = -1;
     nb_request_t req;
 
-    /* 1. Pure communication time: iallreduce, then wait at once. Error
-     * feedback is reset before the first timed iteration, whose result is
-     * checked. */
+    /* 1. Pure communication time: iallreduce, then wait at once. After the
+     * warm-up, error feedback is reset and one untimed call (the check
+     * call, as the blocking form's) gives the result that is checked; the
+     * timed calls go on from its residual. */
     double pure = 0.0;
     if (method != METHOD_MPI && (st = cc_coll_ef_reset_all(b->comm)) != CC_COLL_OK) failed_call = "cc_coll_ef_reset_all";
     MPI_Barrier(MPI_COMM_WORLD);
-    for (int i = 0; i < total && !failed_call; ++i) {
-        if (i == o->warmup && method != METHOD_MPI && (st = cc_coll_ef_reset_all(b->comm)) != CC_COLL_OK) {
+    for (int i = 0; i <= total && !failed_call; ++i) {
+        const int check = i == o->warmup;
+        if (check && method != METHOD_MPI && (st = cc_coll_ef_reset_all(b->comm)) != CC_COLL_OK) {
             failed_call = "cc_coll_ef_reset_all";
             break;
         }
         if (in_place) memcpy(b->recv, b->input, bytes); /* fresh input, outside the timed region */
-        const int lossy_before = i == o->warmup ? auto_lossy_calls(b->comm, method) : -1;
+        const int lossy_before = check ? auto_lossy_calls(b->comm, method) : -1;
         const double t0 = MPI_Wtime();
         if ((st = nb_start(b, method, &params, sendbuf, b->recv, count, &req)) != CC_COLL_OK) {
             failed_call = "cc_coll_iallreduce";
@@ -167,8 +169,8 @@ int measure_nb(bench_t *b, size_t count, int in_place, int method, result_t *res
             failed_call = "cc_coll_wait";
             break;
         }
-        if (i >= o->warmup) pure += t1 - t0;
-        if (i == o->warmup) {
+        if (i > o->warmup) pure += t1 - t0;
+        if (check) {
             /* auto: comparable with the blocking result only when both calls
              * took the same branch (CC_COLL_AUTO_CHECK=on may explore). */
             const int lossy = lossy_before < 0 ? -1 : auto_lossy_calls(b->comm, method) - lossy_before;

@@ -53,7 +53,7 @@ static cc_coll_status_t allreduce_once(bench_t *b, cc_coll_comm_h comm, int meth
     return CC_COLL_OK;
 }
 
-/* Local part of the checks on the first timed result: acc[0] += squared
+/* Local part of the checks on the check call's result: acc[0] += squared
  * error, acc[1] += squared reference, acc[2] += wrong elements. The mpi
  * baseline's result becomes the reference of the other methods. */
 static void check_first_result(bench_t *b, int method, size_t count, double acc[3])
@@ -99,25 +99,6 @@ static void timing_init(bench_t *b, timing_t *t, int method, cc_coll_comm_h comm
     t->times = times;
 }
 
-/* Fresh error feedback, the warm-up calls, then fresh error feedback and
- * counters for the timed calls. */
-static void timing_warm_up(bench_t *b, timing_t *t, size_t count, int in_place)
-{
-    const size_t bytes = count * b->es;
-    const void *sendbuf = in_place ? (const void *)b->recv : (const void *)b->send;
-    if (t->method != METHOD_MPI && (t->st = cc_coll_ef_reset_all(t->comm)) != CC_COLL_OK)
-        t->failed_call = "cc_coll_ef_reset_all";
-    for (int w = 0; w < b->opt->warmup && !t->failed_call; ++w) {
-        if (in_place) memcpy(b->recv, b->input, bytes);
-        if ((t->st = allreduce_once(b, t->comm, t->method, &t->params, sendbuf, b->recv, count)) != CC_COLL_OK)
-            t->failed_call = "cc_coll_allreduce";
-    }
-    if (t->method != METHOD_MPI && !t->failed_call) {
-        if ((t->st = cc_coll_ef_reset_all(t->comm)) != CC_COLL_OK) t->failed_call = "cc_coll_ef_reset_all";
-        else if ((t->st = cc_coll_comm_reset_stats(t->comm)) != CC_COLL_OK) t->failed_call = "cc_coll_comm_reset_stats";
-    }
-}
-
 /* For a method that selects (auto): how many of the communicator's calls
  * since its statistics were reset ran the lossy method; -1 for other
  * methods or when the statistics cannot be read. */
@@ -131,6 +112,43 @@ int auto_lossy_calls(cc_coll_comm_h comm, int method)
     return (int)stats.auto_lossy_calls;
 }
 
+/* The warm-up calls from fresh error feedback, then the check call: one
+ * untimed call from a reset residual (the one-step error), whose result the
+ * checks read and -N compares with; then fresh counters for the timed
+ * calls, which go on from the check call's residual. So no timed call
+ * creates a residual: at 256 MiB that zeroes a quarter GiB of new pages,
+ * which took from 0.1 to 0.7 s in one call (docs/perf/auto.md). */
+static void timing_warm_up(bench_t *b, timing_t *t, size_t count, int in_place)
+{
+    const size_t bytes = count * b->es;
+    const void *sendbuf = in_place ? (const void *)b->recv : (const void *)b->send;
+    const int lib = t->method != METHOD_MPI;
+    if (lib && (t->st = cc_coll_ef_reset_all(t->comm)) != CC_COLL_OK) t->failed_call = "cc_coll_ef_reset_all";
+    for (int w = 0; w < b->opt->warmup && !t->failed_call; ++w) {
+        if (in_place) memcpy(b->recv, b->input, bytes);
+        if ((t->st = allreduce_once(b, t->comm, t->method, &t->params, sendbuf, b->recv, count)) != CC_COLL_OK)
+            t->failed_call = "cc_coll_allreduce";
+    }
+    if (lib && !t->failed_call) {
+        if ((t->st = cc_coll_ef_reset_all(t->comm)) != CC_COLL_OK) t->failed_call = "cc_coll_ef_reset_all";
+        else if ((t->st = cc_coll_comm_reset_stats(t->comm)) != CC_COLL_OK) t->failed_call = "cc_coll_comm_reset_stats";
+    }
+    if (!t->failed_call) {
+        if (in_place) memcpy(b->recv, b->input, bytes);
+        if ((t->st = allreduce_once(b, t->comm, t->method, &t->params, sendbuf, b->recv, count)) != CC_COLL_OK) {
+            t->failed_call = "cc_coll_allreduce";
+        } else {
+            check_first_result(b, t->method, count, t->acc);
+            if (b->first) { /* -N compares its check call with this one */
+                memcpy(b->first, b->recv, bytes);
+                b->first_lossy = auto_lossy_calls(t->comm, t->method);
+            }
+        }
+    }
+    if (lib && !t->failed_call && (t->st = cc_coll_comm_reset_stats(t->comm)) != CC_COLL_OK)
+        t->failed_call = "cc_coll_comm_reset_stats";
+}
+
 /* Timed call `it`. A rank whose earlier call failed skips it (and every
  * rank learns of the failure in timing_finish). */
 static void timed_call(bench_t *b, timing_t *t, size_t count, int in_place, int it)
@@ -142,16 +160,7 @@ static void timed_call(bench_t *b, timing_t *t, size_t count, int in_place, int 
     const double t0 = MPI_Wtime();
     t->st = allreduce_once(b, t->comm, t->method, &t->params, sendbuf, b->recv, count);
     t->times[it] = MPI_Wtime() - t0;
-    if (t->st != CC_COLL_OK) {
-        t->failed_call = "cc_coll_allreduce";
-    } else if (it == 0) {
-        check_first_result(b, t->method, count, t->acc);
-        if (b->first) { /* -N compares its first result with it */
-            memcpy(b->first, b->recv, bytes);
-            b->first_lossy = auto_lossy_calls(t->comm, t->method); /* stats were reset after the warm-up */
-        }
-        MPI_Barrier(MPI_COMM_WORLD); /* the check is not timed: line the ranks up again */
-    }
+    if (t->st != CC_COLL_OK) t->failed_call = "cc_coll_allreduce";
 }
 
 /* The statistics and the result of a finished measurement. Collective.
