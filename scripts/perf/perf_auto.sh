@@ -14,7 +14,10 @@
 # calls after CC_A_WARMUP_SMALL warm-up calls) and one of 4 MiB .. 256 MiB
 # (-I -B 5: 15 timed calls after CC_A_WARMUP_LARGE, in turns of 5 calls of a
 # method in a row; on 100mbit 6 timed calls in turns of 3 up to 64 MiB after
-# at most 6 warm-up calls: NONE takes 11 s a call at 64 MiB). The warm-up
+# at most 6 warm-up calls: NONE takes 11 s a call at 64 MiB; on busy2 ten
+# times the small calls and four times the large: a call the spinning
+# process delays costs milliseconds, and 30 calls meet too few such delays
+# for their share to be alike in every row). The warm-up
 # calls cover AUTO's learning in each size class: its first look at the
 # runner-up (its 3rd and 4th calls) and the communicator's first
 # agreements (after 8 and 16 calls; docs/algorithms.md 8.3), so the timed
@@ -61,8 +64,10 @@ interleave=${CC_A_INTERLEAVE:-1}
 case $interleave in 0) iflag= ;; 1) iflag=-I ;; *) echo "perf_auto.sh: CC_A_INTERLEAVE must be 0 or 1" >&2; exit 2 ;; esac
 perf="$build/cc_coll_perf -i 0 -r normal -D 0.01 -J -q -m none,topk,auto"
 for setup in $setups; do
+  setup_x=1
+  [ "$setup" = busy2 ] && setup_x=4
   if [ "$interleave" = 1 ]; then
-    large="-I -B 5 -b 4M -e 256M -f 4 -n 15 -w $wlarge"
+    large="-I -B 5 -b 4M -e 256M -f 4 -n $((setup_x * 15)) -w $wlarge"
     [ "$setup" = 100mbit ] && large="-I -B 3 -b 4M -e 64M -f 4 -n 6 -w $((wlarge < 6 ? wlarge : 6))"
   else
     large="-b 4M -e 256M -f 4 -n 5 -w $wlarge"
@@ -79,7 +84,9 @@ for setup in $setups; do
           /usr/bin/python3 -c 'while True: pass' &
           busy=$!
         fi
-        mpirun --oversubscribe -np "$np" $perf $iflag -b 4K -e 1M -f 4 -n 30 -w $wsmall > "$tmp/small.json"
+        nsmall=30
+        [ "$setup" = busy2 ] && nsmall=300
+        mpirun --oversubscribe -np "$np" $perf $iflag -b 4K -e 1M -f 4 -n $nsmall -w $wsmall > "$tmp/small.json"
         mpirun --oversubscribe -np "$np" $perf $large > "$tmp/large.json"
         if [ -n "$busy" ]; then kill "$busy"; wait "$busy" 2>/dev/null || true; busy=; fi
         ;;

@@ -8,6 +8,7 @@
 
 #include "data.h"
 #include "methods.h"
+#include "order.h"
 
 /* The exact allreduce result depends on i % 7 only: sum the integers, then
  * apply AVG as the baseline does. */
@@ -258,14 +259,16 @@ int measure_interleaved(bench_t *b, size_t count, int in_place, int n, const int
         timing_init(b, &t[j], methods[j], comms[j], times + (size_t)j * (size_t)iters);
         timing_warm_up(b, &t[j], count, in_place);
     }
-    /* Round r (of `block` calls per method, -B) starts with method r mod
-     * n, so that every method follows every other equally often (on a
-     * shaped link one method's call drains the bucket the next one meets). */
+    /* Round r (of `block` calls per method, -B) runs the methods in the
+     * order of row r of a balanced Latin square, so that every method
+     * follows every other equally often (on a shaped link one method's call
+     * drains the bucket the next one meets; on one node it leaves the
+     * caches to the next). */
     const int block = b->opt->block > 0 ? b->opt->block : 1;
     for (int it = 0, round = 0; it < iters; it += block, ++round) {
         const int calls = iters - it < block ? iters - it : block;
         for (int s = 0; s < n; ++s) {
-            const int j = (round + s) % n;
+            const int j = round_order(n, round, s);
             for (int c = 0; c < calls; ++c) {
                 MPI_Barrier(MPI_COMM_WORLD);
                 timed_call(b, &t[j], count, in_place, it + c);
