@@ -14,10 +14,11 @@
 # calls after CC_A_WARMUP_SMALL warm-up calls) and one of 4 MiB .. 256 MiB
 # (-I -B 5: 15 timed calls after CC_A_WARMUP_LARGE, in turns of 5 calls of a
 # method in a row; on 100mbit 6 timed calls in turns of 3 up to 64 MiB after
-# at most 6 warm-up calls: NONE takes 11 s a call at 64 MiB; on busy2 ten
-# times the small calls and four times the large: a call the spinning
-# process delays costs milliseconds, and 30 calls meet too few such delays
-# for their share to be alike in every row). The warm-up
+# at most 6 warm-up calls: NONE takes 11 s a call at 64 MiB; on the setups
+# CC_A_LONG names ten times the small calls and four times the large: where
+# the ranks leave no core free, a call the machine delays costs
+# milliseconds, and 30 calls meet too few such delays for their share to
+# be alike in every row). The warm-up
 # calls cover AUTO's learning in each size class: its first look at the
 # runner-up (its 3rd and 4th calls) and the communicator's first
 # agreements (after 8 and 16 calls; docs/algorithms.md 8.3), so the timed
@@ -39,13 +40,15 @@
 #                (alternating single 256 MiB calls of different methods made
 #                every one of them up to twice as slow, docs/perf/auto.md), or
 #                each method's calls in a row (5 timed, 3 on 100mbit)
+#   CC_A_LONG    setups with ten times the small timed calls and four times
+#                the large (default "shm2 busy2")
 #   CC_A_WARMUP_SMALL, CC_A_WARMUP_LARGE
 #                warm-up calls per size and method (default 40 and 12)
 # The cluster setups need root (network namespaces); the bucket needs mpi4py
 # and numpy for /usr/bin/python3 (Debian: python3-mpi4py python3-numpy).
 # Takes about 45 minutes with the defaults.
 set -eu
-case "${1:-}" in -h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h | --help) sed -n '2,/^# Takes about/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 setups=${CC_A_SETUPS:-shm2 shm4 busy2 100mbit 1gbit 10gbit 25gbit}
 runs=${CC_A_RUNS:-3}
@@ -55,6 +58,7 @@ bucket=${CC_A_BUCKET:-0}
 wsmall=${CC_A_WARMUP_SMALL:-40}
 wlarge=${CC_A_WARMUP_LARGE:-12}
 case $bucket in 0 | 1) ;; *) echo "perf_auto.sh: CC_A_BUCKET must be 0 or 1" >&2; exit 2 ;; esac
+long_setups=${CC_A_LONG-shm2 busy2}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 busy=
@@ -65,7 +69,8 @@ case $interleave in 0) iflag= ;; 1) iflag=-I ;; *) echo "perf_auto.sh: CC_A_INTE
 perf="$build/cc_coll_perf -i 0 -r normal -D 0.01 -J -q -m none,topk,auto"
 for setup in $setups; do
   setup_x=1
-  [ "$setup" = busy2 ] && setup_x=4
+  nsmall=30
+  case " $long_setups " in *" $setup "*) setup_x=4 nsmall=300 ;; esac
   if [ "$interleave" = 1 ]; then
     large="-I -B 5 -b 4M -e 256M -f 4 -n $((setup_x * 15)) -w $wlarge"
     [ "$setup" = 100mbit ] && large="-I -B 3 -b 4M -e 64M -f 4 -n 6 -w $((wlarge < 6 ? wlarge : 6))"
@@ -84,8 +89,6 @@ for setup in $setups; do
           /usr/bin/python3 -c 'while True: pass' &
           busy=$!
         fi
-        nsmall=30
-        [ "$setup" = busy2 ] && nsmall=300
         mpirun --oversubscribe -np "$np" $perf $iflag -b 4K -e 1M -f 4 -n $nsmall -w $wsmall > "$tmp/small.json"
         mpirun --oversubscribe -np "$np" $perf $large > "$tmp/large.json"
         if [ -n "$busy" ]; then kill "$busy"; wait "$busy" 2>/dev/null || true; busy=; fi
@@ -96,7 +99,7 @@ for setup in $setups; do
           extra='$CC_CLUSTER_MPIRUN -x PYTHONPATH='"$PWD"'/python -x CC_COLL_LIBRARY='"$lib"' /usr/bin/python3 scripts/perf/perf_bucket.py '"$tmp"'/bucket.json --iters 10'
         fi
         scripts/cluster/cc_cluster.sh -N 2 -r "$setup" -t 3000 -p ccauto -- sh -c '
-          $CC_CLUSTER_MPIRUN '"$perf $iflag"' -b 4K -e 1M -f 4 -n 30 -w '"$wsmall"' > '"$tmp"'/small.json &&
+          $CC_CLUSTER_MPIRUN '"$perf $iflag"' -b 4K -e 1M -f 4 -n '"$nsmall"' -w '"$wsmall"' > '"$tmp"'/small.json &&
           $CC_CLUSTER_MPIRUN '"$perf $large"' > '"$tmp"'/large.json && '"$extra"
         ;;
     esac
