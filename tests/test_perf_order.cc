@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "order.h"
+#include "../tools/perf/order.h"
 
 namespace {
 
