@@ -12,6 +12,7 @@
 #include "core/config.hpp"
 #include "core/params.hpp"
 #include "methods/auto/cost_model.hpp"
+#include "methods/auto/decision_cache.hpp"
 #include "methods/auto/online.hpp"
 #include "wire/topk_payload.hpp"
 
@@ -590,6 +591,64 @@ TEST(OnlineCheck, SizeClassesAreHalfOctaves)
     EXPECT_EQ(size_class(5792), 24);
     EXPECT_EQ(size_class(5793), 25);
     EXPECT_EQ(size_class(1e300), kSizeClasses - 1);
+}
+
+// AUTO's cache of its decisions (decision_cache.hpp): a call is found only
+// when its tensor and every parameter match, the oldest entry gives way,
+// and a new epoch marks every entry's decision as stale.
+TEST(DecisionCache, FindsOnlyTheSameCall)
+{
+    DecisionCache cache;
+    const CostTensor t{1024, CC_COLL_F32};
+    const CallParams p = params();
+    EXPECT_EQ(cache.find(t, p), nullptr);
+    CachedCall *e = cache.insert(t, p);
+    e->epoch = cache.epoch();
+    EXPECT_EQ(cache.find(t, p), e);
+    // Any difference in the tensor or the params is another call.
+    CostTensor t2 = t;
+    t2.count = 1025;
+    EXPECT_EQ(cache.find(t2, p), nullptr);
+    t2 = t;
+    t2.dtype = CC_COLL_F64;
+    EXPECT_EQ(cache.find(t2, p), nullptr);
+    t2 = t;
+    t2.has_shape = true;
+    EXPECT_EQ(cache.find(t2, p), nullptr);
+    CallParams p2 = p;
+    p2.density = 0.02;
+    EXPECT_EQ(cache.find(t, p2), nullptr);
+    p2 = p;
+    p2.rank = 8;
+    EXPECT_EQ(cache.find(t, p2), nullptr);
+    p2 = p;
+    p2.method_options[3] = 1;
+    EXPECT_EQ(cache.find(t, p2), nullptr);
+    p2 = p;
+    p2.seed = 7;
+    EXPECT_EQ(cache.find(t, p2), nullptr);
+}
+
+TEST(DecisionCache, TheOldestGivesWayAndANewEpochMarksEveryDecisionStale)
+{
+    DecisionCache cache;
+    const CallParams p = params();
+    for (int i = 0; i < kCachedCalls + 1; ++i) {
+        CachedCall *e = cache.insert(CostTensor{1024u + static_cast<unsigned>(i), CC_COLL_F32}, p);
+        e->epoch = cache.epoch();
+    }
+    EXPECT_EQ(cache.find(CostTensor{1024, CC_COLL_F32}, p), nullptr);
+    for (int i = 1; i < kCachedCalls + 1; ++i) {
+        const CachedCall *e = cache.find(CostTensor{1024u + static_cast<unsigned>(i), CC_COLL_F32}, p);
+        ASSERT_NE(e, nullptr);
+        EXPECT_EQ(e->epoch, cache.epoch());
+    }
+    const std::uint64_t before = cache.epoch();
+    cache.new_epoch();
+    EXPECT_NE(cache.epoch(), before);
+    const CachedCall *e = cache.find(CostTensor{1025, CC_COLL_F32}, p);
+    ASSERT_NE(e, nullptr);  // its predictions still hold
+    EXPECT_NE(e->epoch, cache.epoch());
 }
 
 }  // namespace

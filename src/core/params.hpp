@@ -39,6 +39,23 @@ struct CallParams {
     std::uint32_t method_options[kMaxMethods] = {};
 };
 
+// Whether two calls' params are the same in every field (AUTO's cache of
+// its decisions). A field added to CallParams must be added here: the size
+// check below fails until it is.
+inline bool same_params(const CallParams &a, const CallParams &b)
+{
+#if defined(__x86_64__) || defined(__aarch64__)
+    static_assert(sizeof(CallParams) == 192, "a CallParams field is missing from same_params");
+#endif
+    return a.method == b.method && a.density == b.density && a.ef == b.ef && a.has_ef_key == b.has_ef_key &&
+           a.ef_key == b.ef_key && a.sparsifier == b.sparsifier && a.zero_fraction == b.zero_fraction &&
+           a.load_factor == b.load_factor && a.seed == b.seed && a.has_shape == b.has_shape && a.rows == b.rows &&
+           a.cols == b.cols && a.rank == b.rank && a.warm_start == b.warm_start && a.start_iter == b.start_iter &&
+           a.min_compression_rate == b.min_compression_rate && a.topk_algorithm == b.topk_algorithm &&
+           a.pipeline_bytes == b.pipeline_bytes &&
+           std::memcmp(a.method_options, b.method_options, sizeof a.method_options) == 0;
+}
+
 // The int a caller stored in an enum-typed argument or params field. A C
 // caller may put any int there, and loading a value outside the enum's range
 // through the C++ enum type is undefined behaviour, so entry points read the

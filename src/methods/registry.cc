@@ -4,6 +4,7 @@
 // a new method takes the next value after the last one here).
 #include "core/method.hpp"
 
+#include <array>
 #include <cstdlib>
 
 #define CC_COLL_METHODS(X) X(none) X(topk) X(sketch) X(lowrank) X(auto) X(half) X(quant) X(onebit)
@@ -43,9 +44,13 @@ unsigned method_caps(const Method &m)
 }
 const Method *find_method(int id)
 {
-    for (const Method *m : methods())
-        if (static_cast<int>(m->id) == id) return m;
-    return nullptr;
+    // Indexed by id (every call looks its method up, some twice).
+    static const auto by_id = [] {
+        std::array<const Method *, kMaxMethods> t{};
+        for (const Method *m : methods()) t[static_cast<std::size_t>(m->id)] = m;
+        return t;
+    }();
+    return id >= 0 && id < kMaxMethods ? by_id[static_cast<std::size_t>(id)] : nullptr;
 }
 
 const Method *find_method_by_name(const std::string &name)

@@ -21,6 +21,7 @@
 #include "core/method.hpp"
 #include "core/stats.hpp"
 #include "methods/auto/cost_model.hpp"
+#include "methods/auto/decision_cache.hpp"
 #include "methods/auto/online.hpp"
 #include "transport/mpi_transport.hpp"
 
@@ -33,6 +34,8 @@ namespace {
 struct AutoState {
     CostModel model;
     OnlineCheck online;
+    DecisionCache cache;  // a new epoch whenever `online`'s corrections change
+    CachedCall group;     // a group's call (decided afresh every time)
     Decision pending;
     bool has_pending = false;  // a call `select` routed, not yet observed
     bool pending_checked = false;  // ... and the online check decided it
@@ -101,6 +104,28 @@ Decision model_decision(const Comm &comm, const AutoState &st, const AutoChoice 
     return d;
 }
 
+// The model's predictions and decision for a call, from the cache when a
+// call like it was decided before (a group's calls are decided afresh).
+const CachedCall &decided(const Comm &comm, AutoState &st, const std::vector<CostTensor> &tensors,
+                          const CallParams &p)
+{
+    CachedCall *e = &st.group;
+    bool predicted = false;
+    if (tensors.size() == 1) {
+        e = st.cache.find(tensors[0], p);
+        if (e != nullptr && e->epoch == st.cache.epoch()) return *e;
+        predicted = e != nullptr;  // then only the corrections changed
+        if (e == nullptr) e = st.cache.insert(tensors[0], p);
+    }
+    if (!predicted) {
+        e->choice = predict(st.model, tensors, p);
+        e->bytes = call_bytes(tensors);
+    }
+    e->decision = model_decision(comm, st, e->choice, e->bytes);
+    e->epoch = st.cache.epoch();
+    return *e;
+}
+
 // The ranks' agreement on the samples since the last one (online.hpp): an
 // exchange in the agreement's format (every rank checks that every other
 // one is making it, on the same window), then the values.
@@ -114,6 +139,7 @@ cc_coll_status_t agree_samples(Comm &comm, AutoState &s)
     sig.v[F::kMethod] = static_cast<std::uint64_t>(CC_COLL_METHOD_AUTO);
     sig.v[F::kParameters] = words[0];
     sig.v[F::kReady] = 1;
+    s.cache.new_epoch();  // the corrections change (or are forgotten) below
     const cc_coll_status_t st = agree(comm, "cc_coll_allreduce", sig, CC_COLL_OK);
     if (st != CC_COLL_OK) {
         s.online = OnlineCheck();  // forget: the next check starts afresh on every rank
@@ -173,9 +199,10 @@ cc_coll_status_t select(Comm &comm, CallKind kind, const std::vector<CostTensor>
     CC_COLL_TRY(ensure_state(comm, &st));
     bool check = comm.config().auto_check && comm.size() > 1;
     if (check && st->online.agreement_due(st->model)) CC_COLL_TRY(agree_samples(comm, *st));
-    const AutoChoice c = predict(st->model, tensors, *p);
-    const double bytes = call_bytes(tensors);
-    Decision d = model_decision(comm, *st, c, bytes);
+    const CachedCall &call = decided(comm, *st, tensors, *p);
+    const AutoChoice &c = call.choice;
+    const double bytes = call.bytes;
+    Decision d = call.decision;
     // Calls predicted under kCheckMinSeconds are not checked (their choice
     // is the corrected model's): the check's own cost would be a visible
     // share of them, and a wrong choice among them costs microseconds.
@@ -223,7 +250,10 @@ void observe(Comm &comm, double seconds, cc_coll_status_t status)
     if (status != CC_COLL_OK) {
         // A failed call (its status is the same on every rank): every rank
         // forgets its samples and corrections alike.
-        if (st->pending_checked) st->online = OnlineCheck();
+        if (st->pending_checked) {
+            st->online = OnlineCheck();
+            st->cache.new_epoch();
+        }
         return;
     }
     if (st->pending_checked) st->online.observe(st->pending, seconds);
