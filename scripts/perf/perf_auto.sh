@@ -15,10 +15,11 @@
 # (-I -B 5: 15 timed calls after CC_A_WARMUP_LARGE, in turns of 5 calls of a
 # method in a row; on 100mbit 6 timed calls in turns of 3 up to 64 MiB after
 # at most 6 warm-up calls: NONE takes 11 s a call at 64 MiB; on the setups
-# CC_A_LONG names ten times the small calls and four times the large: where
-# the ranks leave no core free, a call the machine delays costs
-# milliseconds, and 30 calls meet too few such delays for their share to
-# be alike in every row). The warm-up
+# CC_A_LONG names ten times the small calls and four times the large (but
+# 100mbit's large): where the ranks leave no core free, a call the machine
+# delays costs milliseconds, and on the shaped 100 Mbit/s link some calls
+# wait for the shaper; 30 calls meet too few such delays for their share
+# to be alike in every row). The warm-up
 # calls cover AUTO's learning in each size class: its first look at the
 # runner-up (its 3rd and 4th calls) and the communicator's first
 # agreements (after 8 and 16 calls; docs/algorithms.md 8.3), so the timed
@@ -41,7 +42,7 @@
 #                every one of them up to twice as slow, docs/perf/auto.md), or
 #                each method's calls in a row (5 timed, 3 on 100mbit)
 #   CC_A_LONG    setups with ten times the small timed calls and four times
-#                the large (default "shm2 busy2")
+#                the large (default "shm2 busy2 100mbit")
 #   CC_A_WARMUP_SMALL, CC_A_WARMUP_LARGE
 #                warm-up calls per size and method (default 40 and 12)
 # The cluster setups need root (network namespaces); the bucket needs mpi4py
@@ -58,7 +59,7 @@ bucket=${CC_A_BUCKET:-0}
 wsmall=${CC_A_WARMUP_SMALL:-40}
 wlarge=${CC_A_WARMUP_LARGE:-12}
 case $bucket in 0 | 1) ;; *) echo "perf_auto.sh: CC_A_BUCKET must be 0 or 1" >&2; exit 2 ;; esac
-long_setups=${CC_A_LONG-shm2 busy2}
+long_setups=${CC_A_LONG-shm2 busy2 100mbit}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 busy=
