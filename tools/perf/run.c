@@ -113,6 +113,20 @@ int auto_lossy_calls(cc_coll_comm_h comm, int method)
     return (int)stats.auto_lossy_calls;
 }
 
+/* One call of the measurement: fresh input (in place), then the call, timed
+ * into *seconds when given; a failure is kept in t. Returns 0 when it ran. */
+static int timing_call(bench_t *b, timing_t *t, size_t count, int in_place, double *seconds)
+{
+    const void *sendbuf = in_place ? (const void *)b->recv : (const void *)b->send;
+    if (in_place) memcpy(b->recv, b->input, count * b->es); /* outside the timed region */
+    const double t0 = MPI_Wtime();
+    t->st = allreduce_once(b, t->comm, t->method, &t->params, sendbuf, b->recv, count);
+    if (seconds) *seconds = MPI_Wtime() - t0;
+    if (t->st == CC_COLL_OK) return 0;
+    t->failed_call = "cc_coll_allreduce";
+    return 1;
+}
+
 /* The warm-up calls from fresh error feedback, then the check call: one
  * untimed call from a reset residual (the one-step error), whose result the
  * checks read and -N compares with; then fresh counters for the timed
@@ -121,29 +135,18 @@ int auto_lossy_calls(cc_coll_comm_h comm, int method)
  * which took from 0.1 to 0.7 s in one call (docs/perf/auto.md). */
 static void timing_warm_up(bench_t *b, timing_t *t, size_t count, int in_place)
 {
-    const size_t bytes = count * b->es;
-    const void *sendbuf = in_place ? (const void *)b->recv : (const void *)b->send;
     const int lib = t->method != METHOD_MPI;
     if (lib && (t->st = cc_coll_ef_reset_all(t->comm)) != CC_COLL_OK) t->failed_call = "cc_coll_ef_reset_all";
-    for (int w = 0; w < b->opt->warmup && !t->failed_call; ++w) {
-        if (in_place) memcpy(b->recv, b->input, bytes);
-        if ((t->st = allreduce_once(b, t->comm, t->method, &t->params, sendbuf, b->recv, count)) != CC_COLL_OK)
-            t->failed_call = "cc_coll_allreduce";
-    }
+    for (int w = 0; w < b->opt->warmup && !t->failed_call; ++w) timing_call(b, t, count, in_place, NULL);
     if (lib && !t->failed_call) {
         if ((t->st = cc_coll_ef_reset_all(t->comm)) != CC_COLL_OK) t->failed_call = "cc_coll_ef_reset_all";
         else if ((t->st = cc_coll_comm_reset_stats(t->comm)) != CC_COLL_OK) t->failed_call = "cc_coll_comm_reset_stats";
     }
-    if (!t->failed_call) {
-        if (in_place) memcpy(b->recv, b->input, bytes);
-        if ((t->st = allreduce_once(b, t->comm, t->method, &t->params, sendbuf, b->recv, count)) != CC_COLL_OK) {
-            t->failed_call = "cc_coll_allreduce";
-        } else {
-            check_first_result(b, t->method, count, t->acc);
-            if (b->first) { /* -N compares its check call with this one */
-                memcpy(b->first, b->recv, bytes);
-                b->first_lossy = auto_lossy_calls(t->comm, t->method);
-            }
+    if (!t->failed_call && timing_call(b, t, count, in_place, NULL) == 0) {
+        check_first_result(b, t->method, count, t->acc);
+        if (b->first) { /* -N compares its check call with this one */
+            memcpy(b->first, b->recv, count * b->es);
+            b->first_lossy = auto_lossy_calls(t->comm, t->method);
         }
     }
     if (lib && !t->failed_call && (t->st = cc_coll_comm_reset_stats(t->comm)) != CC_COLL_OK)
@@ -154,14 +157,7 @@ static void timing_warm_up(bench_t *b, timing_t *t, size_t count, int in_place)
  * rank learns of the failure in timing_finish). */
 static void timed_call(bench_t *b, timing_t *t, size_t count, int in_place, int it)
 {
-    if (t->failed_call) return;
-    const size_t bytes = count * b->es;
-    const void *sendbuf = in_place ? (const void *)b->recv : (const void *)b->send;
-    if (in_place) memcpy(b->recv, b->input, bytes); /* fresh input, outside the timed region */
-    const double t0 = MPI_Wtime();
-    t->st = allreduce_once(b, t->comm, t->method, &t->params, sendbuf, b->recv, count);
-    t->times[it] = MPI_Wtime() - t0;
-    if (t->st != CC_COLL_OK) t->failed_call = "cc_coll_allreduce";
+    if (!t->failed_call) timing_call(b, t, count, in_place, &t->times[it]);
 }
 
 /* The statistics and the result of a finished measurement. Collective.
