@@ -29,7 +29,9 @@ not, byte for byte, what the committed JSON gives, or when there is no JSON
 
 A run's validation gap is against the ddp run of the same model, rank count
 and seed, or, where that seed has no ddp run, against the mean of the model's
-and rank count's ddp runs; a run id's numbers are means over its seeds.
+and rank count's ddp runs; a run id's numbers are means over its seeds. The
+baseline is the run named ddp (other dense runs, such as DDP at other
+learning rates, are rows beside it).
 """
 
 import glob
@@ -151,7 +153,9 @@ def build(runs):
         out[model] = {}
         for ranks in sorted(groups[model]):
             ids = groups[model][ranks]
-            ddp = [r for recs in ids.values() for r in recs if r["row"] == "ddp"]
+            # the baseline: the run named ddp (other dense runs, such as
+            # DDP at other learning rates, are rows beside it)
+            ddp = ids.get("ddp") or [r for recs in ids.values() for r in recs if r["row"] == "ddp"]
             by_seed = {}
             for r in ddp:
                 by_seed.setdefault(r["settings"].get("seed", 0), []).append(r["final_val"])
@@ -288,7 +292,8 @@ def seeds_note(run):
 
 
 def table(model, ranks, runs, folder_rel):
-    base = next((r.recs[0]["settings"] for r in runs if r.row == "ddp"), None)
+    base = next((r.recs[0]["settings"] for r in sorted(runs, key=lambda r: r.id != "ddp") if r.row == "ddp"),
+                None)
     out = ["#### Model %s, %d ranks" % (model, ranks), ""]
     out.append("| run | route | settings | seeds | final val loss | val gap | fewer bytes, steady "
                "| fewer bytes, over the run | replicas bit-identical | s/step |")
