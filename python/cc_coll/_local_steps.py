@@ -129,16 +129,6 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
     outer_momentum -- the outer step's momentum (0: none); with
                       nesterov=True (the default) a Nesterov step, as DiLoCo's
                       outer optimizer
-    inner_lr_scale -- a factor on the inner optimizer's learning rate in the
-                      local steps (not the warm-up's): a number > 0, or
-                      "sqrt", the square root of the number of ranks. Each
-                      rank's Adam normalises its step by a second moment of
-                      its own share of the batch, which holds the ranks'
-                      count times the gradient noise of the whole batch's:
-                      its steps are shorter than one synchronous step's by
-                      up to that square root, which "sqrt" gives back. The
-                      group's lr is scaled for the inner step only, so LR
-                      schedulers see their own values
     overlap        -- False: step() waits for the average at the
                       synchronisation, so the replicas leave it bit-identical.
                       True: the average travels while the next inner step's
@@ -161,8 +151,7 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
                  local_steps: int = 4, method: MethodLike = "topk", density: float = 0.05, rank: int = 4,
                  ef: bool = True, policy: Optional[Callable[..., bool]] = None, warmup_steps: int = 0,
                  ramp_steps: int = 0, ramp_density: Optional[float] = None, outer_lr: float = 1.0,
-                 outer_momentum: float = 0.0, nesterov: bool = True, inner_lr_scale: Any = 1.0,
-                 overlap: bool = False,
+                 outer_momentum: float = 0.0, nesterov: bool = True, overlap: bool = False,
                  sparsifier: Optional[SparsifierLike] = None, load_factor: Optional[float] = None,
                  seed: Optional[int] = None, min_compression_rate: float = 2.0,
                  key_base: int = LOCAL_KEY_BASE) -> None:
@@ -185,11 +174,6 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
         self.outer_lr = _real_in(outer_lr, 0.0, 16.0, "outer_lr", low_open=True)
         self.outer_momentum = _real_in(outer_momentum, 0.0, 0.9999, "outer_momentum")
         self.nesterov = bool(nesterov)
-        if inner_lr_scale == "sqrt":
-            self.inner_lr_scale = math.sqrt(self.comm.size)
-        else:
-            self.inner_lr_scale = _real_in(inner_lr_scale, 0.0, 16.0, "inner_lr_scale (or \"sqrt\")",
-                                           low_open=True)
         self.overlap = bool(overlap)
         self.ef = bool(ef)
         if policy is not None and not callable(policy):
@@ -282,7 +266,7 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
         else:
             if self.anchor is None:   # the first local step: the replicas are equal now
                 self._set_anchor()
-            self._inner_step()
+            self.optim.step()
             self._since += 1
             self._exact = False
             if self._since >= self.local_steps_at(self.steps):
@@ -292,19 +276,6 @@ class LocalStepsOptimizer(torch.optim.Optimizer):
         self._ddp_hooked = False
         self.steps += 1
         return loss
-
-    def _inner_step(self):
-        if self.inner_lr_scale == 1.0:
-            self.optim.step()
-            return
-        lrs = [g["lr"] for g in self.param_groups]
-        try:
-            for g, lr in zip(self.param_groups, lrs):
-                g["lr"] = lr * self.inner_lr_scale
-            self.optim.step()
-        finally:
-            for g, lr in zip(self.param_groups, lrs):
-                g["lr"] = lr
 
     def _set_anchor(self):
         self.anchor = [p.detach().clone() for p in self.params]

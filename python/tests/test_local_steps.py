@@ -28,8 +28,6 @@ per rank) trains with AdamW, each rank on its own batches:
     than dense at them;
   - the ramp: H and the density go geometrically from 1 and ramp_density to
     local_steps and density;
-  - inner_lr_scale: the local steps' moves scaled by it (AdamW's step is
-    linear in lr), the warm-up's not, the groups' lr unchanged after a step;
   - overlap: the anchors stay bit-identical while the parameters carry each
     rank's local progress; synchronize() makes the replicas bit-identical;
   - checkpoints: a run saved mid-interval and resumed in a fresh optimizer
@@ -354,33 +352,6 @@ class LocalSteps(unittest.TestCase):
         self.assertEqual(opt2.comm.state_export(), before["comm_state"])
         self.assertEqual(opt2.steps, before["steps"])
 
-    # -- the inner learning rate's scale ------------------------------------------
-
-    def test_inner_lr_scale(self):
-        # AdamW's step is linear in lr for a given state: the first local
-        # step with the scale s moves each parameter s times as far as
-        # without, and the group's lr is its own again after the step; the
-        # warm-up's steps are not scaled.
-        comm = self.comm()
-        moves = {}
-        for scale in (1.0, 2.5):
-            net, inner, opt = self.make(comm, warmup_steps=1, local_steps=100, method="none",
-                                        inner_lr_scale=scale)
-            params = list(net.parameters())
-            before = flat(params)
-            train_step(net, opt, 0)   # the warm-up's step
-            warm = flat(params) - before
-            before = flat(params)
-            train_step(net, opt, 1)   # the first local step
-            moves[scale] = (warm, flat(params) - before)
-            self.assertEqual([g["lr"] for g in inner.param_groups], [LR] * len(inner.param_groups))
-        np.testing.assert_array_equal(moves[2.5][0], moves[1.0][0])
-        # (float32 parameters: each move is rounded to the parameter's ulp)
-        np.testing.assert_allclose(moves[2.5][1], 2.5 * moves[1.0][1], rtol=1e-5, atol=1e-6)
-        self.assertGreater(np.abs(moves[1.0][1]).max(), 0)
-        _, _, opt = self.make(comm, inner_lr_scale="sqrt")
-        self.assertEqual(opt.inner_lr_scale, math.sqrt(SIZE))
-
     # -- arguments ----------------------------------------------------------------
 
     def test_arguments(self):
@@ -389,8 +360,7 @@ class LocalSteps(unittest.TestCase):
         inner = torch.optim.AdamW(net.parameters(), lr=LR)
         bad = (dict(local_steps=0), dict(local_steps=2.5), dict(method="nope"), dict(density=0.0),
                dict(density=1.5), dict(warmup_steps=-1), dict(ramp_steps=-3), dict(outer_lr=0.0),
-               dict(outer_momentum=1.0), dict(ramp_density=2.0), dict(rank=0), dict(inner_lr_scale=0.0),
-               dict(inner_lr_scale=-1.0), dict(inner_lr_scale="cube"))
+               dict(outer_momentum=1.0), dict(ramp_density=2.0), dict(rank=0))
         for kw in bad:
             with self.subTest(**kw):
                 self.assertRaises(ValueError, cct.LocalStepsOptimizer, inner, comm, **kw)

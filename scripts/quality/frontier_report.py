@@ -66,7 +66,7 @@ COLORS = ("#7f7f7f", "#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd",
 DEFAULTS = {"local_steps": 4, "local_method": "topk", "density": 0.01, "rank": 1, "outer_lr": 1.0,
             "outer_momentum": 0.0, "ramp_steps": 0, "overlap": False, "exact_budget": None,
             "freeze_step": 100, "adam_method": "topk", "adam_estimate": "momentum", "refresh": "none",
-            "mask_zero_rows": False, "inner_lr_scale": "1"}
+            "mask_zero_rows": False}
 # settings that never define a run (they differ per seed, or only say where the record goes)
 NOT_SETTINGS = ("row", "seed", "label", "out")
 
@@ -232,9 +232,6 @@ def settings_of(run, base_settings):
             parts.append("ramp %d steps" % g("ramp_steps"))
         if g("outer_lr") != DEFAULTS["outer_lr"] or g("outer_momentum") != DEFAULTS["outer_momentum"]:
             parts.append("outer lr %s momentum %s" % (fmt_num(g("outer_lr")), fmt_num(g("outer_momentum"))))
-        if g("inner_lr_scale") not in (None, DEFAULTS["inner_lr_scale"]):
-            parts.append("inner lr x %s" % ("sqrt(ranks)" if g("inner_lr_scale") == "sqrt"
-                                            else g("inner_lr_scale")))
         if g("overlap"):
             parts.append("overlap")
         if g("exact_budget") is not None:

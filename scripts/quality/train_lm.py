@@ -102,9 +102,6 @@ def parse_args(argv):
     ap.add_argument("--outer-lr", type=float, default=1.0, help="local: the outer step's learning rate")
     ap.add_argument("--outer-momentum", type=float, default=0.0,
                     help="local: the outer step's Nesterov momentum (0: plain averaging)")
-    ap.add_argument("--inner-lr-scale", default="1",
-                    help="local: a factor on the inner optimizer's lr in the local steps, or 'sqrt' (the square "
-                         "root of the ranks' count)")
     ap.add_argument("--ramp-steps", type=int, default=0,
                     help="local: steps after the warm-up over which H and the density are ramped")
     ap.add_argument("--overlap", action="store_true",
@@ -337,8 +334,7 @@ def main(argv):
                                       density=a.density, rank=a.rank, ef=a.row == "local",
                                       policy=policy, warmup_steps=a.start_iter, ramp_steps=a.ramp_steps,
                                       outer_lr=a.outer_lr, outer_momentum=a.outer_momentum, overlap=a.overlap,
-                                      inner_lr_scale=a.inner_lr_scale if a.inner_lr_scale == "sqrt"
-                                      else float(a.inner_lr_scale), seed=a.seed)
+                                      seed=a.seed)
         model.register_comm_hook(opt, cct.optimizer_hook)
         finish_sync = opt.synchronize
     elif a.row in ("cadam", "cadam-noef"):
