@@ -570,49 +570,6 @@ TEST(OnlineCheck, RanksThatDisagreeOnTheWindowLearnNothing)
     EXPECT_EQ(a.agreements(), 0u);
 }
 
-// Calls between agreements once the communicator's first agreements are
-// made, on two ranks whose agreements took a_s and b_s seconds.
-int calls_between_agreements(const CostModel &m, double a_s, double b_s)
-{
-    OnlineCheck a, b;
-    const std::size_t n = 1 << 18;  // 1 MiB: the model predicts NONE
-    const AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
-    int since = 0, last = -1;
-    for (int i = 0; i < 2000; ++i) {
-        if (a.agreement_due(m)) {
-            EXPECT_TRUE(b.agreement_due(m));
-            agree_both(a, b);
-            a.agreement_took(a_s);
-            b.agreement_took(b_s);
-            if (a.agreements() > 4) last = since;
-            since = 0;
-        }
-        const Decision da = a.decide(m, c, 4.0 * n), db = b.decide(m, c, 4.0 * n);
-        EXPECT_EQ(da.choice, db.choice);
-        a.observe(da, da.predicted);
-        b.observe(db, db.predicted);
-        ++since;
-    }
-    EXPECT_EQ(a.agreement_cost(), b.agreement_cost());
-    EXPECT_EQ(a.agreement_cost(), std::max(a_s, b_s));  // the slowest rank's
-    return last;
-}
-
-TEST(OnlineCheck, AnAgreementThatTakesLongComesLessOften)
-{
-    // The model's latency says an agreement costs 2 us; where the ranks
-    // share their cores with other work it took 100 us on the slower rank.
-    // The calls between agreements are then bounded by the window's cap
-    // (64), not by 100 agreement costs of predicted time (a few calls).
-    CostModel m = model(CC_COLL_METHOD_TOPK, 2);
-    for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] = 1e-6 + m.link_bytes[i] / 1e10;
-    m.latency = 1e-6;
-    const int quick = calls_between_agreements(m, 1e-6, 2e-6);
-    const int slow = calls_between_agreements(m, 1e-6, 100e-6);
-    EXPECT_LE(quick, 8);
-    EXPECT_EQ(slow, kAgreeMaxCalls);
-}
-
 TEST(OnlineCheck, OneRankNeitherExploresNorAgrees)
 {
     const CostModel m = model(CC_COLL_METHOD_TOPK, 1);

@@ -131,7 +131,6 @@ const CachedCall &decided(const Comm &comm, AutoState &st, const std::vector<Cos
 // one is making it, on the same window), then the values.
 cc_coll_status_t agree_samples(Comm &comm, AutoState &s)
 {
-    const double t0 = now_seconds();
     const std::vector<std::uint64_t> words = s.online.agreement_words();
     CallSignature sig;
     using F = CallSignature::Field;
@@ -146,16 +145,14 @@ cc_coll_status_t agree_samples(Comm &comm, AutoState &s)
         s.online = OnlineCheck();  // forget: the next check starts afresh on every rank
         return st;
     }
-    // The window's pairs, then the last agreement's time: the exchange above
-    // found every rank's window the same (its hash covers the pairs), so
-    // every rank sends as many.
-    const std::size_t pairs = std::min(s.online.window_keys().size(), static_cast<std::size_t>(kAgreeSlots));
+    // The window's pairs only: the exchange above found every rank's window
+    // the same (its hash covers the pairs), so every rank sends as many.
+    const std::size_t pairs = std::min(s.online.window_keys().size(), words.size() - 2);
     std::vector<std::uint64_t> values(words.begin() + 2, words.begin() + 2 + static_cast<std::ptrdiff_t>(pairs));
-    values.push_back(words.back());
-    CC_COLL_TRY(allreduce_max_u64(values.data(), comm.mpi(), static_cast<int>(values.size())));
+    if (!values.empty())
+        CC_COLL_TRY(allreduce_max_u64(values.data(), comm.mpi(), static_cast<int>(values.size())));
     std::vector<std::uint64_t> agreed = words;
-    for (std::size_t i = 0; i < pairs; ++i) agreed[2 + i] = values[i];
-    agreed.back() = values.back();
+    for (std::size_t i = 0; i < values.size(); ++i) agreed[2 + i] = values[i];
     // The log's view of the window, taken before the update (only when
     // logging: the agreement itself reads none of it).
     const bool log = log_enabled(LogLevel::Info);
@@ -166,7 +163,6 @@ cc_coll_status_t agree_samples(Comm &comm, AutoState &s)
         for (int key : keys) before.push_back(s.online.correction(key / kSizeClasses, key % kSizeClasses));
     }
     s.online.apply_agreement(agreed);
-    s.online.agreement_took(now_seconds() - t0);
     if (log) {
         // One line per agreement: each sampled choice's agreed ratio
         // (measured over the model's prediction, the slowest rank's median)
@@ -181,9 +177,8 @@ cc_coll_status_t agree_samples(Comm &comm, AutoState &s)
                           choice_name(s.model, j), class_text(k).c_str(), r, before[i], s.online.correction(j, k));
             text += buf;
         }
-        log_message(LogLevel::Info, "auto: agreement %llu on the samples: %s (the last agreement took %.1f us)",
-                    static_cast<unsigned long long>(s.online.agreements()), text.c_str(),
-                    s.online.agreement_cost() * 1e6);
+        log_message(LogLevel::Info, "auto: agreement %llu on the samples: %s",
+                    static_cast<unsigned long long>(s.online.agreements()), text.c_str());
     }
     return CC_COLL_OK;
 }

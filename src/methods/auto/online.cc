@@ -161,7 +161,7 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
         auto it = std::find_if(window_.begin(), window_.end(), [key](const Pending &p) { return p.key == key; });
         if (it == window_.end()) window_.push_back(Pending{key, {}});
         ++window_calls_;
-        window_predicted_ += std::isfinite(d.corrected) ? d.corrected : 0;
+        window_predicted_ += std::isfinite(d.predicted) ? d.predicted : 0;
     }
     return d;
 }
@@ -188,12 +188,8 @@ bool OnlineCheck::agreement_due(const CostModel &model) const
     const int max_calls = switched_         ? kAgreeFirstCalls
                           : agreements_ >= 3 ? kAgreeMaxCalls
                                              : kAgreeFirstCalls << agreements_;
-    // An agreement costs two latencies of the model, or what the ranks last
-    // measured it to take, if more: where the ranks share their cores with
-    // other work, each of its two exchanges can wait for a descheduled rank.
-    const double cost = std::max(2 * model.latency, agreement_cost_);
     return static_cast<int>(window_.size()) >= kAgreeSlots || window_calls_ >= max_calls ||
-           (window_calls_ >= kAgreeMinCalls && window_predicted_ >= kAgreeCostFactor * cost);
+           (window_calls_ >= kAgreeMinCalls && window_predicted_ >= kAgreeCostFactor * 2 * model.latency);
 }
 
 std::vector<int> OnlineCheck::window_keys() const
@@ -209,7 +205,7 @@ std::vector<std::uint64_t> OnlineCheck::agreement_words() const
 {
     std::vector<Pending> sorted = window_;
     std::sort(sorted.begin(), sorted.end(), [](const Pending &a, const Pending &b) { return a.key < b.key; });
-    std::vector<std::uint64_t> w(kAgreeWords, 0);
+    std::vector<std::uint64_t> w(2 + kAgreeSlots, 0);
     std::uint64_t h = mix(0, sorted.size());
     for (std::size_t i = 0; i < sorted.size() && i < static_cast<std::size_t>(kAgreeSlots); ++i) {
         h = mix(h, static_cast<std::uint64_t>(sorted[i].key));
@@ -217,7 +213,6 @@ std::vector<std::uint64_t> OnlineCheck::agreement_words() const
     }
     w[0] = h;
     w[1] = ~h;
-    w[kAgreeWords - 1] = bits_of(own_agreement_);
     return w;
 }
 
@@ -229,11 +224,9 @@ bool OnlineCheck::apply_agreement(const std::vector<std::uint64_t> &max_words)
     window_calls_ = 0;
     window_predicted_ = 0;
     switched_ = false;
-    if (max_words.size() != static_cast<std::size_t>(kAgreeWords) || max_words[0] != ~max_words[1])
+    if (max_words.size() != static_cast<std::size_t>(2 + kAgreeSlots) || max_words[0] != ~max_words[1])
         return false;  // the ranks' windows differ: learn nothing
     ++agreements_;
-    const double cost = double_of(max_words[kAgreeWords - 1]);
-    if (cost >= 0 && std::isfinite(cost)) agreement_cost_ = cost;
     for (std::size_t i = 0; i < sorted.size() && i < static_cast<std::size_t>(kAgreeSlots); ++i) {
         const double r = double_of(max_words[2 + i]);
         if (!(r > 0) || !std::isfinite(r)) continue;

@@ -61,11 +61,10 @@ namespace cc_coll::detail {
 constexpr int kSizeClasses = 80;      // half-octaves of bytes: 1 B .. 2^40 B
 constexpr int kChoices = kMaxCandidates + 1;  // NONE, then the model's candidates
 constexpr int kAgreeSlots = 32;       // distinct (choice, class) pairs per agreement
-constexpr int kAgreeWords = 2 + kAgreeSlots + 1;  // hash, ~hash, the slots, the last agreement's time
 constexpr int kAgreeMinCalls = 4;
 constexpr int kAgreeMaxCalls = 64;
 constexpr int kAgreeFirstCalls = 8;  // the first agreement's calls, doubling up to kAgreeMaxCalls
-constexpr double kAgreeCostFactor = 100;  // the window's predicted time over the agreement's cost
+constexpr double kAgreeCostFactor = 100;  // the window's predicted time over the agreement's (2 latencies)
 constexpr int kExplorePeriod = 50;
 constexpr int kChecksOnlyPeriod = 200;  // close runner-ups that only checks measured
 constexpr int kExploreAt = 3;
@@ -104,18 +103,11 @@ public:
     // Whether the ranks should agree before the next decision (identical on
     // every rank).
     bool agreement_due(const CostModel &model) const;
-    // The words this rank contributes (kAgreeWords: the window's hash and its
-    // complement, a median ratio per slot, this rank's time of the last
-    // agreement), and the update from the element-wise maximum over the
-    // ranks. Returns false when the ranks' windows differ (then nothing is
-    // learnt).
+    // The words this rank contributes (2 + kAgreeSlots), and the update from
+    // the element-wise maximum over the ranks. Returns false when the ranks'
+    // windows differ (then nothing is learnt).
     std::vector<std::uint64_t> agreement_words() const;
     bool apply_agreement(const std::vector<std::uint64_t> &max_words);
-    // This rank's time of the agreement just made (sent with the next one).
-    void agreement_took(double seconds) { own_agreement_ = seconds; }
-    // The agreed cost of an agreement: the slowest rank's time of the one
-    // before the last (0: none agreed yet).
-    double agreement_cost() const { return agreement_cost_; }
 
     // The (choice, class) keys of the samples the next agreement decides,
     // in the order of its words (choice * kSizeClasses + class).
@@ -150,8 +142,6 @@ private:
     int window_calls_ = 0;
     double window_predicted_ = 0;
     std::uint64_t agreements_ = 0;
-    double own_agreement_ = 0;   // this rank's time of its last agreement
-    double agreement_cost_ = 0;  // agreed: the slowest rank's time of an agreement
 };
 
 }  // namespace cc_coll::detail
