@@ -1,12 +1,17 @@
 """Markdown tables of docs/performance.md from the JSON the perf scripts write:
 
     python3 scripts/perf/perf_tables.py auto    docs/perf/auto_<setup>.json ...
+    python3 scripts/perf/perf_tables.py auto-spread docs/perf/auto_<setup>.json
     python3 scripts/perf/perf_tables.py bucket  docs/perf/bucket_<rate>_<N>hosts.json ...
     python3 scripts/perf/perf_tables.py kernels docs/perf/host_kernels.json
 
 auto:    per size and setup, AUTO's time over the faster of NONE and TOPK in
          the same run (median of the runs), what AUTO ran, and the faster
          one where it differs (scripts/perf/perf_auto.sh).
+auto-spread: per size, of one setup's runs: that ratio's least, median and
+         largest, in how many runs AUTO ran NONE, TOPK or both, and NONE's
+         time over MPI_Allreduce's (the same exchange but for the library's
+         agreement: how far two rows of one method move apart).
 bucket:  per method, the GPT-2-small bucket's time, speedup over
          MPI_Allreduce, bytes and the library's split (perf_bucket.py).
 kernels: cc_coll_bench_host_kernels' medians: each kernel's GB/s of fp32
@@ -34,6 +39,22 @@ def median(xs):
     return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
+def auto_cells(d):
+    """Each run's sizes that have NONE, TOPK and AUTO rows: (bytes, the rows
+    by method, AUTO's time over the faster of NONE and TOPK, what AUTO ran)."""
+    for run in d["runs"]:
+        for part in ("small", "large"):
+            rows = {}
+            for r in run[part]["results"]:
+                rows.setdefault(r["bytes"], {})[r["method"]] = r
+            for b, m in rows.items():
+                if not all(k in m for k in ("none", "topk", "auto")):
+                    continue
+                share = m["auto"].get("auto_lossy_share", -1)
+                ran = "topk" if share == 1 else "none" if share == 0 else "mixed"
+                yield b, m, m["auto"]["time_us"] / min(m["none"]["time_us"], m["topk"]["time_us"]), ran
+
+
 def auto_tables(paths):
     """One table: per size (rows) and setup (columns), the median over the
     runs of AUTO's time over the faster of NONE and TOPK in the same run,
@@ -44,19 +65,9 @@ def auto_tables(paths):
         setup = d["setup"]
         setups.append((setup, d["runs"]))
         per_size = {}
-        for run in d["runs"]:
-            for part in ("small", "large"):
-                rows = {}
-                for r in run[part]["results"]:
-                    rows.setdefault(r["bytes"], {})[r["method"]] = r
-                for b, m in rows.items():
-                    if not all(k in m for k in ("none", "topk", "auto")):
-                        continue
-                    share = m["auto"].get("auto_lossy_share", -1)
-                    ran = "topk" if share == 1 else "none" if share == 0 else "mixed"
-                    faster = "none" if m["none"]["time_us"] <= m["topk"]["time_us"] else "topk"
-                    ratio = m["auto"]["time_us"] / min(m["none"]["time_us"], m["topk"]["time_us"])
-                    per_size.setdefault(b, []).append((ratio, ran, faster))
+        for b, m, ratio, ran in auto_cells(d):
+            faster = "none" if m["none"]["time_us"] <= m["topk"]["time_us"] else "topk"
+            per_size.setdefault(b, []).append((ratio, ran, faster))
         for b, xs in per_size.items():
             sizes.add(b)
             ran = max(("none", "topk", "mixed"), key=lambda k: sum(1 for x in xs if x[1] == k))
@@ -82,6 +93,32 @@ def auto_tables(paths):
             setup, len(runs), runs[0]["date"], runs[-1]["date"], runs[-1]["commit"],
             "; ".join("%s before, %s after" % (r["load_before"], r["load_after"]) for r in runs)))
     print()
+
+
+def auto_spread_tables(paths):
+    for path in paths:
+        d = json.load(open(path))
+        per_size = {}
+        for b, m, ratio, ran in auto_cells(d):
+            if "mpi" in m:
+                per_size.setdefault(b, []).append((ratio, ran, m["none"]["time_us"] / m["mpi"]["time_us"]))
+        print("| size per rank | runs | AUTO over the faster: least, median, largest | AUTO ran none, topk, both "
+              "(runs) | NONE over `MPI_Allreduce`: least, median, largest |")
+        print("| ---: | ---: | --- | --- | --- |")
+        for b in sorted(per_size):
+            xs = per_size[b]
+            r = sorted(x[0] for x in xs)
+            q = sorted(x[2] for x in xs)
+            print("| %s | %d | %.2f, %.2f, %.2f | %d, %d, %d | %.2f, %.2f, %.2f |" % (
+                size_label(b), len(xs), r[0], median(r), r[-1], sum(1 for x in xs if x[1] == "none"),
+                sum(1 for x in xs if x[1] == "topk"), sum(1 for x in xs if x[1] == "mixed"), q[0], median(q),
+                q[-1]))
+        runs = d["runs"]
+        print()
+        print("- %s: %d runs, %s to %s, commit %s; load average %s." % (
+            d["setup"], len(runs), runs[0]["date"], runs[-1]["date"], runs[-1]["commit"],
+            "; ".join("%s before, %s after" % (r["load_before"], r["load_after"]) for r in runs)))
+        print()
 
 
 def bucket_tables(paths):
@@ -137,7 +174,8 @@ def kernel_tables(paths):
 
 def main():
     kind, paths = sys.argv[1], sys.argv[2:]
-    {"auto": auto_tables, "bucket": bucket_tables, "kernels": kernel_tables}[kind](paths)
+    {"auto": auto_tables, "auto-spread": auto_spread_tables, "bucket": bucket_tables,
+     "kernels": kernel_tables}[kind](paths)
 
 
 if __name__ == "__main__":
