@@ -47,8 +47,8 @@ model_opts() {
     case $1 in
     a) echo "" ;;
     b) echo "--layers 4 --corpus /usr/lib/python3.11 --steps 800 --beta2 0.95" ;;
-    a-tuned) echo "--lr 0.006" ;;
-    b-tuned) echo "--layers 4 --corpus /usr/lib/python3.11 --steps 800 --beta2 0.95 --lr 0.0042" ;;
+    a-tuned) echo "$(model_opts a) --lr 0.006" ;;
+    b-tuned) echo "$(model_opts b) --lr 0.0042" ;;
     *) return 1 ;;
     esac
 }

@@ -289,8 +289,8 @@ def seeds_note(run):
 
 
 def table(model, ranks, runs, folder_rel):
-    base = next((r.recs[0]["settings"] for r in sorted(runs, key=lambda r: r.id != "ddp") if r.row == "ddp"),
-                None)
+    ddp = next((r for r in runs if r.id == "ddp"), None) or next((r for r in runs if r.row == "ddp"), None)
+    base = ddp.recs[0]["settings"] if ddp else None
     out = ["#### Model %s, %d ranks" % (model, ranks), ""]
     out.append("| run | route | settings | seeds | final val loss | val gap | fewer bytes, steady "
                "| fewer bytes, over the run | replicas bit-identical | s/step |")
