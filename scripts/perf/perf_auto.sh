@@ -16,10 +16,13 @@
 # method in a row; on 100mbit 6 timed calls in turns of 3 up to 64 MiB after
 # at most 6 warm-up calls: NONE takes 11 s a call at 64 MiB; on the setups
 # CC_A_LONG names ten times the small calls and four times the large (but
-# 100mbit's large): where the ranks leave no core free, a call the machine
-# delays costs milliseconds, and on the shaped 100 Mbit/s link some calls
-# wait for the shaper; 30 calls meet too few such delays for their share
-# to be alike in every row). The warm-up
+# 100mbit's large), and on those CC_A_BUSY names a hundred times the small
+# calls and four times the large: where the ranks leave no core free, a
+# call the machine delays waits milliseconds for the scheduler, and on the
+# shaped 100 Mbit/s link some calls wait for the shaper; 30 calls meet too
+# few such delays for their share to be alike in every row). Every row
+# gives its calls' mean, median, 90th percentile and slowest; the table
+# takes the median call, and gives the worst cells by the mean too. The warm-up
 # calls cover AUTO's learning in each size class: its first look at the
 # runner-up (its 3rd and 4th calls) and the communicator's first
 # agreements (after 8 and 16 calls; docs/algorithms.md 8.3), so the timed
@@ -42,12 +45,15 @@
 #                every one of them up to twice as slow, docs/perf/auto.md), or
 #                each method's calls in a row (5 timed, 3 on 100mbit)
 #   CC_A_LONG    setups with ten times the small timed calls and four times
-#                the large (default "shm2 busy2 100mbit")
+#                the large (default "100mbit")
+#   CC_A_BUSY    setups with a hundred times the small timed calls and four
+#                times the large (default "shm2 shm4 busy2": one node, no
+#                core left free)
 #   CC_A_WARMUP_SMALL, CC_A_WARMUP_LARGE
 #                warm-up calls per size and method (default 40 and 12)
 # The cluster setups need root (network namespaces); the bucket needs mpi4py
 # and numpy for /usr/bin/python3 (Debian: python3-mpi4py python3-numpy).
-# Takes about 45 minutes with the defaults.
+# Takes about an hour with the defaults.
 set -eu
 case "${1:-}" in -h | --help) sed -n '2,/^# Takes about/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
@@ -59,7 +65,8 @@ bucket=${CC_A_BUCKET:-0}
 wsmall=${CC_A_WARMUP_SMALL:-40}
 wlarge=${CC_A_WARMUP_LARGE:-12}
 case $bucket in 0 | 1) ;; *) echo "perf_auto.sh: CC_A_BUCKET must be 0 or 1" >&2; exit 2 ;; esac
-long_setups=${CC_A_LONG-shm2 busy2 100mbit}
+long_setups=${CC_A_LONG-100mbit}
+busy_setups=${CC_A_BUSY-shm2 shm4 busy2}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 busy=
@@ -72,6 +79,7 @@ for setup in $setups; do
   setup_x=1
   nsmall=30
   case " $long_setups " in *" $setup "*) setup_x=4 nsmall=300 ;; esac
+  case " $busy_setups " in *" $setup "*) setup_x=4 nsmall=3000 ;; esac
   if [ "$interleave" = 1 ]; then
     large="-I -B 5 -b 4M -e 256M -f 4 -n $((setup_x * 15)) -w $wlarge"
     [ "$setup" = 100mbit ] && large="-I -B 3 -b 4M -e 64M -f 4 -n 6 -w $((wlarge < 6 ? wlarge : 6))"

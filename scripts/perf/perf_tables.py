@@ -6,11 +6,14 @@
     python3 scripts/perf/perf_tables.py kernels docs/perf/host_kernels.json
 
 auto:    per size and setup, AUTO's time over the faster of NONE and TOPK in
-         the same run (median of the runs), what AUTO ran, and the faster
-         one where it differs (scripts/perf/perf_auto.sh).
+         the same run, each row's median call (median of the runs), what
+         AUTO ran, and the faster one where it differs; the worst cell of
+         each setup, and the worst by the mean of the calls
+         (scripts/perf/perf_auto.sh).
 auto-spread: per size, of one setup's runs: that ratio's least, median and
-         largest, in how many runs AUTO ran NONE, TOPK or both, and NONE's
-         time over MPI_Allreduce's (the same exchange but for the library's
+         largest, by the median call and by the mean, in how many runs AUTO
+         ran NONE, TOPK or both, and NONE's median call over
+         MPI_Allreduce's (the same exchange but for the library's
          agreement: how far two rows of one method move apart).
 bucket:  per method, the GPT-2-small bucket's time, speedup over
          MPI_Allreduce, bytes and the library's split (perf_bucket.py).
@@ -39,9 +42,17 @@ def median(xs):
     return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
-def auto_cells(d):
+def call_time(r, stat):
+    """A row's time per call: "median", its median call (cc_coll_perf
+    writes it since the sweep of docs/perf/auto.md; older files give their
+    mean), or "mean", the mean of its calls."""
+    return r.get("time_median_us", r["time_us"]) if stat == "median" else r["time_us"]
+
+
+def auto_cells(d, stat="median"):
     """Each run's sizes that have NONE, TOPK and AUTO rows: (bytes, the rows
-    by method, AUTO's time over the faster of NONE and TOPK, what AUTO ran)."""
+    by method, AUTO's time over the faster of NONE and TOPK by call_time's
+    stat, what AUTO ran)."""
     for run in d["runs"]:
         for part in ("small", "large"):
             rows = {}
@@ -52,22 +63,27 @@ def auto_cells(d):
                     continue
                 share = m["auto"].get("auto_lossy_share", -1)
                 ran = "topk" if share == 1 else "none" if share == 0 else "mixed"
-                yield b, m, m["auto"]["time_us"] / min(m["none"]["time_us"], m["topk"]["time_us"]), ran
+                t = {k: call_time(m[k], stat) for k in ("none", "topk", "auto")}
+                yield b, m, t["auto"] / min(t["none"], t["topk"]), ran
 
 
 def auto_tables(paths):
     """One table: per size (rows) and setup (columns), the median over the
     runs of AUTO's time over the faster of NONE and TOPK in the same run,
     what AUTO ran in most runs, and the faster one where it differs."""
-    setups, cells, sizes = [], {}, set()
+    setups, cells, sizes, worst_mean = [], {}, set(), {}
     for path in paths:
         d = json.load(open(path))
         setup = d["setup"]
         setups.append((setup, d["runs"]))
         per_size = {}
         for b, m, ratio, ran in auto_cells(d):
-            faster = "none" if m["none"]["time_us"] <= m["topk"]["time_us"] else "topk"
+            faster = "none" if call_time(m["none"], "median") <= call_time(m["topk"], "median") else "topk"
             per_size.setdefault(b, []).append((ratio, ran, faster))
+        by_mean = {}
+        for b, _, ratio, _ in auto_cells(d, "mean"):
+            by_mean.setdefault(b, []).append(ratio)
+        worst_mean[setup] = max(median(xs) for xs in by_mean.values())
         for b, xs in per_size.items():
             sizes.add(b)
             ran = max(("none", "topk", "mixed"), key=lambda k: sum(1 for x in xs if x[1] == k))
@@ -87,6 +103,7 @@ def auto_tables(paths):
         print("| %s | %s |" % (size_label(b), " | ".join(row)))
     worst = [max((c[0] for (s, _), c in cells.items() if s == setup), default=float("nan")) for setup, _ in setups]
     print("| worst | " + " | ".join("%.2f" % w for w in worst) + " |")
+    print("| worst, by the calls' mean | " + " | ".join("%.2f" % worst_mean[s] for s, _ in setups) + " |")
     print()
     for setup, runs in setups:
         print("- %s: %d runs, %s to %s, commit %s; load average %s." % (
@@ -99,20 +116,23 @@ def auto_spread_tables(paths):
     for path in paths:
         d = json.load(open(path))
         per_size = {}
-        for b, m, ratio, ran in auto_cells(d):
+        means = dict(((b, i), ratio) for i, (b, _, ratio, _) in enumerate(auto_cells(d, "mean")))
+        for i, (b, m, ratio, ran) in enumerate(auto_cells(d)):
             if "mpi" in m:
-                per_size.setdefault(b, []).append((ratio, ran, m["none"]["time_us"] / m["mpi"]["time_us"]))
-        print("| size per rank | runs | AUTO over the faster: least, median, largest | AUTO ran none, topk, both "
-              "(runs) | NONE over `MPI_Allreduce`: least, median, largest |")
-        print("| ---: | ---: | --- | --- | --- |")
+                per_size.setdefault(b, []).append(
+                    (ratio, ran, call_time(m["none"], "median") / call_time(m["mpi"], "median"), means[(b, i)]))
+        print("| size per rank | runs | AUTO over the faster: least, median, largest | the same by the calls' "
+              "mean | AUTO ran none, topk, both (runs) | NONE over `MPI_Allreduce`: least, median, largest |")
+        print("| ---: | ---: | --- | --- | --- | --- |")
         for b in sorted(per_size):
             xs = per_size[b]
             r = sorted(x[0] for x in xs)
             q = sorted(x[2] for x in xs)
-            print("| %s | %d | %.2f, %.2f, %.2f | %d, %d, %d | %.2f, %.2f, %.2f |" % (
-                size_label(b), len(xs), r[0], median(r), r[-1], sum(1 for x in xs if x[1] == "none"),
-                sum(1 for x in xs if x[1] == "topk"), sum(1 for x in xs if x[1] == "mixed"), q[0], median(q),
-                q[-1]))
+            mm = sorted(x[3] for x in xs)
+            print("| %s | %d | %.2f, %.2f, %.2f | %.2f, %.2f, %.2f | %d, %d, %d | %.2f, %.2f, %.2f |" % (
+                size_label(b), len(xs), r[0], median(r), r[-1], mm[0], median(mm), mm[-1],
+                sum(1 for x in xs if x[1] == "none"), sum(1 for x in xs if x[1] == "topk"),
+                sum(1 for x in xs if x[1] == "mixed"), q[0], median(q), q[-1]))
         runs = d["runs"]
         print()
         print("- %s: %d runs, %s to %s, commit %s; load average %s." % (

@@ -15,6 +15,11 @@ typedef struct result {
     int method; /* METHOD_MPI or a cc_coll_method_t */
     int in_place;
     double time_us, algbw, busbw, wire, ratio, rel_err, speedup;
+    /* The timed calls' median, 90th percentile and slowest (each call the
+     * slowest rank's time), beside time_us, their mean: where a call now
+     * and then waits for the scheduler, the mean carries those waits and
+     * the median the typical call. */
+    double time_median_us, time_p90_us, time_max_us;
     /* The library's own phases per call (cc_coll stats: time_compress,
      * time_communicate, time_decompress over calls), the slowest rank's;
      * -1 for mpi. */

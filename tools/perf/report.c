@@ -200,6 +200,12 @@ void print_json(const bench_t *b, const result_t *res, size_t n_res, double dens
         printf("%s\n  {\"bytes\":%zu,\"count\":%zu,\"method\":\"%s\",\"in_place\":%s,\"time_us\":", i ? "," : "",
                r->bytes, r->count, method_label(r->method), r->in_place ? "true" : "false");
         json_number(r->time_us);
+        printf(",\"time_median_us\":");
+        json_number(r->time_median_us);
+        printf(",\"time_p90_us\":");
+        json_number(r->time_p90_us);
+        printf(",\"time_max_us\":");
+        json_number(r->time_max_us);
         printf(",\"algbw_GBps\":");
         json_number(r->algbw);
         printf(",\"busbw_GBps\":");

@@ -79,6 +79,21 @@ void report_failure(const bench_t *b, const char *call, int method, size_t count
             method_label(method), count, cc_coll_status_string(st), cc_coll_last_error());
 }
 
+static int compare_double(const void *x, const void *y)
+{
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* The q-quantile (0..1) of n > 0 sorted values, the nearest rank's. */
+static double sorted_quantile(const double *sorted, int n, double q)
+{
+    int k = (int)ceil(q * n) - 1;
+    if (k < 0) k = 0;
+    if (k > n - 1) k = n - 1;
+    return sorted[k];
+}
+
 /* One method's measurement at one size and mode: its library communicator,
  * its timed calls' times and the checks of its first result. */
 typedef struct timing {
@@ -197,6 +212,13 @@ static int timing_finish(bench_t *b, timing_t *t, size_t count, int in_place, do
     MPI_Allreduce(MPI_IN_PLACE, phases, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     double sum = 0.0;
     for (int it = 0; it < o->iters; ++it) sum += t->times[it];
+    qsort(t->times, (size_t)o->iters, sizeof *t->times, compare_double);
+    /* The median of an even count is the mean of its middle two. */
+    const int mid = o->iters / 2;
+    res->time_median_us =
+        (o->iters % 2 ? t->times[mid] : 0.5 * (t->times[mid - 1] + t->times[mid])) * 1e6;
+    res->time_p90_us = sorted_quantile(t->times, o->iters, 0.9) * 1e6;
+    res->time_max_us = t->times[o->iters - 1] * 1e6;
 
     res->bytes = bytes;
     res->count = count;
