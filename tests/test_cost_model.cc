@@ -554,6 +554,59 @@ TEST(OnlineCheck, CloseChoicesAreRecheckedAndDriftIsFollowed)
     EXPECT_LE(explored, 2);
 }
 
+TEST(OnlineCheck, APassingSlowdownDoesNotKeepAChoiceOff)
+{
+    // The model is right: NONE takes its prediction, TOPK 1.8 times NONE's.
+    // Then, for a while, a busy process shares a rank's core and NONE's
+    // calls take 4 times as long, till AUTO switches to TOPK (which the
+    // slowdown leaves as soon as it runs: it passes). NONE's correction,
+    // about 4, put it more than 1.5x behind TOPK, so only the checks after
+    // the drift and every 1000 calls saw it again, each one sample against
+    // the window that set it: AUTO ran TOPK for about 2200 calls. The
+    // first check that finds NONE at its prediction starts a trial, whose
+    // window replaces the correction: AUTO is back on NONE.
+    CostModel m = model(CC_COLL_METHOD_TOPK, 2);
+    const std::size_t n = 1 << 20;
+    AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+    for (int i = 0; i < kComputePoints; ++i) m.candidate[0].compute_seconds[i] *= 1.8 * c.predicted_none / c.predicted_lossy;
+    c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+    ASSERT_EQ(c.method, CC_COLL_METHOD_NONE);
+    ASSERT_LT(c.predicted_lossy, 2.0 * c.predicted_none);
+    const double none_s = c.predicted_none, topk_s = 1.8 * c.predicted_none;
+    const int k = size_class(4.0 * n);
+    OnlineCheck a, b;
+    bool slow = false, switched = false;
+    int calls = 0, tail_none = 0, explored = 0;
+    double seconds = 0, explored_seconds = 0;
+    for (int i = 0; i < 3000; ++i) {
+        if (i == 200) slow = true;
+        if (a.agreement_due(m)) agree_both(a, b);
+        const Decision da = a.decide(m, c, 4.0 * n), db = b.decide(m, c, 4.0 * n);
+        ASSERT_EQ(da.choice, db.choice);
+        ASSERT_EQ(da.explored, db.explored);
+        if (slow && da.choice != 0 && !da.explored) {
+            slow = false;  // the slowdown passes as AUTO switches
+            switched = true;
+            EXPECT_GT(a.correction(0, k), 2.7);  // more than 1.5x behind TOPK
+        }
+        const double t = da.choice != 0 ? topk_s : slow ? 4 * none_s : none_s;
+        a.observe(da, t);
+        b.observe(db, t);
+        ++calls;
+        seconds += t;
+        if (da.explored) {
+            ++explored;
+            explored_seconds += t;
+        }
+        if (i >= 2000 && da.choice == 0) ++tail_none;
+    }
+    ASSERT_TRUE(switched);
+    EXPECT_GE(tail_none, 990);  // NONE but for checks of TOPK
+    expect_near_rel(a.correction(0, k), 1.0);
+    EXPECT_LE(explored, 20);
+    EXPECT_EQ(calls, 3000);
+}
+
 TEST(OnlineCheck, RanksThatDisagreeOnTheWindowLearnNothing)
 {
     const CostModel m = model(CC_COLL_METHOD_TOPK, 2);

@@ -114,6 +114,31 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
         d.explored = true;
         spent_ += std::max(0.0, est[again] - est[best]);
     }
+    // A trial (a check found the choice faster than its correction): its
+    // calls in a row, once the checks' budget pays for all of them; none if
+    // the class prefers the choice meanwhile.
+    const int trial = trial_[k] - 1;
+    if (!d.explored && trial >= 0) {
+        const double extra = trial < n && std::isfinite(est[trial]) ? std::max(0.0, est[trial] - est[best]) : kInf;
+        if (trial_left_[k] == 0) {
+            if (trial == best || !std::isfinite(extra)) {
+                trial_[k] = 0;
+            } else if (spent_ + kTrialCalls * extra <= kExploreBudget * total_) {
+                trial_left_[k] = kTrialCalls;
+                ++trials_running_;
+                last_explore_[k] = calls;
+            }
+        }
+        if (trial_left_[k] > 0) {
+            ran = trial;
+            d.explored = true;
+            spent_ += extra;
+            if (--trial_left_[k] == 0) {
+                trial_[k] = 0;
+                --trials_running_;
+            }
+        }
+    }
     const bool allowed = !d.explored && model.ranks > 1 && runner >= 0 &&
                          calls >= static_cast<std::uint64_t>(kExploreAt) &&
                          (last_explore_[k] == 0 || calls - last_explore_[k] >= static_cast<std::uint64_t>(kExplorePeriod));
@@ -181,6 +206,9 @@ void OnlineCheck::observe(const Decision &d, double seconds)
 bool OnlineCheck::agreement_due(const CostModel &model) const
 {
     if (window_.empty()) return false;
+    // A trial's calls wait for one window (but a full one, or 64 calls).
+    if (trials_running_ > 0 && static_cast<int>(window_.size()) < kAgreeSlots && window_calls_ < kAgreeMaxCalls)
+        return false;
     // The first agreements come sooner (8, 16, 32 calls), so that a
     // communicator's first sizes are corrected within their first calls.
     // After a class's best choice changed, the next one comes as soon, so
@@ -242,7 +270,8 @@ bool OnlineCheck::apply_agreement(const std::vector<std::uint64_t> &max_words)
         // runner-up) moves the correction by its weight only: one call can
         // be the exception (a burst a shaped link lets through).
         const bool sustained = m >= kDriftMinSamples;
-        const signed char now = !sustained ? 0 : r > kDriftFactor * f ? 1 : r * kDriftFactor < f ? -1 : 0;
+        const signed char dir = f <= 0 ? 0 : r > kDriftFactor * f ? 1 : r * kDriftFactor < f ? -1 : 0;
+        const signed char now = sustained ? dir : 0;
         // A correction that only checks made (single calls after a pause,
         // which a bursting link lets through at the wire's speed) gives way
         // to the first window of calls in a row.
@@ -257,6 +286,13 @@ bool OnlineCheck::apply_agreement(const std::vector<std::uint64_t> &max_words)
             f = std::exp((w * std::log(f) + m * std::log(r)) / (w + m));
             w = std::min(w + m, kMaxWeight);
             off = now;
+        }
+        // A check that finds a choice the class does not prefer more than
+        // 1.5x faster than its correction: a trial of it, whose window, as
+        // far off, replaces the correction (the second off running).
+        if (!sustained && dir < 0 && j != preferred_[k] - 1 && trial_[k] == 0) {
+            trial_[k] = static_cast<unsigned char>(1 + j);
+            off = -1;
         }
     }
     return true;

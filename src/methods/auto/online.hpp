@@ -40,9 +40,23 @@
 // 1000 calls ago; these later checks
 // only while the predicted extra time of all checks stays within 2% of the
 // predicted time of all AUTO calls. So at most two calls in 50 run a
-// choice the model does not prefer, and, but for the first looks, the
-// checks cost at most 2% of the time. A look at a choice never run in the
-// class runs it twice in a row, so that the second call is a sample.
+// choice the model does not prefer, and, but for the first looks and the
+// trials, the checks cost at most 2% of the time. A look at a choice never
+// run in the class runs it twice in a row, so that the second call is a
+// sample.
+//
+// Trials: a check (a window of fewer than 3 samples of the choice) that
+// finds a choice the class does not prefer more than 1.5x faster than its
+// correction says makes the class's next 5 calls run that choice in a row
+// (once the checks' budget pays for them), with the agreement held back till they are
+// done (up to 64 calls), so that one window holds them; that window counts
+// as the second agreement running off in the same direction, so when it
+// confirms the check it replaces the correction. Without trials, a
+// correction that a passing slowdown set (a busy process on the rank's
+// core for a while) kept that choice off for as long as single checks took
+// to outweigh it, up to thousands of calls; a single check cannot switch
+// on its own (a shaped link lets one call after a pause through at the
+// wire's speed), and 5 calls outlast such a burst.
 //
 // Everything a decision reads (the model, the corrections, the call
 // counts) is the same on every rank: rank-local clocks enter only through
@@ -76,6 +90,7 @@ constexpr double kDriftFactor = 1.5;
 constexpr double kCheckMinSeconds = 20e-6;  // calls predicted shorter are not checked (auto.cc)
 constexpr double kMaxWeight = 64;  // samples a correction's history weighs at most
 constexpr double kDriftMinSamples = 3;  // a window's samples of a choice that can tell a drift
+constexpr int kTrialCalls = 5;  // calls in a row of a choice a check found faster than its correction
 
 int size_class(double bytes);
 
@@ -136,6 +151,9 @@ private:
     std::uint64_t calls_[kSizeClasses] = {};
     std::uint64_t last_explore_[kSizeClasses] = {};  // the class's call that last explored (0: none)
     unsigned char look_again_[kSizeClasses] = {};    // 1 + the choice the class's next call runs again (0: none)
+    unsigned char trial_[kSizeClasses] = {};         // 1 + the choice of the class's trial (0: none)
+    int trial_left_[kSizeClasses] = {};              // calls left of the class's trial once it started
+    int trials_running_ = 0;                         // classes whose trial has calls left
     double spent_ = 0;  // the predicted extra seconds of the checks
     double total_ = 0;  // the predicted seconds of every call decided
     std::vector<Pending> window_;
