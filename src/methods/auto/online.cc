@@ -114,14 +114,16 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
         d.explored = true;
         spent_ += std::max(0.0, est[again] - est[best]);
     }
-    // A trial (a check found the choice faster than its correction): its
-    // calls in a row, once the checks' budget pays for all of them; none if
-    // the class prefers the choice meanwhile.
+    // A trial (a check found the choice faster than its correction, and
+    // faster than the best): its calls in a row, once the checks' budget
+    // pays for all of them; none if the class prefers the choice meanwhile
+    // or the check's time no longer beats the best's.
     const int trial = trial_[k] - 1;
     if (!d.explored && trial >= 0) {
         const double extra = trial < n && std::isfinite(est[trial]) ? std::max(0.0, est[trial] - est[best]) : kInf;
         if (trial_left_[k] == 0) {
-            if (trial == best || !std::isfinite(extra)) {
+            const double seen = trial < n ? (trial == 0 ? c.predicted_none : c.predicted[trial - 1]) * trial_ratio_[k] : kInf;
+            if (trial == best || !std::isfinite(extra) || !(seen < est[best])) {
                 trial_[k] = 0;
             } else if (spent_ + kTrialCalls * extra <= kExploreBudget * total_) {
                 trial_left_[k] = kTrialCalls;
@@ -288,10 +290,12 @@ bool OnlineCheck::apply_agreement(const std::vector<std::uint64_t> &max_words)
             off = now;
         }
         // A check that finds a choice the class does not prefer more than
-        // 1.5x faster than its correction: a trial of it, whose window, as
-        // far off, replaces the correction (the second off running).
+        // 1.5x faster than its correction: a trial of it (if the check's
+        // time beats the best's, decide), whose window, as far off, replaces
+        // the correction (the second off running).
         if (!sustained && dir < 0 && j != preferred_[k] - 1 && trial_[k] == 0) {
             trial_[k] = static_cast<unsigned char>(1 + j);
+            trial_ratio_[k] = r;
             off = -1;
         }
     }

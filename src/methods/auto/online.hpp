@@ -47,7 +47,8 @@
 //
 // Trials: a check (a window of fewer than 3 samples of the choice) that
 // finds a choice the class does not prefer more than 1.5x faster than its
-// correction says makes the class's next 5 calls run that choice in a row
+// correction says, and faster than the best's corrected prediction, makes
+// the class's next 5 calls run that choice in a row
 // (once the checks' budget pays for them), with the agreement held back till they are
 // done (up to 64 calls), so that one window holds them; that window counts
 // as the second agreement running off in the same direction, so when it
@@ -152,6 +153,7 @@ private:
     std::uint64_t last_explore_[kSizeClasses] = {};  // the class's call that last explored (0: none)
     unsigned char look_again_[kSizeClasses] = {};    // 1 + the choice the class's next call runs again (0: none)
     unsigned char trial_[kSizeClasses] = {};         // 1 + the choice of the class's trial (0: none)
+    double trial_ratio_[kSizeClasses] = {};          // the agreed ratio of the check that called it
     int trial_left_[kSizeClasses] = {};              // calls left of the class's trial once it started
     int trials_running_ = 0;                         // classes whose trial has calls left
     double spent_ = 0;  // the predicted extra seconds of the checks
