@@ -40,8 +40,9 @@
 // 1000 calls ago; these later checks
 // only while the predicted extra time of all checks stays within 2% of the
 // predicted time of all AUTO calls. So at most two calls in 50 run a
-// choice the model does not prefer, and, but for the first looks and the
-// trials, the checks cost at most 2% of the time. A look at a choice never
+// choice the model does not prefer, and 5 more in a row in a trial
+// (below); but for the first looks, the checks cost at most 2% of the
+// time. A look at a choice never
 // run in the class runs it twice in a row, so that the second call is a
 // sample.
 //
