@@ -568,7 +568,8 @@ TEST(OnlineCheck, APassingSlowdownDoesNotKeepAChoiceOff)
     CostModel m = model(CC_COLL_METHOD_TOPK, 2);
     const std::size_t n = 1 << 20;
     AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
-    for (int i = 0; i < kComputePoints; ++i) m.candidate[0].compute_seconds[i] *= 1.8 * c.predicted_none / c.predicted_lossy;
+    const double scale = 1.8 * c.predicted_none / c.predicted_lossy;
+    for (int i = 0; i < kComputePoints; ++i) m.candidate[0].compute_seconds[i] *= scale;
     c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
     ASSERT_EQ(c.method, CC_COLL_METHOD_NONE);
     ASSERT_LT(c.predicted_lossy, 2.0 * c.predicted_none);

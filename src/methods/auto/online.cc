@@ -122,7 +122,8 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
     if (!d.explored && trial >= 0) {
         const double extra = trial < n && std::isfinite(est[trial]) ? std::max(0.0, est[trial] - est[best]) : kInf;
         if (trial_left_[k] == 0) {
-            const double seen = trial < n ? (trial == 0 ? c.predicted_none : c.predicted[trial - 1]) * trial_ratio_[k] : kInf;
+            const double raw = trial == 0 ? c.predicted_none : trial < n ? c.predicted[trial - 1] : kInf;
+            const double seen = raw * trial_ratio_[k];  // the check's time
             if (trial == best || !std::isfinite(extra) || !(seen < est[best])) {
                 trial_[k] = 0;
             } else if (spent_ + kTrialCalls * extra <= kExploreBudget * total_) {

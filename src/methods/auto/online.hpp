@@ -42,15 +42,14 @@
 // predicted time of all AUTO calls. So at most two calls in 50 run a
 // choice the model does not prefer, and 5 more in a row in a trial
 // (below); but for the first looks, the checks cost at most 2% of the
-// time. A look at a choice never
-// run in the class runs it twice in a row, so that the second call is a
-// sample.
+// time. A look at a choice never run in the class runs it twice in a row,
+// so that the second call is a sample.
 //
 // Trials: a check (a window of fewer than 3 samples of the choice) that
 // finds a choice the class does not prefer more than 1.5x faster than its
 // correction says, and faster than the best's corrected prediction, makes
-// the class's next 5 calls run that choice in a row
-// (once the checks' budget pays for them), with the agreement held back till they are
+// the class's next 5 calls run that choice in a row (once the checks'
+// budget pays for them), with the agreement held back till they are
 // done (up to 64 calls), so that one window holds them; that window counts
 // as the second agreement running off in the same direction, so when it
 // confirms the check it replaces the correction. Without trials, a
