@@ -49,10 +49,16 @@ def call_time(r, stat):
     return r.get("time_median_us", r["time_us"]) if stat == "median" else r["time_us"]
 
 
-def auto_cells(d, stat="median"):
+def auto_ratio(m, stat):
+    """AUTO's time over the faster of NONE and TOPK, rows m by method, by
+    call_time's stat."""
+    t = {k: call_time(m[k], stat) for k in ("none", "topk", "auto")}
+    return t["auto"] / min(t["none"], t["topk"])
+
+
+def auto_cells(d):
     """Each run's sizes that have NONE, TOPK and AUTO rows: (bytes, the rows
-    by method, AUTO's time over the faster of NONE and TOPK by call_time's
-    stat, what AUTO ran)."""
+    by method, auto_ratio by the median call, what AUTO ran)."""
     for run in d["runs"]:
         for part in ("small", "large"):
             rows = {}
@@ -63,8 +69,7 @@ def auto_cells(d, stat="median"):
                     continue
                 share = m["auto"].get("auto_lossy_share", -1)
                 ran = "topk" if share == 1 else "none" if share == 0 else "mixed"
-                t = {k: call_time(m[k], stat) for k in ("none", "topk", "auto")}
-                yield b, m, t["auto"] / min(t["none"], t["topk"]), ran
+                yield b, m, auto_ratio(m, "median"), ran
 
 
 def auto_tables(paths):
@@ -76,13 +81,11 @@ def auto_tables(paths):
         d = json.load(open(path))
         setup = d["setup"]
         setups.append((setup, d["runs"]))
-        per_size = {}
+        per_size, by_mean = {}, {}
         for b, m, ratio, ran in auto_cells(d):
             faster = "none" if call_time(m["none"], "median") <= call_time(m["topk"], "median") else "topk"
             per_size.setdefault(b, []).append((ratio, ran, faster))
-        by_mean = {}
-        for b, _, ratio, _ in auto_cells(d, "mean"):
-            by_mean.setdefault(b, []).append(ratio)
+            by_mean.setdefault(b, []).append(auto_ratio(m, "mean"))
         worst_mean[setup] = max(median(xs) for xs in by_mean.values())
         for b, xs in per_size.items():
             sizes.add(b)
@@ -116,11 +119,10 @@ def auto_spread_tables(paths):
     for path in paths:
         d = json.load(open(path))
         per_size = {}
-        means = dict(((b, i), ratio) for i, (b, _, ratio, _) in enumerate(auto_cells(d, "mean")))
-        for i, (b, m, ratio, ran) in enumerate(auto_cells(d)):
+        for b, m, ratio, ran in auto_cells(d):
             if "mpi" in m:
                 per_size.setdefault(b, []).append(
-                    (ratio, ran, call_time(m["none"], "median") / call_time(m["mpi"], "median"), means[(b, i)]))
+                    (ratio, ran, call_time(m["none"], "median") / call_time(m["mpi"], "median"), auto_ratio(m, "mean")))
         print("| size per rank | runs | AUTO over the faster: least, median, largest | the same by the calls' "
               "mean | AUTO ran none, topk, both (runs) | NONE over `MPI_Allreduce`: least, median, largest |")
         print("| ---: | ---: | --- | --- | --- | --- |")
