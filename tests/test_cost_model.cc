@@ -535,23 +535,71 @@ TEST(OnlineCheck, ARightModelStaysAndExplorationIsBounded)
 TEST(OnlineCheck, CloseChoicesAreRecheckedAndDriftIsFollowed)
 {
     // A model that predicts both about 1.1 ms; the calls take 1.0 ms
-    // (NONE) and 0.9 ms (TOPK): close. NONE has only run as checks (its
-    // first look, two calls), so it is rechecked every 200 calls of the
-    // class, not every 50 (a shaped link may let single calls through at
-    // the wire's speed). Then TOPK's calls become 4x slower (another job
-    // on the node): the model follows and runs NONE.
+    // (NONE) and 0.9 ms (TOPK): close. NONE has only run in its first
+    // look (two calls), so 50 calls later it gets a trial, 5 calls in a
+    // row, which confirm TOPK; then, close and measured in a row, it is
+    // rechecked every 50 calls. Then TOPK's calls become 4x slower
+    // (another job on the node): the model follows and runs NONE.
     CostModel m = model(CC_COLL_METHOD_TOPK, 2);
     for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] = 1e-5 + m.link_bytes[i] / 4e9;
     const std::size_t n = 1 << 20;
     OnlineCheck a, b;
     int explored = 0;
-    EXPECT_GT(run_calls(m, a, b, n, 500, 1e-3, 0.9e-3, 100, &explored), 98);
-    EXPECT_EQ(explored, 4);  // the first look twice, then at calls 203 and 403
+    EXPECT_GE(run_calls(m, a, b, n, 500, 1e-3, 0.9e-3, 100, &explored), 98);
+    EXPECT_EQ(explored, 15);  // the look twice, the trial from call 53, then every 50 calls from 103
     explored = 0;
     EXPECT_EQ(run_calls(m, a, b, n, 300, 1e-3, 3.6e-3, 100, &explored), 0);
     // NONE's check after TOPK's correction jumped to the new ratio (the
     // class drifted); no more.
     EXPECT_LE(explored, 2);
+}
+
+TEST(OnlineCheck, CloseChoicesAreDecidedByCallsInARow)
+{
+    // The model predicts NONE a little slower than TOPK; the calls take
+    // 1.0 ms (NONE) and 1.1 ms (TOPK): NONE is faster. But NONE's first
+    // look (its second call, the sample) met a busy moment and took 1.5 ms
+    // (4 ranks on 2 cores). With single checks every 200 calls, each one
+    // sample against the look's, AUTO ran TOPK, lossy and slower, for more
+    // than 600 calls. A close runner-up that only single calls measured
+    // gets a trial 50 calls after its look, whose window of calls in a row
+    // replaces the look's correction: AUTO runs NONE.
+    CostModel m = model(CC_COLL_METHOD_TOPK, 2);
+    const std::size_t n = 1 << 20;
+    AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+    for (int round = 0; round < 4; ++round) {  // NONE predicted 1.05 times TOPK
+        for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] *= 1.05 * c.predicted_lossy / c.predicted_none;
+        c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+    }
+    ASSERT_EQ(c.method, CC_COLL_METHOD_TOPK);
+    ASSERT_LT(c.predicted_none, 1.1 * c.predicted_lossy);
+    const double none_s = 1.0e-3, topk_s = 1.1e-3, busy_s = 1.5e-3;
+    OnlineCheck a, b;
+    int none_calls = 0, tail_none = 0, explored = 0, trial_calls = 0, run = 0;
+    double seconds = 0, explored_seconds = 0;
+    for (int i = 0; i < 600; ++i) {
+        if (a.agreement_due(m)) agree_both(a, b);
+        const Decision da = a.decide(m, c, 4.0 * n), db = b.decide(m, c, 4.0 * n);
+        ASSERT_EQ(da.choice, db.choice);
+        ASSERT_EQ(da.explored, db.explored);
+        if (da.choice == 0) ++none_calls;
+        run = da.choice == 0 && da.explored ? run + 1 : 0;
+        trial_calls = std::max(trial_calls, run);
+        // NONE's look: its first call (no sample) and the busy second.
+        const double t = da.choice != 0 ? topk_s : none_calls == 2 ? busy_s : none_s;
+        a.observe(da, t);
+        b.observe(db, t);
+        seconds += t;
+        if (da.explored) {
+            ++explored;
+            explored_seconds += t;
+        }
+        if (i >= 200 && da.choice == 0) ++tail_none;
+    }
+    EXPECT_EQ(trial_calls, kTrialCalls);  // the look ran twice; the trial 5 in a row
+    EXPECT_GE(tail_none, 390);            // NONE but for checks of TOPK
+    expect_near_rel(a.correction(0, size_class(4.0 * n)) * c.predicted_none, none_s);
+    EXPECT_LE(explored, 20);
 }
 
 TEST(OnlineCheck, APassingSlowdownDoesNotKeepAChoiceOff)

@@ -114,10 +114,24 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
         d.explored = true;
         spent_ += std::max(0.0, est[again] - est[best]);
     }
+    // A close runner-up that only single calls measured in the class (its
+    // first look, checks): a trial, so that a window of its calls in a row,
+    // not one call that may have met a busy moment, decides between two
+    // close choices.
+    if (!d.explored && trial_[k] == 0 && model.ranks > 1 && runner >= 0 &&
+        calls >= static_cast<std::uint64_t>(kExploreAt) && calls - last_explore_[k] >= static_cast<std::uint64_t>(kExplorePeriod) && factor_[runner][k] > 0 &&
+        !sustained_[runner][k] && est[runner] < kCloseFactor * est[best] &&
+        spent_ + kTrialCalls * std::max(0.0, est[runner] - est[best]) <= kExploreBudget * total_) {
+        trial_[k] = static_cast<unsigned char>(1 + runner);
+        trial_left_[k] = kTrialCalls;
+        ++trials_running_;
+        last_explore_[k] = calls;
+    }
     // A trial (a check found the choice faster than its correction, and
-    // faster than the best): its calls in a row, once the checks' budget
-    // pays for all of them; none if the class prefers the choice meanwhile
-    // or the check's time no longer beats the best's.
+    // faster than the best; or a close runner-up, above): its calls in a
+    // row, once the checks' budget pays for all of them; none if the class
+    // prefers the choice meanwhile or the check's time no longer beats the
+    // best's.
     const int trial = trial_[k] - 1;
     if (!d.explored && trial >= 0) {
         const double extra = trial < n && std::isfinite(est[trial]) ? std::max(0.0, est[trial] - est[best]) : kInf;

@@ -35,8 +35,9 @@
 // measured near this size is taken to be as far off as the measured
 // choices of its class, on average), and otherwise
 // when it has no sample, is within 1.5x of the best (and then, if it has
-// only run as a check, not in a window of 3 or more calls, 200 calls after
-// the last check), when the class has drifted, or when it was last checked
+// only run as a check, not in a window of 3 or more calls, a trial, below,
+// or where the budget cannot pay for one, a check 200 calls after the last
+// one), when the class has drifted, or when it was last checked
 // 1000 calls ago; these later checks
 // only while the predicted extra time of all checks stays within 2% of the
 // predicted time of all AUTO calls. So at most two calls in 50 run a
@@ -45,14 +46,19 @@
 // time. A look at a choice never run in the class runs it twice in a row,
 // so that the second call is a sample.
 //
-// Trials: a check (a window of fewer than 3 samples of the choice) that
-// finds a choice the class does not prefer more than 1.5x faster than its
+// Trials: a runner-up within 1.5x of the best that only single calls
+// measured in the class (its first look, checks) runs 5 calls in a row, 50
+// calls after the last check, so that two close choices are told apart by
+// calls in a row (whose window, the choice's first of 3 or more samples,
+// replaces the correction), not by one call that met a busy moment. And a
+// check (a window of fewer than 3 samples of the choice) that finds a
+// choice the class does not prefer more than 1.5x faster than its
 // correction says, and faster than the best's corrected prediction, makes
 // the class's next 5 calls run that choice in a row (once the checks'
-// budget pays for them), with the agreement held back till they are
-// done (up to 64 calls), so that one window holds them; that window counts
-// as the second agreement running off in the same direction, so when it
-// confirms the check it replaces the correction. Without trials, a
+// budget pays for them). The agreement is held back till a trial's calls
+// are done (up to 64 calls), so that one window holds them; that window
+// counts as the second agreement running off in the same direction, so
+// when it confirms the check it replaces the correction. Without trials, a
 // correction that a passing slowdown set (a busy process on the rank's
 // core for a while) kept that choice off for as long as single checks took
 // to outweigh it, up to thousands of calls; a single check cannot switch
