@@ -536,9 +536,9 @@ TEST(OnlineCheck, CloseChoicesAreRecheckedAndDriftIsFollowed)
 {
     // A model that predicts both about 1.1 ms; the calls take 1.0 ms
     // (NONE) and 0.9 ms (TOPK): close. NONE has only run in its first
-    // look (two calls), so 50 calls later it gets a trial, 5 calls in a
-    // row, which confirm TOPK; then, close and measured in a row, it is
-    // rechecked every 50 calls. Then TOPK's calls become 4x slower
+    // look (two calls), so once the look is agreed it gets a trial, 5
+    // calls in a row, which confirm TOPK; then, close and measured in a
+    // row, it is rechecked every 50 calls. Then TOPK's calls become 4x slower
     // (another job on the node): the model follows and runs NONE.
     CostModel m = model(CC_COLL_METHOD_TOPK, 2);
     for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] = 1e-5 + m.link_bytes[i] / 4e9;
@@ -546,7 +546,7 @@ TEST(OnlineCheck, CloseChoicesAreRecheckedAndDriftIsFollowed)
     OnlineCheck a, b;
     int explored = 0;
     EXPECT_GE(run_calls(m, a, b, n, 500, 1e-3, 0.9e-3, 100, &explored), 98);
-    EXPECT_EQ(explored, 15);  // the look twice, the trial from call 53, then every 50 calls from 103
+    EXPECT_EQ(explored, 16);  // the look twice, the trial 5 times, then 9 checks 50 calls apart
     explored = 0;
     EXPECT_EQ(run_calls(m, a, b, n, 300, 1e-3, 3.6e-3, 100, &explored), 0);
     // NONE's check after TOPK's correction jumped to the new ratio (the
@@ -562,8 +562,8 @@ TEST(OnlineCheck, CloseChoicesAreDecidedByCallsInARow)
     // (4 ranks on 2 cores). With single checks every 200 calls, each one
     // sample against the look's, AUTO ran TOPK, lossy and slower, for more
     // than 600 calls. A close runner-up that only single calls measured
-    // gets a trial 50 calls after its look, whose window of calls in a row
-    // replaces the look's correction: AUTO runs NONE.
+    // gets a trial as soon as its look is agreed, whose window of calls in
+    // a row replaces the look's correction: AUTO runs NONE.
     CostModel m = model(CC_COLL_METHOD_TOPK, 2);
     const std::size_t n = 1 << 20;
     AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
@@ -575,7 +575,7 @@ TEST(OnlineCheck, CloseChoicesAreDecidedByCallsInARow)
     ASSERT_LT(c.predicted_none, 1.1 * c.predicted_lossy);
     const double none_s = 1.0e-3, topk_s = 1.1e-3, busy_s = 1.5e-3;
     OnlineCheck a, b;
-    int none_calls = 0, tail_none = 0, explored = 0, trial_calls = 0, run = 0;
+    int none_calls = 0, tail_none = 0, explored = 0, trial_calls = 0, run = 0, trial_end = -1;
     double seconds = 0, explored_seconds = 0;
     for (int i = 0; i < 600; ++i) {
         if (a.agreement_due(m)) agree_both(a, b);
@@ -585,6 +585,7 @@ TEST(OnlineCheck, CloseChoicesAreDecidedByCallsInARow)
         if (da.choice == 0) ++none_calls;
         run = da.choice == 0 && da.explored ? run + 1 : 0;
         trial_calls = std::max(trial_calls, run);
+        if (run == kTrialCalls && trial_end < 0) trial_end = i;
         // NONE's look: its first call (no sample) and the busy second.
         const double t = da.choice != 0 ? topk_s : none_calls == 2 ? busy_s : none_s;
         a.observe(da, t);
@@ -597,6 +598,8 @@ TEST(OnlineCheck, CloseChoicesAreDecidedByCallsInARow)
         if (i >= 200 && da.choice == 0) ++tail_none;
     }
     EXPECT_EQ(trial_calls, kTrialCalls);  // the look ran twice; the trial 5 in a row
+    EXPECT_GE(trial_end, 0);
+    EXPECT_LE(trial_end, 4 + kAgreeFirstCalls + kTrialCalls + 2);  // right after the look's agreement
     EXPECT_GE(tail_none, 390);            // NONE but for checks of TOPK
     expect_near_rel(a.correction(0, size_class(4.0 * n)) * c.predicted_none, none_s);
     EXPECT_LE(explored, 20);

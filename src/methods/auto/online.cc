@@ -117,11 +117,15 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
     // A close runner-up that only single calls measured in the class (its
     // first look, checks): a trial, so that a window of its calls in a row,
     // not one call that may have met a busy moment, decides between two
-    // close choices.
-    if (!d.explored && trial_[k] == 0 && model.ranks > 1 && runner >= 0 &&
-        calls >= static_cast<std::uint64_t>(kExploreAt) && calls - last_explore_[k] >= static_cast<std::uint64_t>(kExplorePeriod) && factor_[runner][k] > 0 &&
+    // close choices. The first one as soon as the look is agreed, whatever
+    // the budget (as the look); later ones 50 calls after the last check,
+    // within it.
+    const bool first_close = runner >= 0 && !close_tried_[runner][k];
+    if (!d.explored && trial_[k] == 0 && model.ranks > 1 && runner >= 0 && factor_[runner][k] > 0 &&
         !sustained_[runner][k] && est[runner] < kCloseFactor * est[best] &&
-        spent_ + kTrialCalls * std::max(0.0, est[runner] - est[best]) <= kExploreBudget * total_) {
+        calls - last_explore_[k] >= static_cast<std::uint64_t>(first_close ? kAgreeFirstCalls : kExplorePeriod) &&
+        (first_close || spent_ + kTrialCalls * std::max(0.0, est[runner] - est[best]) <= kExploreBudget * total_)) {
+        close_tried_[runner][k] = true;
         trial_[k] = static_cast<unsigned char>(1 + runner);
         trial_left_[k] = kTrialCalls;
         ++trials_running_;

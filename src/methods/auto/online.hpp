@@ -42,15 +42,17 @@
 // only while the predicted extra time of all checks stays within 2% of the
 // predicted time of all AUTO calls. So at most two calls in 50 run a
 // choice the model does not prefer, and 5 more in a row in a trial
-// (below); but for the first looks, the checks cost at most 2% of the
-// time. A look at a choice never run in the class runs it twice in a row,
+// (below); but for the first looks and a class's first trial of a close
+// runner-up, the checks cost at most 2% of the time. A look at a choice never run in the class runs it twice in a row,
 // so that the second call is a sample.
 //
 // Trials: a runner-up within 1.5x of the best that only single calls
-// measured in the class (its first look, checks) runs 5 calls in a row, 50
-// calls after the last check, so that two close choices are told apart by
-// calls in a row (whose window, the choice's first of 3 or more samples,
-// replaces the correction), not by one call that met a busy moment. And a
+// measured in the class (its first look, checks) runs 5 calls in a row:
+// the first time as soon as its look is agreed, whatever the budget (as
+// the look; at most 2.5 of the best's calls), later 50 calls after the
+// last check, within it. So two close choices are told apart by calls in
+// a row (whose window, the choice's first of 3 or more samples, replaces
+// the correction), not by one call that met a busy moment. And a
 // check (a window of fewer than 3 samples of the choice) that finds a
 // choice the class does not prefer more than 1.5x faster than its
 // correction says, and faster than the best's corrected prediction, makes
@@ -151,6 +153,7 @@ private:
     double weight_[kChoices][kSizeClasses] = {};
     bool sustained_[kChoices][kSizeClasses] = {};     // a window of kDriftMinSamples or more has been agreed
     bool ran_[kChoices][kSizeClasses] = {};           // the choice has run in the class
+    bool close_tried_[kChoices][kSizeClasses] = {};   // the choice has had a trial as a close runner-up
     signed char preferred_[kSizeClasses] = {};        // 1 + the class's last best choice (0: none yet)
     bool switched_ = false;  // a class's best choice changed since the last agreement
     bool drift_[kSizeClasses] = {};
