@@ -71,6 +71,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 busy=
 trap 'rm -rf "$tmp"; [ -z "$busy" ] || kill "$busy" 2>/dev/null || true' EXIT
+# A signal ends the script through its EXIT trap (sh runs that trap on exit
+# only), so a stopped sweep leaves no busy process behind.
+trap 'exit 143' TERM
+trap 'exit 130' INT HUP
 lib=$(cd "$build" && pwd)/libcc_coll.so
 interleave=${CC_A_INTERLEAVE:-1}
 case $interleave in 0) iflag= ;; 1) iflag=-I ;; *) echo "perf_auto.sh: CC_A_INTERLEAVE must be 0 or 1" >&2; exit 2 ;; esac
