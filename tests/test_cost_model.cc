@@ -320,6 +320,18 @@ int run_calls(const CostModel &m, OnlineCheck &a, OnlineCheck &b, std::size_t n,
     return lossy;
 }
 
+// The prediction for n elements with the link scaled so that NONE is
+// predicted `ratio` times TOPK (in rounds: TOPK's exchange moves with it).
+AutoChoice scale_none_over_topk(CostModel &m, std::size_t n, double ratio)
+{
+    AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+    for (int round = 0; round < 4; ++round) {
+        for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] *= ratio * c.predicted_lossy / c.predicted_none;
+        c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
+    }
+    return c;
+}
+
 TEST(OnlineCheck, AWrongModelIsCorrected)
 {
     // The model believes a 400 MB/s link: TOPK is predicted 7 times faster
@@ -475,11 +487,7 @@ TEST(OnlineCheck, ALookAtABurstGivesWayToTheFirstCallsInARow)
     // back on TOPK after that one window.
     CostModel m = model(CC_COLL_METHOD_TOPK, 2);
     const std::size_t n = 1 << 20;
-    AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
-    for (int round = 0; round < 4; ++round) {  // NONE about 1.2 times TOPK
-        for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] *= 1.2 * c.predicted_lossy / c.predicted_none;
-        c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
-    }
+    const AutoChoice c = scale_none_over_topk(m, n, 1.2);  // NONE about 1.2 times TOPK
     ASSERT_EQ(c.method, CC_COLL_METHOD_TOPK);
     ASSERT_LT(c.predicted_none, 1.5 * c.predicted_lossy);
     ASSERT_GE(4 * c.predicted_lossy, kAgreeCostFactor * 2 * m.latency);  // windows of 4 calls
@@ -566,17 +574,12 @@ TEST(OnlineCheck, CloseChoicesAreDecidedByCallsInARow)
     // a row replaces the look's correction: AUTO runs NONE.
     CostModel m = model(CC_COLL_METHOD_TOPK, 2);
     const std::size_t n = 1 << 20;
-    AutoChoice c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
-    for (int round = 0; round < 4; ++round) {  // NONE predicted 1.05 times TOPK
-        for (int i = 0; i < kLinkPoints; ++i) m.link_seconds[i] *= 1.05 * c.predicted_lossy / c.predicted_none;
-        c = predict(m, {CostTensor{n, CC_COLL_F32}}, params());
-    }
+    const AutoChoice c = scale_none_over_topk(m, n, 1.05);  // NONE predicted 1.05 times TOPK
     ASSERT_EQ(c.method, CC_COLL_METHOD_TOPK);
     ASSERT_LT(c.predicted_none, 1.1 * c.predicted_lossy);
     const double none_s = 1.0e-3, topk_s = 1.1e-3, busy_s = 1.5e-3;
     OnlineCheck a, b;
     int none_calls = 0, tail_none = 0, explored = 0, trial_calls = 0, run = 0, trial_end = -1;
-    double seconds = 0, explored_seconds = 0;
     for (int i = 0; i < 600; ++i) {
         if (a.agreement_due(m)) agree_both(a, b);
         const Decision da = a.decide(m, c, 4.0 * n), db = b.decide(m, c, 4.0 * n);
@@ -590,11 +593,7 @@ TEST(OnlineCheck, CloseChoicesAreDecidedByCallsInARow)
         const double t = da.choice != 0 ? topk_s : none_calls == 2 ? busy_s : none_s;
         a.observe(da, t);
         b.observe(db, t);
-        seconds += t;
-        if (da.explored) {
-            ++explored;
-            explored_seconds += t;
-        }
+        if (da.explored) ++explored;
         if (i >= 200 && da.choice == 0) ++tail_none;
     }
     EXPECT_EQ(trial_calls, kTrialCalls);  // the look ran twice; the trial 5 in a row
