@@ -10,7 +10,7 @@
 #
 #   CC_COLL_SKIP_APT=1 CC_Q_SKIP_BUILD=1 scripts/quality/frontier.sh
 #
-# after a build (it uses ${CC_COLL_BUILD_DIR:-build}/libcc_coll.so). About 230
+# after a build (it uses ${CC_COLL_BUILD_DIR:-build}/libcc_coll.so). About 245
 # minutes on an idle 2-core machine (docs/quality/benchmark.md).
 # Settings (environment):
 #   CC_Q_FRONTIER_RUNS   the run list                  [scripts/quality/frontier_runs.txt]
