@@ -348,8 +348,8 @@ const SettingDef kSettings[] = {
      "Whether CC_COLL_METHOD=auto checks its cost model against the calls it makes (on: it times them, the "
      "ranks agree on the times now and then, the predictions are corrected, and at most two calls in 50 run "
      "the runner-up to measure it, and 5 in a row when it is close and only single calls measured it, or such a "
-     "check finds it faster than the best; off: the "
-     "model as measured at creation decides alone, so the same call always gets the same choice). docs/algorithms.md, \"Checked online\". Every rank must use the same value.",
+     "check finds it faster than the best; off: the model as measured at creation decides alone, so the same "
+     "call always gets the same choice). docs/algorithms.md, \"Checked online\". Every rank must use the same value.",
      apply_auto_check},
     {"LINK", "CC_COLL_LINK", "measure",
      "The link of CC_COLL_METHOD=auto's cost model: measure (the none allreduce timed at six sizes from 4 B to "

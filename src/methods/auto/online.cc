@@ -82,6 +82,13 @@ void OnlineCheck::corrected(const CostModel &model, const AutoChoice &c, double 
     }
 }
 
+void OnlineCheck::start_trial(int k, std::uint64_t calls)
+{
+    trial_left_[k] = kTrialCalls;
+    ++trials_running_;
+    last_explore_[k] = calls;
+}
+
 Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double bytes)
 {
     Decision d;
@@ -127,9 +134,7 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
         (first_close || spent_ + kTrialCalls * std::max(0.0, est[runner] - est[best]) <= kExploreBudget * total_)) {
         close_tried_[runner][k] = true;
         trial_[k] = static_cast<unsigned char>(1 + runner);
-        trial_left_[k] = kTrialCalls;
-        ++trials_running_;
-        last_explore_[k] = calls;
+        start_trial(k, calls);
     }
     // A trial (a check found the choice faster than its correction, and
     // faster than the best; or a close runner-up, above): its calls in a
@@ -145,9 +150,7 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
             if (trial == best || !std::isfinite(extra) || !(seen < est[best])) {
                 trial_[k] = 0;
             } else if (spent_ + kTrialCalls * extra <= kExploreBudget * total_) {
-                trial_left_[k] = kTrialCalls;
-                ++trials_running_;
-                last_explore_[k] = calls;
+                start_trial(k, calls);
             }
         }
         if (trial_left_[k] > 0) {

@@ -43,8 +43,9 @@
 // predicted time of all AUTO calls. So at most two calls in 50 run a
 // choice the model does not prefer, and 5 more in a row in a trial
 // (below); but for the first looks and a class's first trial of a close
-// runner-up, the checks cost at most 2% of the time. A look at a choice never run in the class runs it twice in a row,
-// so that the second call is a sample.
+// runner-up, the checks cost at most 2% of the time. A look at a choice
+// never run in the class runs it twice in a row, so that the second call
+// is a sample.
 //
 // Trials: a runner-up within 1.5x of the best that only single calls
 // measured in the class (its first look, checks) runs 5 calls in a row:
@@ -145,6 +146,7 @@ public:
 private:
     double factor_of(int j, int k, bool *found = nullptr) const;
     double class_factor(int k) const;
+    void start_trial(int k, std::uint64_t calls);  // class k's trial (trial_[k]) runs from this call
     struct Pending {
         int key;  // choice * kSizeClasses + class
         std::vector<double> ratios;
