@@ -28,6 +28,16 @@
 //                                  (orthogonalised), P = M Q, orthogonalise P,
 //                                  Q = M^T P                          (report)
 //   BM_powersgd_decompress/rows/cols/rank M^ = P Q^T                (report)
+//   BM_quant4_encode/n             quant::cuda::encode, QUANT's defaults (4
+//                                  bits, chunks of 256, max-min, nearest),
+//                                  writing the rounding error           50 %
+//   BM_quant4_decode/n             quant::cuda::decode_sum of that block into
+//                                  a binary32 sum                        50 %
+//   BM_onebit_encode/n, BM_onebit_decode/n   the same for ONEBIT's defaults
+//                                  (sign and mean |v| per chunk)         50 %
+//   BM_half_encode/n/format, BM_half_decode/n/format  HALF's encode (with
+//                                  the rounding error) and decode_sum (0
+//                                  bfloat16, 1 binary16)                  50 %
 //
 // Every benchmark times its iterations with CUDA events (UseManualTime),
 // after one untimed warm-up call (scratch and workspaces grow there, not in
@@ -65,6 +75,8 @@
 #include "cc_coll.h"
 #include "compressors/lowrank/powersgd.hpp"
 #include "compressors/lowrank/powersgd_cuda.hpp"
+#include "compressors/half/half_cuda.hpp"
+#include "compressors/quant/quant_cuda.hpp"
 #include "compressors/sketch/count_sketch.hpp"
 #include "compressors/sketch/count_sketch_cuda.hpp"
 #include "compressors/threshold/threshold_cuda.hpp"
@@ -81,6 +93,8 @@ namespace topk = cc_coll::detail::topk;
 namespace sketch = cc_coll::detail::sketch;
 namespace threshold = cc_coll::detail::threshold;
 namespace lowrank = cc_coll::detail::lowrank;
+namespace quant = cc_coll::detail::quant;
+namespace half = cc_coll::detail::half;
 
 using cc_coll_bench::density_of;
 using cc_coll_bench::kMi;
@@ -620,6 +634,86 @@ void BM_powersgd_decompress(benchmark::State &state)
     report(state, s.elements() * sizeof(float), total, 0.0);
 }
 
+// ---- element codecs: QUANT, ONEBIT, HALF ---------------------------------------
+//
+// One rank's side of the element-codec allreduce on a block of n floats:
+// encode (with the rounding error written, as error feedback keeps it) and
+// decode_sum of one coded block into a binary32 sum. Rates count the fp32
+// input (4n bytes).
+
+void quant_encode_bench(benchmark::State &state, const quant::Options &o)
+{
+    const std::size_t n = size_arg(state);
+    const float *v = device_normal(n);
+    DeviceBuffer<unsigned char> out(quant::coded_size(n, o.chunk, o.bits));
+    DeviceBuffer<float> err(n);
+    EventTimer timer;
+    const auto body = [&] {
+        check(quant::cuda::encode<float>(o, 1, 1, v, n, out.ptr, err.ptr, false, bench_stream()), "quant encode");
+    };
+    timer.seconds(body);  // warm-up
+    const double total = timer.iterations(state, body);
+    report(state, n * sizeof(float), total, kTargetEncode);
+    state.counters["wire_ratio"] =
+        static_cast<double>(n * sizeof(float)) / static_cast<double>(quant::coded_size(n, o.chunk, o.bits));
+}
+
+void quant_decode_bench(benchmark::State &state, const quant::Options &o)
+{
+    const std::size_t n = size_arg(state);
+    const float *v = device_normal(n);
+    DeviceBuffer<unsigned char> in(quant::coded_size(n, o.chunk, o.bits));
+    DeviceBuffer<float> sum(n);
+    check(quant::cuda::encode<float>(o, 1, 1, v, n, in.ptr, static_cast<float *>(nullptr), false, bench_stream()),
+          "quant encode");
+    CUDA_OK(cudaMemsetAsync(sum.ptr, 0, n * sizeof(float), bench_stream()));
+    EventTimer timer;
+    const auto body = [&] { check(quant::cuda::decode_sum<float>(o, in.ptr, 1, n, sum.ptr, bench_stream()), "decode"); };
+    timer.seconds(body);  // warm-up
+    const double total = timer.iterations(state, body);
+    report(state, n * sizeof(float), total, kTargetEncode);
+}
+
+void BM_quant4_encode(benchmark::State &state) { quant_encode_bench(state, quant::quant_options(0)); }
+void BM_quant4_decode(benchmark::State &state) { quant_decode_bench(state, quant::quant_options(0)); }
+void BM_onebit_encode(benchmark::State &state) { quant_encode_bench(state, quant::onebit_options(0)); }
+void BM_onebit_decode(benchmark::State &state) { quant_decode_bench(state, quant::onebit_options(0)); }
+
+half::Format format_arg(const benchmark::State &state) { return static_cast<half::Format>(state.range(1)); }
+
+void BM_half_encode(benchmark::State &state)
+{
+    const std::size_t n = size_arg(state);
+    const half::Format f = format_arg(state);
+    const float *v = device_normal(n);
+    DeviceBuffer<unsigned char> out(2 * n);
+    DeviceBuffer<float> err(n);
+    EventTimer timer;
+    const auto body = [&] {
+        check(half::cuda::encode<float>(v, n, f, out.ptr, err.ptr, false, bench_stream()), "half encode");
+    };
+    timer.seconds(body);  // warm-up
+    const double total = timer.iterations(state, body);
+    report(state, n * sizeof(float), total, kTargetEncode);
+}
+
+void BM_half_decode(benchmark::State &state)
+{
+    const std::size_t n = size_arg(state);
+    const half::Format f = format_arg(state);
+    const float *v = device_normal(n);
+    DeviceBuffer<unsigned char> in(2 * n);
+    DeviceBuffer<float> sum(n);
+    check(half::cuda::encode<float>(v, n, f, in.ptr, static_cast<float *>(nullptr), false, bench_stream()),
+          "half encode");
+    CUDA_OK(cudaMemsetAsync(sum.ptr, 0, n * sizeof(float), bench_stream()));
+    EventTimer timer;
+    const auto body = [&] { check(half::cuda::decode_sum<float>(in.ptr, 1, n, f, sum.ptr, bench_stream()), "decode"); };
+    timer.seconds(body);  // warm-up
+    const double total = timer.iterations(state, body);
+    report(state, n * sizeof(float), total, kTargetEncode);
+}
+
 // ---- registration ----------------------------------------------------------------
 
 void sizes(benchmark::internal::Benchmark *b)
@@ -640,6 +734,13 @@ void sizes_dtype(benchmark::internal::Benchmark *b)
     b->ArgNames({"n", "dtype"});
     for (std::int64_t n : {kMi, 16 * kMi, 64 * kMi})
         for (cc_coll_dtype_t d : {CC_COLL_F32, CC_COLL_F16, CC_COLL_BF16}) b->Args({n, static_cast<std::int64_t>(d)});
+}
+
+void sizes_format(benchmark::internal::Benchmark *b)
+{
+    b->ArgNames({"n", "format"});
+    for (std::int64_t n = kMi; n <= 64 * kMi; n *= 4)
+        for (half::Format f : {half::Format::Bf16, half::Format::Fp16}) b->Args({n, static_cast<std::int64_t>(f)});
 }
 
 void shapes(benchmark::internal::Benchmark *b)
@@ -667,6 +768,12 @@ GPU_BENCH(BM_ef_residual_and_store, sizes_dtype);
 GPU_BENCH(BM_ef_divide_in_place, sizes_dtype);
 GPU_BENCH(BM_powersgd_compress, shapes);
 GPU_BENCH(BM_powersgd_decompress, shapes);
+GPU_BENCH(BM_quant4_encode, sizes);
+GPU_BENCH(BM_quant4_decode, sizes);
+GPU_BENCH(BM_onebit_encode, sizes);
+GPU_BENCH(BM_onebit_decode, sizes);
+GPU_BENCH(BM_half_encode, sizes_format);
+GPU_BENCH(BM_half_decode, sizes_format);
 
 }  // namespace
 
