@@ -517,6 +517,57 @@ TEST(OnlineCheck, ALookAtABurstGivesWayToTheFirstCallsInARow)
     EXPECT_GE(tail_topk, 98);  // TOPK but for NONE's rechecks
 }
 
+TEST(OnlineCheck, ANewSizesLookIsAgreedWithinItsFirstCalls)
+{
+    // After a communicator's first agreements, windows of small calls close
+    // after 64 calls. A size met later has its look at NONE at its calls 3
+    // and 4; that sample is agreed within 8 calls of it, not up to 64 calls
+    // later (where, on a link that bursts, a misleading look cost 8 calls
+    // of the slower choice long after the size's first calls).
+    CostModel m = model(CC_COLL_METHOD_TOPK, 2);
+    const std::size_t n1 = 1 << 16, n2 = 1 << 18;
+    const AutoChoice c2 = scale_none_over_topk(m, n2, 1.2);
+    const AutoChoice c1 = predict(m, {CostTensor{n1, CC_COLL_F32}}, params());
+    ASSERT_EQ(c2.method, CC_COLL_METHOD_TOPK);
+    ASSERT_LT(c2.predicted_none, kFirstLookFactor * c2.predicted_lossy);
+    m.latency = 1e-3;  // windows close by their count of calls alone
+    ASSERT_LT(kAgreeMaxCalls * std::max(c2.predicted_none, c2.predicted_lossy), kAgreeCostFactor * 2 * m.latency);
+    OnlineCheck a, b;
+    const auto call = [&](const AutoChoice &c, std::size_t n) {
+        if (a.agreement_due(m)) {
+            EXPECT_TRUE(b.agreement_due(m));
+            agree_both(a, b);
+        }
+        const Decision da = a.decide(m, c, 4.0 * n), db = b.decide(m, c, 4.0 * n);
+        EXPECT_EQ(da.choice, db.choice);
+        const double t = da.choice == 0 ? c.predicted_none : c.predicted_lossy;  // the model is right
+        a.observe(da, t);
+        b.observe(db, t);
+        return da;
+    };
+    // The first size until a window of 64 calls has just been agreed.
+    std::uint64_t seen = 0;
+    for (int i = 0; i < 1000 && !(a.agreements() > seen && a.agreements() >= 5); ++i) {
+        seen = a.agreements();
+        call(c1, n1);
+    }
+    ASSERT_GE(a.agreements(), 5u);
+    const std::uint64_t before = a.agreements();
+    const int k2 = size_class(4.0 * n2);
+    int look_call = -1, agreed_call = -1;
+    for (int i = 1; i <= 40 && agreed_call < 0; ++i) {
+        const std::uint64_t agreements = a.agreements();
+        const Decision d = call(c2, n2);
+        if (d.explored && d.choice == 0 && !d.warmup) look_call = i;  // the look's sample
+        if (look_call > 0 && a.agreements() > agreements) agreed_call = i;
+    }
+    EXPECT_EQ(look_call, 4);
+    ASSERT_GT(agreed_call, 0) << "the look was not agreed within 40 calls";
+    EXPECT_LE(agreed_call, look_call + 1 + kAgreeFirstCalls);
+    EXPECT_EQ(a.agreements(), before + 1);
+    expect_near_rel(a.correction(0, k2), 1.0);  // the look's sample, agreed
+}
+
 TEST(OnlineCheck, ARightModelStaysAndExplorationIsBounded)
 {
     // Here the model is right (TOPK 15x faster than NONE): AUTO keeps TOPK.

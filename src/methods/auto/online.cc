@@ -119,6 +119,7 @@ Decision OnlineCheck::decide(const CostModel &model, const AutoChoice &c, double
     if (again >= 0 && again < n && again != best && std::isfinite(est[again])) {
         ran = again;
         d.explored = true;
+        looked_ = true;
         spent_ += std::max(0.0, est[again] - est[best]);
     }
     // A close runner-up that only single calls measured in the class (its
@@ -235,9 +236,11 @@ bool OnlineCheck::agreement_due(const CostModel &model) const
         return false;
     // The first agreements come sooner (8, 16, 32 calls), so that a
     // communicator's first sizes are corrected within their first calls.
-    // After a class's best choice changed, the next one comes as soon, so
-    // that a switch on a misleading sample is undone within a few calls.
-    const int max_calls = switched_         ? kAgreeFirstCalls
+    // After a look's sample, or after a class's best choice changed, the
+    // next one comes as soon: a new size's look acts within its class's
+    // first calls, and a switch on a misleading sample is undone within a
+    // few calls.
+    const int max_calls = switched_ || looked_ ? kAgreeFirstCalls
                           : agreements_ >= 3 ? kAgreeMaxCalls
                                              : kAgreeFirstCalls << agreements_;
     return static_cast<int>(window_.size()) >= kAgreeSlots || window_calls_ >= max_calls ||
@@ -276,6 +279,7 @@ bool OnlineCheck::apply_agreement(const std::vector<std::uint64_t> &max_words)
     window_calls_ = 0;
     window_predicted_ = 0;
     switched_ = false;
+    looked_ = false;
     if (max_words.size() != static_cast<std::size_t>(2 + kAgreeSlots) || max_words[0] != ~max_words[1])
         return false;  // the ranks' windows differ: learn nothing
     ++agreements_;

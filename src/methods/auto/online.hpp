@@ -12,8 +12,9 @@
 // one are 4 or more and were predicted to take 100 times its two
 // latencies, or after 64 calls
 // (8, 16 and 32 for a communicator's first three agreements, and 8 again
-// after a class's preferred choice changed, so that a wrong switch is
-// undone within a few calls).
+// after a look's sample, so that a new size's look acts within its first
+// calls, and after a class's preferred choice changed, so that a wrong
+// switch is undone within a few calls).
 // What they agree on is each choice's median ratio, the slowest rank's.
 // The choice's correction in that class is the weighted geometric mean of
 // its history and the window's ratio, each sample one unit of weight and
@@ -158,6 +159,7 @@ private:
     bool close_tried_[kChoices][kSizeClasses] = {};   // the choice has had a trial as a close runner-up
     signed char preferred_[kSizeClasses] = {};        // 1 + the class's last best choice (0: none yet)
     bool switched_ = false;  // a class's best choice changed since the last agreement
+    bool looked_ = false;    // a look's sample (its second call) ran since the last agreement
     bool drift_[kSizeClasses] = {};
     signed char off_[kChoices][kSizeClasses] = {};  // the last agreement's direction when off by > 1.5x
     std::uint64_t calls_[kSizeClasses] = {};
