@@ -622,9 +622,18 @@ class Hooks(unittest.TestCase):
         dev = x.cuda()
         comm.iallreduce(cc_coll.DeviceArray(dev), op="avg", method="none").wait()
         self.assertTrue(np.array_equal(dev.cpu().numpy(), host))
+        # the element codecs: the device codec is the host's bit for bit, so a
+        # call without error feedback equals the host's
+        for method in ("half", "quant", "onebit"):
+            host = comm.allreduce(x.numpy().copy(), op="avg", method=method, ef=False)
+            dev = x.cuda()
+            comm.iallreduce(cc_coll.DeviceArray(dev), op="avg", method=method, ef=False).wait()
+            self.assertTrue(np.array_equal(dev.cpu().numpy(), host), method)
         # the DDP hook on a CUDA model: NONE bit-identical to DDP's default
-        # hook on one and two ranks; LOWRANK keeps replicas identical
-        for method, kw in (("none", {}), ("lowrank", dict(rank=1, start_iter=1))):
+        # hook on one and two ranks; LOWRANK, QUANT and ONEBIT keep replicas
+        # identical
+        for method, kw in (("none", {}), ("lowrank", dict(rank=1, start_iter=1)), ("quant", dict(start_iter=1)),
+                           ("onebit", dict(start_iter=1))):
             net = make_net().cuda()
             model = DDP(net, device_ids=[0], process_group=dist.new_group(backend="gloo"))
             state = cct.CompressionState(comm, method=method, model=net, **kw)

@@ -372,8 +372,11 @@ run_ctest() {  # run_ctest <label> <parallel jobs> [ctest arguments...]
   (cd "$build" && within "$secs" ctest -L "$ct_label" "$@" --output-on-failure --timeout 900 -j "$par") > "$log" 2>&1
   ct_status=$?
   took=$(($(date +%s) - start))
-  total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)
+  # "N% tests passed, F tests failed out of T", or "100% tests passed out
+  # of T" (CMake 4) when none failed.
+  total=$(sed -n 's/.*tests.* out of \([0-9]*\).*/\1/p' "$log" | tail -1)
   failed=$(sed -n 's/.* \([0-9]*\) tests failed out of.*/\1/p' "$log" | tail -1)
+  [ -z "$failed" ] && grep -q '100% tests passed' "$log" && failed=0
   skipped=$(grep -cE "^[[:space:]]+[0-9]+ - .*\(Skipped\)" "$log")
   if [ "$ct_status" -eq 124 ] || [ "$ct_status" -eq 137 ]; then
     # The tests ctest had started and not finished when it was stopped.
