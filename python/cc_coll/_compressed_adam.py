@@ -37,6 +37,20 @@ DGC_KEY_BASE = 0x6364 << 48
 
 _ADAM_FORMAT = "cc_coll.torch.CompressedAdam/1"
 _DGC_FORMAT = "cc_coll.torch.DGCSGD/1"
+# AdamW's first-moment update as the installed PyTorch writes it, so that the
+# exact steps stay bit-identical to torch.optim.AdamW(foreach=False): 1.x
+# m beta1 + g (1 - beta1), from 2.0 m.lerp_(g, 1 - beta1), which rounds
+# differently.
+_MOMENT_BY_LERP = int(torch.__version__.split(".")[0]) >= 2
+
+
+def _adamw_moment(m, g, beta1):
+    if _MOMENT_BY_LERP:
+        m.lerp_(g, 1 - beta1)
+    else:
+        m.mul_(beta1).add_(g, alpha=1 - beta1)
+
+
 _MATRIX_RATE = 2.0      # min_compression_rate of the matrix (LOWRANK) calls (PyTorch's default)
 
 
@@ -367,7 +381,7 @@ class CompressedAdam(_SelfCommunicating):
             m, v = st["exp_avg"], st["exp_avg_sq"]
             beta1, beta2 = group["betas"]
             p.mul_(1 - group["lr"] * group["weight_decay"])
-            m.mul_(beta1).add_(g, alpha=1 - beta1)
+            _adamw_moment(m, g, beta1)
             v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
             if "rows_seen" in st:
                 if warmup:
