@@ -2,13 +2,14 @@
 // on the host, without a GPU: one emulated warp per chunk runs the kernel's
 // steps, the functions quant_kernels.hpp writes once for both (lane_stats of
 // the 32 lanes, the shuffle tree of merge_stats, stats_header, encode_group
-// for each lane's groups, zero_code_tail; decode_at per element), and its
-// bytes, kept errors and decoded values are compared bit for bit with the
-// host loops (quant::encode_host, decode_host): every bit count, scheme and
-// rounding, chunks around the lane and group widths, short last chunks,
-// signed zeros, constant chunks, NaN and infinities, steps that overflow,
-// subnormals, binary64 values beyond binary32. test_quant_cuda_device.cc runs
-// the kernels themselves where there is a GPU.
+// for each lane's groups, zero_code_tail; decode_group for each group of
+// 8 elements), and its bytes, kept errors and decoded values are compared
+// bit for bit with the host loops (quant::encode_host, decode_host): every
+// bit count, scheme and rounding, chunks around the lane and group widths,
+// short last chunks, signed zeros, constant chunks, NaN and infinities,
+// steps that overflow, subnormals, binary64 values beyond binary32.
+// test_quant_cuda_device.cc runs the kernels themselves where there is a
+// GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -132,7 +133,18 @@ void check_case(const Options &o, std::size_t n, Data d, int err_mode, std::uint
     ASSERT_TRUE(same_bits(e_host, e_replay, &at)) << what << ": error of element " << at;
     std::vector<float> dh(n), dr(n);
     quant::decode_host(o, host.data(), n, dh.data());
-    for (std::size_t i = 0; i < n; ++i) dr[i] = quant::decode_at(o, replay.data(), i);
+    // The decoders' threads, one per group of 8 (each writes its elements).
+    std::vector<unsigned> written(n, 0);
+    for (std::size_t t = 0; t < quant::group_count(o, n); ++t) {
+        const quant::GroupAt a = quant::group_at(o, n, t);
+        float v[8];
+        quant::decode_group(o, replay.data(), a, v);
+        for (unsigned j = 0; j < a.count; ++j) {
+            dr[a.first + j] = v[j];
+            ++written[a.first + j];
+        }
+    }
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(written[i], 1u) << what << ": element " << i << " decoded";
     ASSERT_TRUE(same_bits(dh, dr, &at)) << what << ": decoded element " << at;
 }
 

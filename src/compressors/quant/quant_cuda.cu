@@ -62,29 +62,43 @@ __global__ void encode_kernel(Options o, std::uint64_t seed, unsigned stage, con
     }
 }
 
+// One thread per group of 8 elements (quant_kernels.hpp's decode_group),
+// the blocks added in block order.
 template <typename W>
 __global__ void decode_sum_kernel(Options o, const unsigned char *in, std::size_t blocks, std::size_t n,
                                   std::size_t block_bytes, W *sum)
 {
-    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-         i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-        W s = 0;
-        for (std::size_t r = 0; r < blocks; ++r) s += static_cast<W>(decode_at(o, in + r * block_bytes, i));
-        sum[i] = s;
+    const std::size_t groups = group_count(o, n);
+    for (std::size_t t = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; t < groups;
+         t += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+        const GroupAt a = group_at(o, n, t);
+        W s[8] = {};
+        float v[8];
+        for (std::size_t r = 0; r < blocks; ++r) {
+            decode_group(o, in + r * block_bytes, a, v);
+            for (unsigned j = 0; j < a.count; ++j) s[j] += static_cast<W>(v[j]);
+        }
+        for (unsigned j = 0; j < a.count; ++j) sum[a.first + j] = s[j];
     }
 }
 
 __global__ void decode_store_kernel(Options o, const unsigned char *in, std::size_t n, cc_coll_dtype_t dtype,
                                     void *dst)
 {
-    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-         i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-        const float v = decode_at(o, in, i);
-        switch (dtype) {
-        case CC_COLL_F64: static_cast<double *>(dst)[i] = v; break;
-        case CC_COLL_F16: static_cast<std::uint16_t *>(dst)[i] = float_to_f16(v); break;
-        case CC_COLL_BF16: static_cast<std::uint16_t *>(dst)[i] = float_to_bf16(v); break;
-        default: static_cast<float *>(dst)[i] = v; break;
+    const std::size_t groups = group_count(o, n);
+    for (std::size_t t = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; t < groups;
+         t += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+        const GroupAt a = group_at(o, n, t);
+        float v[8];
+        decode_group(o, in, a, v);
+        for (unsigned j = 0; j < a.count; ++j) {
+            const std::size_t i = a.first + j;
+            switch (dtype) {
+            case CC_COLL_F64: static_cast<double *>(dst)[i] = v[j]; break;
+            case CC_COLL_F16: static_cast<std::uint16_t *>(dst)[i] = float_to_f16(v[j]); break;
+            case CC_COLL_BF16: static_cast<std::uint16_t *>(dst)[i] = float_to_bf16(v[j]); break;
+            default: static_cast<float *>(dst)[i] = v[j]; break;
+            }
         }
     }
 }
@@ -107,7 +121,7 @@ gpu::Result decode_sum(const Options &o, const unsigned char *in, std::size_t bl
                        void *stream)
 {
     if (n == 0) return gpu::Result::success();
-    decode_sum_kernel<W><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(o, in, blocks, n,
+    decode_sum_kernel<W><<<blocks_for(group_count(o, n)), kThreads, 0, as_stream(stream)>>>(o, in, blocks, n,
                                                                             coded_size(n, o.chunk, o.bits), sum);
     return gpu::launch_result("quant::decode_sum_kernel");
 }
@@ -116,7 +130,7 @@ gpu::Result decode_store(const Options &o, const unsigned char *in, std::size_t 
                          void *stream)
 {
     if (n == 0) return gpu::Result::success();
-    decode_store_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(o, in, n, dtype, dst);
+    decode_store_kernel<<<blocks_for(group_count(o, n)), kThreads, 0, as_stream(stream)>>>(o, in, n, dtype, dst);
     return gpu::launch_result("quant::decode_store_kernel");
 }
 

@@ -333,13 +333,45 @@ CC_COLL_HD inline float load_f32(const unsigned char *p)
 #endif
 }
 
-// Element i of a block of chunks (chunk i / C, element i % C of it),
-// decoded: the device decoders' per-element read.
-CC_COLL_HD inline float decode_at(const Options &o, const unsigned char *block, std::size_t i)
+// The device decoders' step: one thread per group of 8 elements of a
+// block (group t is group t % G of chunk t / G, G = ceil(C / 8) groups a
+// chunk), so that a chunk's header is read once per group and no element
+// divides its index. Its first element and count (0 past n or the chunk).
+struct GroupAt {
+    std::size_t chunk, group, first;
+    unsigned count;
+};
+
+CC_COLL_HD inline GroupAt group_at(const Options &o, std::size_t n, std::size_t t)
 {
-    const unsigned char *chunk = block + (i / o.chunk) * stride(o.chunk, o.bits);
-    return decode_one(load_f32(chunk), load_f32(chunk + 4), read_code(chunk + kHeaderBytes, i % o.chunk, o.bits));
+    const std::uint32_t G = (o.chunk + 7) / 8;
+    GroupAt a;
+    a.chunk = t <= 0xffffffffu ? static_cast<std::uint32_t>(t) / G : t / G;  // 32-bit division where it fits
+    a.group = t - a.chunk * G;
+    a.first = a.chunk * o.chunk + 8 * a.group;
+    const std::size_t chunk_end = a.chunk * o.chunk + o.chunk, end = chunk_end < n ? chunk_end : n;
+    a.count = a.first < end ? static_cast<unsigned>(end - a.first < 8 ? end - a.first : 8) : 0u;
+    return a;
 }
 
+// The groups of a block of n elements, the last chunk's past n among them.
+CC_COLL_HD inline std::size_t group_count(const Options &o, std::size_t n)
+{
+    return (n + o.chunk - 1) / o.chunk * ((o.chunk + 7) / 8);
+}
+
+// Group a's a.count values of a block, decoded into v: its 8 codes fill
+// o.bits bytes (pack8), read at once.
+CC_COLL_HD inline void decode_group(const Options &o, const unsigned char *block, const GroupAt &a, float *v)
+{
+    const unsigned char *chunk = block + a.chunk * stride(o.chunk, o.bits);
+    const float offset = load_f32(chunk), step = load_f32(chunk + 4);
+    const unsigned char *codes = chunk + kHeaderBytes + a.group * o.bits;
+    std::uint64_t w = 0;
+    for (unsigned j = 0; j < o.bits; ++j) w |= static_cast<std::uint64_t>(codes[j]) << (8 * j);
+    const unsigned mask = (1u << o.bits) - 1u;
+    for (unsigned j = 0; j < a.count; ++j)
+        v[j] = decode_one(offset, step, static_cast<unsigned>(w >> (j * o.bits)) & mask);
+}
 
 }  // namespace cc_coll::detail::quant
