@@ -641,19 +641,25 @@ void BM_powersgd_decompress(benchmark::State &state)
 // decode_sum of one coded block into a binary32 sum. Rates count the fp32
 // input (4n bytes).
 
+// Times `body` (one warm-up call, then one per iteration) and reports 4n
+// bytes of fp32 input a call against the copy, with the encode target.
+template <typename Body>
+void time_codec(benchmark::State &state, std::size_t n, Body &&body)
+{
+    EventTimer timer;
+    timer.seconds(body);  // warm-up
+    report(state, n * sizeof(float), timer.iterations(state, body), kTargetEncode);
+}
+
 void quant_encode_bench(benchmark::State &state, const quant::Options &o)
 {
     const std::size_t n = size_arg(state);
     const float *v = device_normal(n);
     DeviceBuffer<unsigned char> out(quant::coded_size(n, o.chunk, o.bits));
     DeviceBuffer<float> err(n);
-    EventTimer timer;
-    const auto body = [&] {
+    time_codec(state, n, [&] {
         check(quant::cuda::encode<float>(o, 1, 1, v, n, out.ptr, err.ptr, false, bench_stream()), "quant encode");
-    };
-    timer.seconds(body);  // warm-up
-    const double total = timer.iterations(state, body);
-    report(state, n * sizeof(float), total, kTargetEncode);
+    });
     state.counters["wire_ratio"] =
         static_cast<double>(n * sizeof(float)) / static_cast<double>(quant::coded_size(n, o.chunk, o.bits));
 }
@@ -667,11 +673,8 @@ void quant_decode_bench(benchmark::State &state, const quant::Options &o)
     check(quant::cuda::encode<float>(o, 1, 1, v, n, in.ptr, static_cast<float *>(nullptr), false, bench_stream()),
           "quant encode");
     CUDA_OK(cudaMemsetAsync(sum.ptr, 0, n * sizeof(float), bench_stream()));
-    EventTimer timer;
-    const auto body = [&] { check(quant::cuda::decode_sum<float>(o, in.ptr, 1, n, sum.ptr, bench_stream()), "decode"); };
-    timer.seconds(body);  // warm-up
-    const double total = timer.iterations(state, body);
-    report(state, n * sizeof(float), total, kTargetEncode);
+    time_codec(state, n,
+               [&] { check(quant::cuda::decode_sum<float>(o, in.ptr, 1, n, sum.ptr, bench_stream()), "decode"); });
 }
 
 void BM_quant4_encode(benchmark::State &state) { quant_encode_bench(state, quant::quant_options(0)); }
@@ -681,38 +684,30 @@ void BM_onebit_decode(benchmark::State &state) { quant_decode_bench(state, quant
 
 half::Format format_arg(const benchmark::State &state) { return static_cast<half::Format>(state.range(1)); }
 
-void BM_half_encode(benchmark::State &state)
+// HALF's encode (the rounding error into `work`) or, with `decode`, the
+// decode_sum of that block (into `work`).
+void half_bench(benchmark::State &state, bool decode)
 {
     const std::size_t n = size_arg(state);
     const half::Format f = format_arg(state);
     const float *v = device_normal(n);
-    DeviceBuffer<unsigned char> out(2 * n);
-    DeviceBuffer<float> err(n);
-    EventTimer timer;
-    const auto body = [&] {
-        check(half::cuda::encode<float>(v, n, f, out.ptr, err.ptr, false, bench_stream()), "half encode");
-    };
-    timer.seconds(body);  // warm-up
-    const double total = timer.iterations(state, body);
-    report(state, n * sizeof(float), total, kTargetEncode);
+    DeviceBuffer<unsigned char> coded(2 * n);
+    DeviceBuffer<float> work(n);
+    if (!decode) {
+        time_codec(state, n, [&] {
+            check(half::cuda::encode<float>(v, n, f, coded.ptr, work.ptr, false, bench_stream()), "half encode");
+        });
+        return;
+    }
+    check(half::cuda::encode<float>(v, n, f, coded.ptr, static_cast<float *>(nullptr), false, bench_stream()),
+          "half encode");
+    CUDA_OK(cudaMemsetAsync(work.ptr, 0, n * sizeof(float), bench_stream()));
+    time_codec(state, n,
+               [&] { check(half::cuda::decode_sum<float>(coded.ptr, 1, n, f, work.ptr, bench_stream()), "decode"); });
 }
 
-void BM_half_decode(benchmark::State &state)
-{
-    const std::size_t n = size_arg(state);
-    const half::Format f = format_arg(state);
-    const float *v = device_normal(n);
-    DeviceBuffer<unsigned char> in(2 * n);
-    DeviceBuffer<float> sum(n);
-    check(half::cuda::encode<float>(v, n, f, in.ptr, static_cast<float *>(nullptr), false, bench_stream()),
-          "half encode");
-    CUDA_OK(cudaMemsetAsync(sum.ptr, 0, n * sizeof(float), bench_stream()));
-    EventTimer timer;
-    const auto body = [&] { check(half::cuda::decode_sum<float>(in.ptr, 1, n, f, sum.ptr, bench_stream()), "decode"); };
-    timer.seconds(body);  // warm-up
-    const double total = timer.iterations(state, body);
-    report(state, n * sizeof(float), total, kTargetEncode);
-}
+void BM_half_encode(benchmark::State &state) { half_bench(state, false); }
+void BM_half_decode(benchmark::State &state) { half_bench(state, true); }
 
 // ---- registration ----------------------------------------------------------------
 
