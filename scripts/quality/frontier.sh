@@ -10,13 +10,15 @@
 #
 #   CC_COLL_SKIP_APT=1 CC_Q_SKIP_BUILD=1 scripts/quality/frontier.sh
 #
-# after a build (it uses ${CC_COLL_BUILD_DIR:-build}/libcc_coll.so). About 245
+# after a build (it uses ${CC_COLL_BUILD_DIR:-build}/libcc_coll.so). About 275
 # minutes on an idle 2-core machine (docs/quality/benchmark.md).
 # Settings (environment):
 #   CC_Q_FRONTIER_RUNS   the run list                  [scripts/quality/frontier_runs.txt]
 #   CC_Q_FRONTIER_ONLY   run only the lines whose id matches this extended regex []
-#   CC_Q_FRONTIER_KEEP=1 keep the records already in the records folder
-#                        (resume an interrupted campaign); default: rerun all
+#   CC_Q_FRONTIER_KEEP=1 keep the records already in the records folder and
+#                        those of the committed page ($CC_Q_DIR/frontier.json):
+#                        resume a campaign, or add runs to the page; default:
+#                        rerun all
 #   CC_Q_FRONTIER_ARGS   more train_lm.py options for every run (the smoke test's tiny model) []
 #   CC_Q_FRONTIER_STAGE  where each run's record is kept  [$CC_COLL_BUILD_DIR/quality_frontier]
 #   CC_Q_DIR             results folder               [docs/quality]
@@ -76,6 +78,23 @@ while read -r id model ranks seeds row opts; do
 done <"$runs"
 [ "$n" -gt 0 ] || die "$runs lists no run"
 [ "$keep" = 1 ] || rm -f "$records"/*.json
+# With CC_Q_FRONTIER_KEEP=1 the runs of the committed page count as made too
+# (a fresh build folder holds no record): each run of $out_dir/frontier.json
+# whose record is missing is written back, so the page keeps it.
+if [ "$keep" = 1 ] && [ -s "$out_dir/frontier.json" ]; then
+    "$python" - "$out_dir/frontier.json" "$records" <<'PY' || exit 2
+import json, os, sys
+page, folder = sys.argv[1:]
+n = 0
+for r in json.load(open(page))["runs"]:
+    path = os.path.join(folder, "%s.%s.%d.s%s.json" % (r["model"], r["run"], r["ranks"], r["settings"]["seed"]))
+    if not os.path.exists(path):
+        with open(path, "w") as fh:
+            json.dump(r, fh)
+        n += 1
+print("frontier.sh: %d records taken from %s" % (n, page))
+PY
+fi
 
 start_all=$(date +%s)
 while read -r id model ranks seeds row opts; do
