@@ -48,7 +48,7 @@ void print_table_header(const bench_t *b, double density, int ef)
            o->has_density ? "" : " (CC_COLL_DENSITY)", ef, o->has_ef ? "" : " (CC_COLL_EF)", b->lowrank_rank,
            o->has_rank ? "" : " (CC_COLL_LOWRANK_RANK)", data_names[o->data]);
     if (o->interleave)
-        printf("# interleaved (-I): the methods' timed calls in turns of %d (round i starts with method i mod the "
+        printf("# interleaved (-I): the methods' warm-up calls, then their timed calls, in turns of %d (round i starts with method i mod the "
                "methods), each after a barrier, each library method on its own communicator\n",
                o->block);
     if (o->nonblocking) {

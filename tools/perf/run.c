@@ -142,17 +142,22 @@ static int timing_call(bench_t *b, timing_t *t, size_t count, int in_place, doub
     return 1;
 }
 
-/* The warm-up calls from fresh error feedback, then the check call: one
- * untimed call from a reset residual (the one-step error), whose result the
- * checks read and -N compares with; then fresh counters for the timed
- * calls, which go on from the check call's residual. So no timed call
- * creates a residual: at 256 MiB that zeroes a quarter GiB of new pages,
- * which took from 0.1 to 0.7 s in one call (docs/perf/auto.md). */
-static void timing_warm_up(bench_t *b, timing_t *t, size_t count, int in_place)
+/* The warm-up's start: fresh error feedback. */
+static void warm_up_start(timing_t *t)
+{
+    if (t->method != METHOD_MPI && (t->st = cc_coll_ef_reset_all(t->comm)) != CC_COLL_OK)
+        t->failed_call = "cc_coll_ef_reset_all";
+}
+
+/* The warm-up's end, after its calls: the check call, one untimed call
+ * from a reset residual (the one-step error), whose result the checks read
+ * and -N compares with; then fresh counters for the timed calls, which go
+ * on from the check call's residual. So no timed call creates a residual:
+ * at 256 MiB that zeroes a quarter GiB of new pages, which took from 0.1 to
+ * 0.7 s in one call (docs/perf/auto.md). */
+static void warm_up_finish(bench_t *b, timing_t *t, size_t count, int in_place)
 {
     const int lib = t->method != METHOD_MPI;
-    if (lib && (t->st = cc_coll_ef_reset_all(t->comm)) != CC_COLL_OK) t->failed_call = "cc_coll_ef_reset_all";
-    for (int w = 0; w < b->opt->warmup && !t->failed_call; ++w) timing_call(b, t, count, in_place, NULL);
     if (lib && !t->failed_call) {
         if ((t->st = cc_coll_ef_reset_all(t->comm)) != CC_COLL_OK) t->failed_call = "cc_coll_ef_reset_all";
         else if ((t->st = cc_coll_comm_reset_stats(t->comm)) != CC_COLL_OK) t->failed_call = "cc_coll_comm_reset_stats";
@@ -166,6 +171,15 @@ static void timing_warm_up(bench_t *b, timing_t *t, size_t count, int in_place)
     }
     if (lib && !t->failed_call && (t->st = cc_coll_comm_reset_stats(t->comm)) != CC_COLL_OK)
         t->failed_call = "cc_coll_comm_reset_stats";
+}
+
+/* The warm-up calls (in a row) from fresh error feedback, then the check
+ * call. */
+static void timing_warm_up(bench_t *b, timing_t *t, size_t count, int in_place)
+{
+    warm_up_start(t);
+    for (int w = 0; w < b->opt->warmup && !t->failed_call; ++w) timing_call(b, t, count, in_place, NULL);
+    warm_up_finish(b, t, count, in_place);
 }
 
 /* Timed call `it`. A rank whose earlier call failed skips it (and every
@@ -259,6 +273,27 @@ int measure(bench_t *b, size_t count, int in_place, int method, double t_mpi_us,
     return timing_finish(b, &t, count, in_place, t_mpi_us, res);
 }
 
+/* -I: `total` calls of each of the n methods in rounds (of `block` calls
+ * per method, -B), each round running the methods in the order of row r of
+ * a balanced Latin square, so that every method follows every other
+ * equally often (on a shaped link one method's call drains the bucket the
+ * next one meets; on one node it leaves the caches to the next); each call
+ * after a barrier, and timed when `timed`. */
+static void run_rounds(bench_t *b, timing_t *t, int n, size_t count, int in_place, int total, int timed)
+{
+    const int block = b->opt->block > 0 ? b->opt->block : 1;
+    for (int it = 0, round = 0; it < total; it += block, ++round) {
+        const int calls = total - it < block ? total - it : block;
+        for (int s = 0; s < n; ++s) {
+            timing_t *m = &t[round_order(n, round, s)];
+            for (int c = 0; c < calls; ++c) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                if (!m->failed_call) timing_call(b, m, count, in_place, timed ? &m->times[it + c] : NULL);
+            }
+        }
+    }
+}
+
 int measure_interleaved(bench_t *b, size_t count, int in_place, int n, const int *methods,
                         const cc_coll_comm_h *comms, result_t *res)
 {
@@ -273,26 +308,18 @@ int measure_interleaved(bench_t *b, size_t count, int in_place, int n, const int
         free(times);
         return 1;
     }
+    /* The warm-up calls run in rounds as the timed calls do, so that a
+     * method that learns from its calls (auto) learns under the conditions
+     * its timed calls meet: on a shaped link a call that follows other
+     * methods' cheaper calls finds the shaper's bucket fuller than a call
+     * in a row does (docs/perf/auto.md). */
     for (int j = 0; j < n; ++j) {
         timing_init(b, &t[j], methods[j], comms[j], times + (size_t)j * (size_t)iters);
-        timing_warm_up(b, &t[j], count, in_place);
+        warm_up_start(&t[j]);
     }
-    /* Round r (of `block` calls per method, -B) runs the methods in the
-     * order of row r of a balanced Latin square, so that every method
-     * follows every other equally often (on a shaped link one method's call
-     * drains the bucket the next one meets; on one node it leaves the
-     * caches to the next). */
-    const int block = b->opt->block > 0 ? b->opt->block : 1;
-    for (int it = 0, round = 0; it < iters; it += block, ++round) {
-        const int calls = iters - it < block ? iters - it : block;
-        for (int s = 0; s < n; ++s) {
-            const int j = round_order(n, round, s);
-            for (int c = 0; c < calls; ++c) {
-                MPI_Barrier(MPI_COMM_WORLD);
-                timed_call(b, &t[j], count, in_place, it + c);
-            }
-        }
-    }
+    run_rounds(b, t, n, count, in_place, b->opt->warmup, 0);
+    for (int j = 0; j < n; ++j) warm_up_finish(b, &t[j], count, in_place);
+    run_rounds(b, t, n, count, in_place, iters, 1);
     /* The reference of relerr and the speedup is mpi's, which runs first. */
     int rc = 0;
     double t_mpi_us = 0.0;
