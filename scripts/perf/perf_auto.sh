@@ -9,18 +9,25 @@
 #   <rate>       the emulated cluster (scripts/cluster/cc_cluster.sh), 2 hosts
 #                of one rank, links of 100mbit, 1gbit, 10gbit or 25gbit
 # Each run is one cc_coll_perf -m none,topk,auto -I (interleaved: the three
-# methods' timed calls in turns, each method on its own communicator, so
-# that all three meet the same moments of the machine) of 4 KiB .. 1 MiB (30 timed
-# calls after CC_A_WARMUP_SMALL warm-up calls) and one of 4 MiB .. 256 MiB
-# (-I -B 5: 15 timed calls after CC_A_WARMUP_LARGE, in turns of 5 calls of a
-# method in a row; on 100mbit 6 timed calls in turns of 3 up to 64 MiB after
-# at most 6 warm-up calls: NONE takes 11 s a call at 64 MiB; on the setups
-# CC_A_LONG names ten times the small calls and four times the large (but
-# 100mbit's large), and on those CC_A_BUSY names a hundred times the small
-# calls and four times the large: where the ranks leave no core free, a
-# call the machine delays waits milliseconds for the scheduler, and on the
-# shaped 100 Mbit/s link some calls wait for the shaper; 30 calls meet too
-# few such delays for their share to be alike in every row). Every row
+# methods' calls in turns, each method on its own communicator, so that all
+# three meet the same moments of the machine) of 4 KiB .. 1 MiB and one of
+# 4 MiB .. 256 MiB. On one node (CC_A_BUSY) the small sizes run one call a
+# turn, 3000 timed calls after CC_A_WARMUP_SMALL (40) warm-up calls: where
+# the ranks leave no core free, a call the machine delays waits
+# milliseconds for the scheduler, and 30 calls meet too few such delays for
+# their share to be alike in every row; the large sizes run 60 timed calls
+# after CC_A_WARMUP_LARGE, in turns of 5 calls of a method in a row (-B 5).
+# On the emulated cluster the small sizes run in turns of 15 calls in a row
+# (-B 15), 180 timed calls (360 on the setups CC_A_LONG names: some of
+# their calls wait for the shaper) after CC_A_WARMUP_SMALL (60): the
+# shaper's bucket makes a call's time depend on the bytes of the calls
+# before it, and in turns of one call every row met the bucket that the
+# other rows' calls, AUTO's choice among them, had left (docs/perf/auto.md);
+# in turns of 15 a row's calls follow its own, as a training job's do, and
+# 12 rounds are two cycles of the Latin square. The large sizes run 30
+# timed calls after CC_A_WARMUP_LARGE in turns of 5 (on 100mbit 6 timed
+# calls in turns of 3 up to 64 MiB after at most 6 warm-up calls: NONE
+# takes 11 s a call at 64 MiB). Every row
 # gives its calls' mean, median, 90th percentile and slowest; the table
 # takes the median call, and gives the worst cells by the mean too. The warm-up
 # calls cover AUTO's learning in each size class: its first look at the
@@ -40,17 +47,16 @@
 #                bucket_<rate>_2hosts.json
 #   CC_A_BUILD   build folder with cc_coll_perf and the Python package (build)
 #   CC_A_BUCKET  0 (default) or 1: the bucket too, on the cluster setups
-#   CC_A_INTERLEAVE 1 (default) or 0: -I up to 1 MiB and -I -B 5 from 4 MiB
-#                (alternating single 256 MiB calls of different methods made
-#                every one of them up to twice as slow, docs/perf/auto.md), or
-#                each method's calls in a row (5 timed, 3 on 100mbit)
-#   CC_A_LONG    setups with ten times the small timed calls and four times
-#                the large (default "100mbit")
-#   CC_A_BUSY    setups with a hundred times the small timed calls and four
-#                times the large (default "shm2 shm4 busy2": one node, no
-#                core left free)
+#   CC_A_INTERLEAVE 1 (default) or 0: -I (the turns above; alternating
+#                single 256 MiB calls of different methods made every one of
+#                them up to twice as slow, docs/perf/auto.md), or each
+#                method's calls in a row (5 timed, 3 on 100mbit)
+#   CC_A_LONG    cluster setups with twice the small timed calls (default
+#                "100mbit")
+#   CC_A_BUSY    the one-node setups (default "shm2 shm4 busy2")
 #   CC_A_WARMUP_SMALL, CC_A_WARMUP_LARGE
-#                warm-up calls per size and method (default 40 and 12)
+#                warm-up calls per size and method (default 40 on one node,
+#                60 on the cluster, and 12)
 # The cluster setups need root (network namespaces); the bucket needs mpi4py
 # and numpy for /usr/bin/python3 (Debian: python3-mpi4py python3-numpy).
 # Takes about an hour with the defaults.
@@ -62,7 +68,6 @@ runs=${CC_A_RUNS:-3}
 out=${CC_A_OUT:-docs/perf}
 build=${CC_A_BUILD:-build}
 bucket=${CC_A_BUCKET:-0}
-wsmall=${CC_A_WARMUP_SMALL:-40}
 wlarge=${CC_A_WARMUP_LARGE:-12}
 case $bucket in 0 | 1) ;; *) echo "perf_auto.sh: CC_A_BUCKET must be 0 or 1" >&2; exit 2 ;; esac
 long_setups=${CC_A_LONG-100mbit}
@@ -77,17 +82,28 @@ trap 'exit 143' TERM
 trap 'exit 130' INT HUP
 lib=$(cd "$build" && pwd)/libcc_coll.so
 interleave=${CC_A_INTERLEAVE:-1}
-case $interleave in 0) iflag= ;; 1) iflag=-I ;; *) echo "perf_auto.sh: CC_A_INTERLEAVE must be 0 or 1" >&2; exit 2 ;; esac
+case $interleave in 0 | 1) ;; *) echo "perf_auto.sh: CC_A_INTERLEAVE must be 0 or 1" >&2; exit 2 ;; esac
 perf="$build/cc_coll_perf -i 0 -r normal -D 0.01 -J -q -m none,topk,auto"
 for setup in $setups; do
-  setup_x=1
-  nsmall=30
-  case " $long_setups " in *" $setup "*) setup_x=4 nsmall=300 ;; esac
-  case " $busy_setups " in *" $setup "*) setup_x=4 nsmall=3000 ;; esac
+  case " $busy_setups " in
+    *" $setup "*)
+      # One node: no bucket, and scheduler waits that need many calls.
+      small="-b 4K -e 1M -f 4 -n 3000 -w ${CC_A_WARMUP_SMALL:-40}"
+      large="-I -B 5 -b 4M -e 256M -f 4 -n 60 -w $wlarge"
+      ;;
+    *)
+      # The cluster: turns of 15 calls in a row, two cycles of the square.
+      nsmall=180
+      case " $long_setups " in *" $setup "*) nsmall=360 ;; esac
+      small="-B 15 -b 4K -e 1M -f 4 -n $nsmall -w ${CC_A_WARMUP_SMALL:-60}"
+      large="-I -B 5 -b 4M -e 256M -f 4 -n 30 -w $wlarge"
+      [ "$setup" = 100mbit ] && large="-I -B 3 -b 4M -e 64M -f 4 -n 6 -w $((wlarge < 6 ? wlarge : 6))"
+      ;;
+  esac
   if [ "$interleave" = 1 ]; then
-    large="-I -B 5 -b 4M -e 256M -f 4 -n $((setup_x * 15)) -w $wlarge"
-    [ "$setup" = 100mbit ] && large="-I -B 3 -b 4M -e 64M -f 4 -n 6 -w $((wlarge < 6 ? wlarge : 6))"
+    small="-I $small"
   else
+    small=$(printf '%s' "$small" | sed 's/-B [0-9]* //')
     large="-b 4M -e 256M -f 4 -n 5 -w $wlarge"
     [ "$setup" = 100mbit ] && large="-b 4M -e 64M -f 4 -n 3 -w $((wlarge < 6 ? wlarge : 6))"
   fi
@@ -102,7 +118,7 @@ for setup in $setups; do
           /usr/bin/python3 -c 'while True: pass' &
           busy=$!
         fi
-        mpirun --oversubscribe -np "$np" $perf $iflag -b 4K -e 1M -f 4 -n $nsmall -w $wsmall > "$tmp/small.json"
+        mpirun --oversubscribe -np "$np" $perf $small > "$tmp/small.json"
         mpirun --oversubscribe -np "$np" $perf $large > "$tmp/large.json"
         if [ -n "$busy" ]; then kill "$busy"; wait "$busy" 2>/dev/null || true; busy=; fi
         ;;
@@ -112,7 +128,7 @@ for setup in $setups; do
           extra='$CC_CLUSTER_MPIRUN -x PYTHONPATH='"$PWD"'/python -x CC_COLL_LIBRARY='"$lib"' /usr/bin/python3 scripts/perf/perf_bucket.py '"$tmp"'/bucket.json --iters 10'
         fi
         scripts/cluster/cc_cluster.sh -N 2 -r "$setup" -t 3000 -p ccauto -- sh -c '
-          $CC_CLUSTER_MPIRUN '"$perf $iflag"' -b 4K -e 1M -f 4 -n '"$nsmall"' -w '"$wsmall"' > '"$tmp"'/small.json &&
+          $CC_CLUSTER_MPIRUN '"$perf $small"' > '"$tmp"'/small.json &&
           $CC_CLUSTER_MPIRUN '"$perf $large"' > '"$tmp"'/large.json && '"$extra"
         ;;
     esac
