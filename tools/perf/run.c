@@ -275,8 +275,9 @@ int measure(bench_t *b, size_t count, int in_place, int method, double t_mpi_us,
 
 /* -I: `total` calls of each of the n methods in rounds (of `block` calls
  * per method, -B), each round running the methods in the order of row r of
- * a balanced Latin square, so that every method follows every other
- * equally often (on a shaped link one method's call drains the bucket the
+ * a balanced Latin square, so that within the rounds every method follows
+ * every other equally often (not from one round to the next: the last of
+ * a round and the first of the next are always the same pairs; on a shaped link one method's call drains the bucket the
  * next one meets; on one node it leaves the caches to the next); each call
  * after a barrier, and timed when `timed`. */
 static void run_rounds(bench_t *b, timing_t *t, int n, size_t count, int in_place, int total, int timed)
@@ -288,7 +289,8 @@ static void run_rounds(bench_t *b, timing_t *t, int n, size_t count, int in_plac
             timing_t *m = &t[round_order(n, round, s)];
             for (int c = 0; c < calls; ++c) {
                 MPI_Barrier(MPI_COMM_WORLD);
-                if (!m->failed_call) timing_call(b, m, count, in_place, timed ? &m->times[it + c] : NULL);
+                if (timed) timed_call(b, m, count, in_place, it + c);
+                else if (!m->failed_call) timing_call(b, m, count, in_place, NULL);
             }
         }
     }
